@@ -1,0 +1,29 @@
+// The device's limits, reported by ibv_query_device/ibv_query_port and enforced by
+// the device. One place so the library and the device agree.
+#pragma once
+
+#include <cstdint>
+
+namespace uroce::abi {
+
+constexpr uint32_t kMaxQp = 65536;
+constexpr uint32_t kMaxQpWr = 16384;
+constexpr uint32_t kMaxSge = 32;
+constexpr uint32_t kMaxInline = 512;
+constexpr uint32_t kMaxCq = 65536;
+constexpr uint32_t kMaxCqe = 1 << 20;
+constexpr uint32_t kMaxMr = 1 << 16;
+constexpr uint64_t kMaxMrSize = uint64_t(1) << 40;
+constexpr uint32_t kMaxPd = 65536;
+constexpr uint32_t kMaxQpRdAtom = 16;
+constexpr uint32_t kMaxSrq = 65536;
+constexpr uint32_t kMaxSrqWr = 16384;
+constexpr uint32_t kMaxChannels = 4096;
+constexpr uint32_t kMaxMsgSize = 1u << 31;
+constexpr uint32_t kVendorId = 0xffffff;  // no IEEE OUI; rxe reports the same
+constexpr uint32_t kVendorPartId = 0x7572;  // "ur"
+constexpr uint32_t kHwVer = 1;
+constexpr const char* kFwVer = "0.1.0";
+constexpr uint32_t kFirstQpn = 0x11;  // 0 and 1 are the special QPs, as on hardware
+
+}  // namespace uroce::abi

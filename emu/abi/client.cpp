@@ -1,0 +1,89 @@
+#include "emu/abi/client.h"
+
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "emu/abi/runtime.h"
+
+namespace uroce::abi {
+
+int connect_device(const std::string& name) {
+    std::string path = socket_path(name);
+    sockaddr_un sa{};
+    sa.sun_family = AF_UNIX;
+    if (path.size() >= sizeof sa.sun_path) return -ENAMETOOLONG;
+    std::strcpy(sa.sun_path, path.c_str());
+    int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+    if (fd < 0) return -errno;
+    if (connect(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa) != 0) {
+        int e = errno;
+        close(fd);
+        return -e;
+    }
+    return fd;
+}
+
+static ssize_t recv_with_fds(int fd, void* buf, size_t len, int* fds, int* nfds) {
+    iovec iov{buf, len};
+    msghdr msg{};
+    msg.msg_iov = &iov;
+    msg.msg_iovlen = 1;
+    alignas(cmsghdr) char cbuf[CMSG_SPACE(sizeof(int) * kMaxFds)];
+    msg.msg_control = cbuf;
+    msg.msg_controllen = sizeof cbuf;
+    ssize_t n;
+    do {
+        n = recvmsg(fd, &msg, MSG_CMSG_CLOEXEC);
+    } while (n < 0 && errno == EINTR);
+    int got = 0;
+    for (cmsghdr* cm = CMSG_FIRSTHDR(&msg); cm; cm = CMSG_NXTHDR(&msg, cm)) {
+        if (cm->cmsg_level != SOL_SOCKET || cm->cmsg_type != SCM_RIGHTS) continue;
+        int k = int((cm->cmsg_len - CMSG_LEN(0)) / sizeof(int));
+        for (int i = 0; i < k; ++i) {
+            int f;
+            std::memcpy(&f, CMSG_DATA(cm) + i * sizeof(int), sizeof f);
+            if (fds && got < kMaxFds) fds[got++] = f;
+            else close(f);
+        }
+    }
+    if (nfds) *nfds = got;
+    return n;
+}
+
+int transact(int fd, const Request& req, Response* resp, int* fds, int* nfds) {
+    ssize_t n;
+    do {
+        n = send(fd, &req, sizeof req, MSG_NOSIGNAL);
+    } while (n < 0 && errno == EINTR);
+    if (n != ssize_t(sizeof req)) return n < 0 ? errno : EPROTO;
+    std::memset(resp, 0, sizeof *resp);
+    n = recv_with_fds(fd, resp, sizeof *resp, fds, nfds);
+    if (n < 0) return errno;
+    if (n < ssize_t(offsetof(Response, u))) return ENODEV;  // the device went away
+    return 0;
+}
+
+int simple_request(const std::string& name, Op op, std::string* reply) {
+    int fd = connect_device(name);
+    if (fd < 0) return -fd;
+    Request req{};
+    req.op = op;
+    ssize_t n = send(fd, &req, sizeof req, MSG_NOSIGNAL);
+    if (n != ssize_t(sizeof req)) {
+        close(fd);
+        return EPROTO;
+    }
+    std::string buf(kMaxDumpBytes + 4096, '\0');
+    n = recv_with_fds(fd, buf.data(), buf.size(), nullptr, nullptr);
+    close(fd);
+    if (n < 0) return errno;
+    buf.resize(size_t(n));
+    if (reply) *reply = buf;
+    return 0;
+}
+
+}  // namespace uroce::abi

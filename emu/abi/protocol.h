@@ -1,0 +1,159 @@
+// Control messages between the verbs library and the device, carried over a Unix
+// SOCK_SEQPACKET socket (one message each way per call; file descriptors travel with
+// SCM_RIGHTS). One connection is one ibv_context; closing it (or the process dying)
+// destroys everything created through it.
+#pragma once
+
+#include <infiniband/verbs.h>
+
+#include <cstdint>
+
+namespace uroce::abi {
+
+constexpr uint32_t kProtocolVersion = 1;
+
+enum class Op : uint32_t {
+    kOpen = 1,
+    kAllocPd,
+    kDeallocPd,
+    kRegMr,
+    kDeregMr,
+    kCreateCompChannel,
+    kDestroyCompChannel,
+    kCreateCq,
+    kDestroyCq,
+    kCreateQp,
+    kModifyQp,
+    kQueryQp,
+    kDestroyQp,
+    kDump,      // text dump of the device's resources (uroce res)
+    kShutdown,  // stop the device (uroce stop)
+};
+
+struct OpenReq {
+    uint32_t version;
+    int32_t pid;
+};
+struct OpenResp {
+    char name[64];
+    uint32_t ipv4_be;
+    uint16_t udp_port;
+    uint16_t reserved;
+    int32_t device_pid;
+    uint64_t guid_be;
+    uint32_t session;
+    // fds: [0] doorbell eventfd, [1] async event pipe (read end)
+};
+
+struct PdReq { uint32_t pd; };
+struct PdResp { uint32_t pd; };
+
+struct RegMrReq {
+    uint32_t pd;
+    uint32_t access;
+    uint64_t addr;
+    uint64_t length;
+    uint64_t iova;
+};
+struct RegMrResp {
+    uint32_t handle;
+    uint32_t lkey;
+    uint32_t rkey;
+};
+struct HandleReq { uint32_t handle; };
+
+struct ChannelResp { uint32_t handle; };  // fds: [0] pipe read end
+
+struct CreateCqReq {
+    uint32_t cqe;
+    int32_t channel;  // -1: none
+    uint64_t cookie;  // the library's struct ibv_cq *, echoed in events
+};
+struct CreateCqResp {
+    uint32_t handle;
+    uint32_t cqe;    // usable entries reported to the app
+    uint32_t slots;  // ring slots (power of two)
+    uint32_t reserved;
+    // fds: [0] ring memfd
+};
+
+struct CreateQpReq {
+    uint32_t pd;
+    uint32_t send_cq;
+    uint32_t recv_cq;
+    uint32_t srq;  // 0: none
+    uint32_t qp_type;
+    uint32_t sq_sig_all;
+    ibv_qp_cap cap;
+    uint64_t cookie;  // the library's struct ibv_qp *
+};
+struct CreateQpResp {
+    uint32_t qpn;
+    ibv_qp_cap cap;  // granted
+    uint32_t sq_slots;
+    uint32_t rq_slots;
+    uint32_t sq_stride;
+    uint32_t rq_stride;
+    // fds: [0] SQ memfd, [1] RQ memfd (absent when the QP uses an SRQ)
+};
+
+struct ModifyQpReq {
+    uint32_t qpn;
+    uint32_t reserved;
+    uint64_t mask;
+    ibv_qp_attr attr;
+};
+struct QueryQpReq {
+    uint32_t qpn;
+    uint32_t reserved;
+    uint64_t mask;
+};
+struct QueryQpResp {
+    ibv_qp_attr attr;
+    ibv_qp_cap cap;
+    uint32_t sq_sig_all;
+};
+
+struct Request {
+    Op op;
+    uint32_t reserved;
+    union {
+        OpenReq open;
+        PdReq pd;
+        RegMrReq reg_mr;
+        HandleReq handle;
+        CreateCqReq create_cq;
+        CreateQpReq create_qp;
+        ModifyQpReq modify_qp;
+        QueryQpReq query_qp;
+    } u;
+};
+
+struct Response {
+    int32_t err;  // 0 or a positive errno
+    uint32_t reserved;
+    union {
+        OpenResp open;
+        PdResp pd;
+        RegMrResp reg_mr;
+        ChannelResp channel;
+        CreateCqResp create_cq;
+        CreateQpResp create_qp;
+        QueryQpResp query_qp;
+    } u;
+};
+
+// Records the device writes into a completion channel pipe and the async event pipe.
+struct CompEvent {
+    uint64_t cq_cookie;
+};
+struct AsyncEvent {
+    uint32_t event_type;  // enum ibv_event_type
+    uint32_t reserved;
+    uint64_t cookie;      // the library object (qp/cq/srq) or the port number
+};
+
+constexpr int kMaxFds = 4;
+constexpr size_t kMaxDumpBytes = 60000;
+
+}  // namespace uroce::abi

@@ -1,0 +1,105 @@
+// Layout of the queues shared between an application (the verbs library) and the
+// device. Both sides map the same memfd. The device never trusts anything it reads
+// from here: indices are masked, lengths clamped, keys checked against its own tables.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+
+namespace uroce::abi {
+
+constexpr size_t kCacheLine = 64;
+
+// Producer/consumer indices are free-running 32-bit counters; slot = index & (size-1).
+struct alignas(kCacheLine) RingHeader {
+    alignas(kCacheLine) std::atomic<uint32_t> prod;
+    alignas(kCacheLine) std::atomic<uint32_t> cons;
+    // CQ only: request-notification state written by the library, consumed by the
+    // device with an atomic exchange so one arm yields at most one event.
+    alignas(kCacheLine) std::atomic<uint32_t> arm;
+};
+static_assert(sizeof(RingHeader) == 3 * kCacheLine);
+static_assert(std::atomic<uint32_t>::is_always_lock_free);
+
+enum CqArm : uint32_t { kCqArmNone = 0, kCqArmNext = 1, kCqArmSolicited = 2 };
+
+struct Sge {
+    uint64_t addr;
+    uint32_t length;
+    uint32_t lkey;
+};
+
+// One send work request. Followed in its slot by the data area: max_sge Sge entries,
+// or (IBV_SEND_INLINE) inline_len bytes of data.
+struct SendWqe {
+    uint64_t wr_id;
+    uint32_t opcode;      // enum ibv_wr_opcode
+    uint32_t send_flags;  // enum ibv_send_flags
+    uint32_t imm_data;    // network order, as in ibv_send_wr (also invalidate rkey)
+    uint32_t num_sge;
+    uint32_t inline_len;  // bytes of inline data when IBV_SEND_INLINE
+    uint32_t rkey;
+    uint64_t remote_addr;
+    uint64_t compare_add;
+    uint64_t swap;
+    uint32_t ah;          // UD: address handle number
+    uint32_t remote_qpn;  // UD
+    uint32_t remote_qkey; // UD
+    uint32_t remote_srqn; // XRC
+};
+static_assert(sizeof(SendWqe) == 72);
+
+struct RecvWqe {
+    uint64_t wr_id;
+    uint32_t num_sge;
+    uint32_t reserved;
+    // followed by max_sge Sge entries
+};
+
+// A completion, as the device writes it. The library copies it into struct ibv_wc.
+struct Cqe {
+    uint64_t wr_id;
+    uint32_t status;  // enum ibv_wc_status
+    uint32_t opcode;  // enum ibv_wc_opcode
+    uint32_t vendor_err;
+    uint32_t byte_len;
+    uint32_t imm_data;  // network order, as in ibv_wc
+    uint32_t qp_num;
+    uint32_t src_qp;
+    uint32_t wc_flags;
+    uint16_t pkey_index;
+    uint16_t slid;
+    uint8_t sl;
+    uint8_t dlid_path_bits;
+    uint8_t reserved[2];
+};
+static_assert(sizeof(Cqe) == 48);
+
+inline size_t align_up(size_t v, size_t a) { return (v + a - 1) / a * a; }
+
+inline uint32_t round_pow2(uint32_t v) {
+    uint32_t p = 1;
+    while (p < v) p <<= 1;
+    return p;
+}
+
+inline size_t send_stride(uint32_t max_sge, uint32_t max_inline) {
+    size_t data = max_sge * sizeof(Sge);
+    if (max_inline > data) data = max_inline;
+    return align_up(sizeof(SendWqe) + data, 64);
+}
+
+inline size_t recv_stride(uint32_t max_sge) {
+    return align_up(sizeof(RecvWqe) + max_sge * sizeof(Sge), 32);
+}
+
+inline size_t ring_bytes(uint32_t slots, size_t stride) {
+    return align_up(sizeof(RingHeader) + slots * stride, 4096);
+}
+
+inline uint8_t* ring_slot(void* base, size_t stride, uint32_t mask, uint32_t index) {
+    return static_cast<uint8_t*>(base) + sizeof(RingHeader) + size_t(index & mask) * stride;
+}
+
+}  // namespace uroce::abi

@@ -1,0 +1,37 @@
+// Where running devices are found: a per-user runtime directory holding, for each
+// device NAME, NAME.sock (the control socket) and NAME.info (its description).
+// This plays the role sysfs plays for kernel RDMA devices.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace uroce::abi {
+
+struct DeviceInfo {
+    std::string name;
+    std::string addr;  // dotted IPv4
+    uint16_t port = 4791;
+    pid_t pid = 0;
+    uint64_t guid = 0;  // host order
+    std::string pcap;   // capture file, empty when off
+};
+
+// UROCE_RUNTIME_DIR, else /tmp/uroce-<uid>. Created (0700) when `create`.
+std::string runtime_dir(bool create = false);
+std::string socket_path(const std::string& name);
+std::string info_path(const std::string& name);
+
+bool write_info(const DeviceInfo& info);
+bool read_info(const std::string& name, DeviceInfo* out);
+// Devices whose info file names a live process, sorted by name. Stale files (the
+// process is gone) are removed.
+std::vector<DeviceInfo> list_devices();
+
+// GUID derived from the IPv4 address, like a MAC-derived EUI-64.
+uint64_t guid_for(uint32_t ipv4_be);
+
+}  // namespace uroce::abi

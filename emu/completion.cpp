@@ -1,0 +1,121 @@
+// Completions, local key checks and the error state: the paths every transport shares.
+#include <unistd.h>
+
+#include "emu/device.h"
+
+namespace uroce::emu {
+
+namespace {
+ibv_wc_opcode wc_opcode_for(uint32_t wr_opcode) {
+    switch (wr_opcode) {
+    case IBV_WR_RDMA_WRITE:
+    case IBV_WR_RDMA_WRITE_WITH_IMM:
+        return IBV_WC_RDMA_WRITE;
+    case IBV_WR_RDMA_READ:
+        return IBV_WC_RDMA_READ;
+    case IBV_WR_ATOMIC_CMP_AND_SWP:
+        return IBV_WC_COMP_SWAP;
+    case IBV_WR_ATOMIC_FETCH_AND_ADD:
+        return IBV_WC_FETCH_ADD;
+    case IBV_WR_LOCAL_INV:
+        return IBV_WC_LOCAL_INV;
+    case IBV_WR_BIND_MW:
+        return IBV_WC_BIND_MW;
+    default:
+        return IBV_WC_SEND;
+    }
+}
+}  // namespace
+
+void Device::push_cqe(uint32_t cq_handle, const abi::Cqe& cqe, bool solicited) {
+    Cq* cq = cqs_.get(cq_handle);
+    if (!cq || cq->overrun) return;
+    uint32_t cons = cq->hdr->cons.load(std::memory_order_acquire);
+    if (uint32_t(cq->prod - cons) > cq->mask) {
+        // Overrun: the CQ is unusable from now on, as on hardware.
+        cq->overrun = true;
+        post_async(cq->owner, IBV_EVENT_CQ_ERR, cq->cookie);
+        return;
+    }
+    cq->slots[cq->prod & cq->mask] = cqe;
+    ++cq->prod;
+    cq->hdr->prod.store(cq->prod, std::memory_order_release);
+    uint32_t arm = cq->hdr->arm.load(std::memory_order_acquire);
+    if (arm == abi::kCqArmNone) return;
+    if (arm == abi::kCqArmSolicited && !solicited && cqe.status == IBV_WC_SUCCESS) return;
+    if (cq->hdr->arm.exchange(abi::kCqArmNone) == abi::kCqArmNone) return;
+    if (CompChannel* ch = channels_.get(cq->channel)) {
+        abi::CompEvent ev{cq->cookie};
+        if (write(ch->write_fd, &ev, sizeof ev) < 0) {
+            // A channel nobody reads: the event is dropped, the CQE itself is not.
+        }
+    }
+}
+
+void Device::complete_send(Qp& qp, uint32_t index, ibv_wc_status status) {
+    SendWr& w = qp.swr[index & qp.sq_mask];
+    if (status != IBV_WC_SUCCESS || (w.flags & IBV_SEND_SIGNALED) || qp.sq_sig_all) {
+        abi::Cqe c{};
+        c.wr_id = w.wr_id;
+        c.status = status;
+        c.opcode = wc_opcode_for(w.opcode);
+        c.byte_len = w.length;
+        c.qp_num = qp.qpn;
+        push_cqe(qp.send_cq, c, false);
+    }
+    qp.sq_done = index + 1;
+    qp.sq->cons.store(qp.sq_done, std::memory_order_release);
+}
+
+void Device::qp_to_error(Qp& qp) {
+    if (qp.state == IBV_QPS_ERR) return;
+    qp.state = IBV_QPS_ERR;
+    qp.attr.qp_state = IBV_QPS_ERR;
+    flush_queues(qp);
+}
+
+void Device::flush_queues(Qp& qp) {
+    qp.deadline_ns = 0;
+    qp.rnr_wait = false;
+    // Everything fetched but not completed, then everything still in the ring.
+    while (qp.sq_done != qp.sq_fetch) complete_send(qp, qp.sq_done, IBV_WC_WR_FLUSH_ERR);
+    while (fetch_send_wqe(qp)) complete_send(qp, qp.sq_done, IBV_WC_WR_FLUSH_ERR);
+    qp.sq_send = qp.sq_fetch;
+    qp.sq_send_off = 0;
+
+    uint32_t prod = qp.rq->prod.load(std::memory_order_acquire);
+    if (uint32_t(prod - qp.rq_next) > qp.rq_mask + 1) prod = qp.rq_next + qp.rq_mask + 1;
+    while (qp.rq_next != prod) {
+        const auto* r = reinterpret_cast<const abi::RecvWqe*>(
+            abi::ring_slot(qp.rq, qp.rq_stride, qp.rq_mask, qp.rq_next));
+        abi::Cqe c{};
+        c.wr_id = r->wr_id;
+        c.status = IBV_WC_WR_FLUSH_ERR;
+        c.opcode = IBV_WC_RECV;
+        c.qp_num = qp.qpn;
+        push_cqe(qp.recv_cq, c, false);
+        ++qp.rq_next;
+        qp.rq->cons.store(qp.rq_next, std::memory_order_release);
+    }
+    qp.have_rwr = false;
+}
+
+bool Device::check_local_sges(const Qp& qp, abi::Sge* sge, uint32_t n, bool write,
+                              uint64_t* total) const {
+    uint64_t sum = 0;
+    for (uint32_t i = 0; i < n; ++i) {
+        sum += sge[i].length;
+        if (sge[i].length == 0) continue;
+        Mr* mr = mr_for_key(sge[i].lkey);
+        if (!mr || mr->pd != qp.pd || mr->owner != qp.owner) return false;
+        if (write && !(mr->access & IBV_ACCESS_LOCAL_WRITE)) return false;
+        uint64_t a = sge[i].addr, len = sge[i].length;
+        if (a < mr->iova || a + len < a || a + len > mr->iova + mr->length) return false;
+        // From here on the SGE holds the process address the device copies to/from.
+        sge[i].addr = mr->addr + (a - mr->iova);
+    }
+    *total = sum;
+    return true;
+}
+
+}  // namespace uroce::emu

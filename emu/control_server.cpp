@@ -1,0 +1,150 @@
+#include "emu/control_server.h"
+
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+namespace uroce::emu {
+
+struct ControlServer::Conn {
+    explicit Conn(asio::io_context& io, int fd) : sd(io, fd) {}
+    asio::posix::stream_descriptor sd;
+    Session* session = nullptr;
+    pid_t pid = 0;
+};
+
+namespace {
+bool send_msg(int fd, const void* data, size_t len, const std::vector<int>& fds) {
+    iovec iov{const_cast<void*>(data), len};
+    msghdr msg{};
+    msg.msg_iov = &iov;
+    msg.msg_iovlen = 1;
+    alignas(cmsghdr) char cbuf[CMSG_SPACE(sizeof(int) * abi::kMaxFds)];
+    if (!fds.empty()) {
+        msg.msg_control = cbuf;
+        msg.msg_controllen = CMSG_SPACE(sizeof(int) * fds.size());
+        cmsghdr* cm = CMSG_FIRSTHDR(&msg);
+        cm->cmsg_level = SOL_SOCKET;
+        cm->cmsg_type = SCM_RIGHTS;
+        cm->cmsg_len = CMSG_LEN(sizeof(int) * fds.size());
+        std::memcpy(CMSG_DATA(cm), fds.data(), sizeof(int) * fds.size());
+    }
+    ssize_t n = sendmsg(fd, &msg, MSG_NOSIGNAL);
+    return n == ssize_t(len);
+}
+}  // namespace
+
+int ControlServer::listen(const std::string& path) {
+    int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (fd < 0) return errno;
+    sockaddr_un sa{};
+    sa.sun_family = AF_UNIX;
+    if (path.size() >= sizeof sa.sun_path) {
+        close(fd);
+        return ENAMETOOLONG;
+    }
+    std::strcpy(sa.sun_path, path.c_str());
+    unlink(path.c_str());
+    mode_t old = umask(0177);
+    int r = bind(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa);
+    umask(old);
+    if (r != 0 || ::listen(fd, 128) != 0) {
+        int e = errno;
+        close(fd);
+        return e;
+    }
+    listener_ = std::make_unique<asio::posix::stream_descriptor>(io_, fd);
+    accept_next();
+    return 0;
+}
+
+void ControlServer::accept_next() {
+    listener_->async_wait(asio::posix::stream_descriptor::wait_read, [this](asio::error_code ec) {
+        if (ec) return;
+        for (;;) {
+            int fd = accept4(listener_->native_handle(), nullptr, nullptr,
+                             SOCK_CLOEXEC | SOCK_NONBLOCK);
+            if (fd < 0) break;
+            auto c = std::make_shared<Conn>(io_, fd);
+            ucred cred{};
+            socklen_t len = sizeof cred;
+            if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0) c->pid = cred.pid;
+            read_next(c);
+        }
+        accept_next();
+    });
+}
+
+void ControlServer::read_next(std::shared_ptr<Conn> c) {
+    c->sd.async_wait(asio::posix::stream_descriptor::wait_read, [this, c](asio::error_code ec) {
+        bool keep = !ec && serve(*c);
+        if (keep) return read_next(c);
+        if (c->session) {
+            Session* s = c->session;
+            dev_.call([&] { dev_.close_session(s); });
+            c->session = nullptr;
+        }
+        asio::error_code ignored;
+        c->sd.close(ignored);
+    });
+}
+
+bool ControlServer::serve(Conn& c) {
+    abi::Request req{};
+    ssize_t n = recv(c.sd.native_handle(), &req, sizeof req, MSG_DONTWAIT);
+    if (n < 0) return errno == EAGAIN || errno == EINTR;
+    if (n == 0) return false;                        // the application went away
+    if (size_t(n) < offsetof(abi::Request, u)) return false;  // not our protocol
+    abi::Response resp{};
+    std::vector<int> fds;
+    switch (req.op) {
+    case abi::Op::kOpen: {
+        if (c.session || req.u.open.version != abi::kProtocolVersion) {
+            resp.err = EPROTO;
+            break;
+        }
+        int f[2] = {-1, -1};
+        int err = 0;
+        dev_.call([&] { c.session = dev_.open_session(c.pid, f, &err); });
+        resp.err = err;
+        if (!err) {
+            auto& o = resp.u.open;
+            const DeviceConfig& cfg = dev_.config();
+            std::snprintf(o.name, sizeof o.name, "%s", cfg.name.c_str());
+            o.ipv4_be = cfg.ipv4_be;
+            o.udp_port = cfg.port;
+            o.device_pid = getpid();
+            o.guid_be = htobe64(dev_.guid());
+            o.session = c.session->id;
+            fds = {f[0], f[1]};
+        }
+        break;
+    }
+    case abi::Op::kDump: {
+        std::string text;
+        dev_.call([&] { text = dev_.dump(); });
+        if (text.size() > abi::kMaxDumpBytes) text.resize(abi::kMaxDumpBytes);
+        return send_msg(c.sd.native_handle(), text.data(), text.size(), {});
+    }
+    case abi::Op::kShutdown:
+        shutdown_ = true;
+        send_msg(c.sd.native_handle(), &resp, sizeof resp, {});
+        io_.stop();
+        return false;
+    default:
+        if (!c.session) {
+            resp.err = EPROTO;
+            break;
+        }
+        dev_.call([&] { dev_.handle(*c.session, req, resp, fds); });
+    }
+    bool ok = send_msg(c.sd.native_handle(), &resp, sizeof resp, fds);
+    for (int fd : fds) close(fd);
+    return ok;
+}
+
+}  // namespace uroce::emu

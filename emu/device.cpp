@@ -1,0 +1,295 @@
+#include "emu/device.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <sys/eventfd.h>
+#include <sys/time.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <future>
+
+#include "emu/abi/runtime.h"
+#include "net/icrc.h"
+#include "net/opcodes.h"
+
+namespace uroce::emu {
+
+namespace {
+constexpr uint64_t kCmdTag = ~uint64_t(0);
+constexpr uint64_t kStallRetryNs = 20000;  // when every transmit buffer is in flight
+}  // namespace
+
+uint64_t now_ns() {
+    timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return uint64_t(ts.tv_sec) * 1000000000ull + uint64_t(ts.tv_nsec);
+}
+
+CompChannel::~CompChannel() {
+    if (write_fd >= 0) close(write_fd);
+}
+
+Session::~Session() {
+    if (async_write_fd >= 0) close(async_write_fd);
+}
+
+Device::Device(DeviceConfig cfg) : cfg_(std::move(cfg)) {
+    guid_ = abi::guid_for(cfg_.ipv4_be);
+    self_.sin_family = AF_INET;
+    self_.sin_addr.s_addr = cfg_.ipv4_be;
+    self_.sin_port = htons(cfg_.port);
+    ready_.reserve(1024);
+    timers_.reserve(1024);
+}
+
+Device::~Device() { stop(); }
+
+int Device::start() {
+    int err = io_.open(cfg_.ipv4_be, cfg_.port);
+    if (err) return err;
+    if (!cfg_.pcap.empty()) {
+        std::string why;
+        if (!pcap_.open(cfg_.pcap, cfg_.pcap_max, &why)) return EIO;
+    }
+    cmd_fd_ = eventfd(0, EFD_CLOEXEC);
+    if (cmd_fd_ < 0) return errno;
+    io_.watch_eventfd(cmd_fd_, kCmdTag);
+    running_ = true;
+    thread_ = std::thread([this] { loop(); });
+    return 0;
+}
+
+void Device::stop() {
+    if (!running_) return;
+    call([this] {
+        stop_requested_ = true;
+        // Destroy what is left, as if every application had gone away.
+        std::vector<Session*> all;
+        sessions_.for_each([&](uint32_t, Session& s) { all.push_back(&s); });
+        for (Session* s : all) close_session(s);
+    });
+    thread_.join();
+    running_ = false;
+    pcap_.close();
+}
+
+void Device::call(const std::function<void()>& fn) {
+    if (!running_ || std::this_thread::get_id() == thread_.get_id()) {
+        fn();
+        return;
+    }
+    std::promise<void> done;
+    {
+        std::lock_guard<std::mutex> g(cmd_mu_);
+        cmds_.emplace_back([&] {
+            fn();
+            done.set_value();
+        });
+    }
+    uint64_t one = 1;
+    if (write(cmd_fd_, &one, sizeof one) < 0) {
+        // eventfd writes only fail on overflow, which a counter of 2^64 cannot reach
+    }
+    done.get_future().wait();
+}
+
+void Device::run_commands() {
+    for (;;) {
+        std::function<void()> fn;
+        {
+            std::lock_guard<std::mutex> g(cmd_mu_);
+            if (cmds_.empty()) return;
+            fn = std::move(cmds_.front());
+            cmds_.pop_front();
+        }
+        fn();
+    }
+}
+
+void Device::loop() {
+    while (!stop_requested_) {
+        uint64_t now = now_ns();
+        run_timers(now);
+        run_ready();
+        uint64_t wait = ready_.empty() ? next_timeout(now_ns()) : kStallRetryNs;
+        io_.run_once(wait, *this);
+    }
+}
+
+void Device::on_eventfd(uint64_t tag) {
+    if (tag == kCmdTag) {
+        run_commands();
+        return;
+    }
+    Session* s = sessions_.get(uint32_t(tag));
+    if (!s) return;
+    for (uint32_t qpn : s->qps)
+        if (Qp* qp = qps_.get(qpn)) mark_ready(*qp);
+}
+
+void Device::mark_ready(Qp& qp) {
+    if (qp.on_ready_list) return;
+    qp.on_ready_list = true;
+    ready_.push_back(&qp);
+}
+
+void Device::run_ready() {
+    if (ready_.empty()) return;
+    // Swap into a scratch list that keeps its capacity, so no allocation happens here.
+    static thread_local std::vector<Qp*> work;
+    work.clear();
+    work.swap(ready_);
+    for (Qp* qp : work) qp->on_ready_list = false;
+    for (Qp* qp : work) requester_progress(*qp);
+}
+
+void Device::arm_timer(Qp& qp, uint64_t deadline) {
+    qp.deadline_ns = deadline;
+    if (deadline && !qp.on_timer_list) {
+        qp.on_timer_list = true;
+        timers_.push_back(&qp);
+    }
+}
+
+void Device::run_timers(uint64_t now) {
+    for (size_t i = 0; i < timers_.size();) {
+        Qp* qp = timers_[i];
+        if (qp->deadline_ns == 0) {
+            qp->on_timer_list = false;
+            timers_[i] = timers_.back();
+            timers_.pop_back();
+            continue;
+        }
+        if (qp->deadline_ns <= now) {
+            qp->deadline_ns = 0;
+            retransmit_timeout(*qp);
+        }
+        ++i;
+    }
+}
+
+uint64_t Device::next_timeout(uint64_t now) const {
+    uint64_t best = 1000000000ull;  // wake at least once a second
+    for (const Qp* qp : timers_)
+        if (qp->deadline_ns) best = std::min(best, qp->deadline_ns > now ? qp->deadline_ns - now : 1);
+    return best;
+}
+
+uint8_t* Device::tx_begin(uint32_t* slot) {
+    uint8_t* buf = io_.tx_alloc(slot);
+    if (!buf) ++counters_.tx_stalls;
+    return buf;
+}
+
+void Device::transmit(uint32_t slot, size_t len_no_icrc, const sockaddr_in& to) {
+    uint8_t* buf = io_.tx_buffer(slot);
+    size_t len = len_no_icrc + net::kIcrcLen;
+    net::icrc_store(cfg_.ipv4_be, to.sin_addr.s_addr, cfg_.port, ntohs(to.sin_port), buf, len);
+    if (pcap_.is_open()) {
+        timeval tv;
+        gettimeofday(&tv, nullptr);
+        pcap_.record(cfg_.ipv4_be, cfg_.port, to.sin_addr.s_addr, ntohs(to.sin_port), buf, len,
+                     tv);
+    }
+    ++counters_.tx_pkts;
+    counters_.tx_bytes += len;
+    io_.tx_send(slot, len, to);
+}
+
+void Device::on_packet(const sockaddr_in& from, uint8_t* data, size_t len) {
+    ++counters_.rx_pkts;
+    counters_.rx_bytes += len;
+    if (pcap_.is_open()) {
+        timeval tv;
+        gettimeofday(&tv, nullptr);
+        pcap_.record(from.sin_addr.s_addr, ntohs(from.sin_port), cfg_.ipv4_be, cfg_.port, data,
+                     len, tv);
+    }
+    net::Packet p;
+    net::DropReason why = net::decode(data, len, p);
+    if (why != net::DropReason::kNone) return count_drop(why);
+    if (!net::icrc_check(from.sin_addr.s_addr, cfg_.ipv4_be, ntohs(from.sin_port), cfg_.port,
+                         data, len))
+        return count_drop(net::DropReason::kBadIcrc);
+    if ((p.bth.pkey & 0x7fff) != (net::kDefaultPkey & 0x7fff))
+        return count_drop(net::DropReason::kBadPkey);
+    Qp* qp = qps_.get(p.bth.dqpn);
+    if (!qp) return count_drop(net::DropReason::kBadQp);
+    const net::OpInfo* info = net::op_info(p.bth.opcode);
+    if (info->cls != net::QpClass::RC || qp->type != IBV_QPT_RC)
+        return count_drop(net::DropReason::kOpNotForQp);
+    ++qp->rx_pkts;
+    if (info->flags & net::kRequest)
+        responder_receive(*qp, p);
+    else
+        completer_receive(*qp, p);
+}
+
+Session* Device::open_session(pid_t pid, int fds_out[2], int* err) {
+    auto s = std::make_unique<Session>();
+    s->pid = pid;
+    int db = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    if (db < 0) {
+        *err = errno;
+        return nullptr;
+    }
+    int pfd[2];
+    if (pipe2(pfd, O_CLOEXEC) != 0) {
+        *err = errno;
+        close(db);
+        return nullptr;
+    }
+    fcntl(pfd[1], F_SETFL, O_NONBLOCK);
+    s->async_write_fd = pfd[1];
+    uint32_t id;
+    Session* sp = sessions_.add(std::move(s), &id);
+    if (!sp) {
+        *err = EMFILE;
+        close(db);
+        close(pfd[0]);
+        return nullptr;
+    }
+    sp->id = id;
+    fds_out[0] = fcntl(db, F_DUPFD_CLOEXEC, 0);
+    fds_out[1] = pfd[0];
+    io_.watch_eventfd(db, id);  // the ring owns db from here on
+    *err = 0;
+    return sp;
+}
+
+void Device::close_session(Session* s) {
+    // Children first, as the kernel's uverbs cleanup does.
+    for (uint32_t qpn : std::vector<uint32_t>(s->qps)) destroy_qp_now(qpn);
+    for (uint32_t h : s->cqs) cqs_.remove(h);
+    for (uint32_t h : s->channels) channels_.remove(h);
+    for (uint32_t h : s->mrs) mrs_.remove(h >> 8);
+    for (uint32_t h : s->pds) pds_.remove(h);
+    io_.unwatch_eventfd(s->id);
+    sessions_.remove(s->id);
+}
+
+void Device::post_async(Session* s, ibv_event_type type, uint64_t cookie) {
+    if (!s || s->async_write_fd < 0) return;
+    abi::AsyncEvent ev{uint32_t(type), 0, cookie};
+    if (write(s->async_write_fd, &ev, sizeof ev) < 0) {
+        // The application is not reading its events; like a full EQ, this one is lost.
+    }
+}
+
+int Device::set_capture(const std::string& path, uint64_t max_bytes) {
+    pcap_.close();
+    if (path.empty()) {
+        cfg_.pcap.clear();
+        return 0;
+    }
+    std::string why;
+    if (!pcap_.open(path, max_bytes, &why)) return EIO;
+    cfg_.pcap = path;
+    cfg_.pcap_max = max_bytes;
+    return 0;
+}
+
+}  // namespace uroce::emu

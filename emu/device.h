@@ -1,0 +1,151 @@
+// One uroce HCA: a RoCEv2 port on an IPv4 address, its object tables, transport and
+// packet I/O. Every object lives on the engine thread; other threads reach the device
+// only through call(), which runs a function on that thread and waits.
+#pragma once
+
+#include <netinet/in.h>
+
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "emu/abi/caps.h"
+#include "emu/abi/protocol.h"
+#include "emu/handle_table.h"
+#include "emu/objects.h"
+#include "net/headers.h"
+#include "net/pcap_tap.h"
+#include "net/udp_uring.h"
+
+namespace uroce::emu {
+
+struct DeviceConfig {
+    std::string name = "uroce0";
+    uint32_t ipv4_be = 0;  // network order
+    uint16_t port = 4791;
+    std::string pcap;       // capture file, empty: none
+    uint64_t pcap_max = 0;  // rotation size in bytes, 0: unlimited
+};
+
+struct DeviceCounters {
+    uint64_t tx_pkts = 0, rx_pkts = 0, tx_bytes = 0, rx_bytes = 0;
+    uint64_t drops[size_t(net::DropReason::kCount)] = {};
+    uint64_t retransmits = 0, tx_stalls = 0;
+};
+
+class Device : private net::UdpUring::Handler {
+public:
+    explicit Device(DeviceConfig cfg);
+    ~Device() override;
+
+    int start();  // binds the port and starts the engine thread; 0 or errno
+    void stop();
+    const DeviceConfig& config() const { return cfg_; }
+    uint64_t guid() const { return guid_; }
+
+    // Runs fn on the engine thread and waits for it.
+    void call(const std::function<void()>& fn);
+
+    // Engine thread only (wrap in call()).
+    Session* open_session(pid_t pid, int fds_out[2], int* err);
+    void close_session(Session* s);
+    void handle(Session& s, const abi::Request& req, abi::Response& resp, std::vector<int>& fds);
+    std::string dump() const;
+    int set_capture(const std::string& path, uint64_t max_bytes);
+
+private:
+    // Control operations (device_verbs.cpp).
+    int alloc_pd(Session& s, uint32_t* pd);
+    int dealloc_pd(Session& s, uint32_t pd);
+    int reg_mr(Session& s, const abi::RegMrReq& r, abi::RegMrResp* out);
+    int dereg_mr(Session& s, uint32_t handle);
+    int create_channel(Session& s, uint32_t* handle, int* fd);
+    int destroy_channel(Session& s, uint32_t handle);
+    int create_cq(Session& s, const abi::CreateCqReq& r, abi::CreateCqResp* out, int* fd);
+    int destroy_cq(Session& s, uint32_t handle);
+    int create_qp(Session& s, const abi::CreateQpReq& r, abi::CreateQpResp* out, int fds[2]);
+    int modify_qp(Session& s, const abi::ModifyQpReq& r);
+    int query_qp(Session& s, const abi::QueryQpReq& r, abi::QueryQpResp* out);
+    int destroy_qp(Session& s, uint32_t qpn);
+    void destroy_qp_now(uint32_t qpn);
+    template <typename T>
+    static bool owned(const Session& s, const T* obj) { return obj && obj->owner == &s; }
+
+    // Engine loop (device.cpp).
+    void loop();
+    void on_packet(const sockaddr_in& from, uint8_t* data, size_t len) override;
+    void on_eventfd(uint64_t tag) override;
+    void run_commands();
+    void run_ready();
+    void run_timers(uint64_t now);
+    uint64_t next_timeout(uint64_t now) const;
+    void mark_ready(Qp& qp);
+    void arm_timer(Qp& qp, uint64_t deadline);
+
+    // Packet helpers (device.cpp).
+    uint8_t* tx_begin(uint32_t* slot);
+    // Appends the ICRC, records the packet in the capture, and queues it.
+    void transmit(uint32_t slot, size_t len_no_icrc, const sockaddr_in& to);
+    void count_drop(net::DropReason r) { ++counters_.drops[size_t(r)]; }
+
+    // Completion and error paths (completion.cpp).
+    void push_cqe(uint32_t cq_handle, const abi::Cqe& cqe, bool solicited);
+    void complete_send(Qp& qp, uint32_t index, ibv_wc_status status);
+    void qp_to_error(Qp& qp);
+    void flush_queues(Qp& qp);
+    void post_async(Session* s, ibv_event_type type, uint64_t cookie);
+    Mr* mr_for_key(uint32_t key) const;
+    // Checks keys, PD, access and bounds of an SGE list and rewrites each address
+    // from the MR's iova space to the owning process's address space.
+    bool check_local_sges(const Qp& qp, abi::Sge* sge, uint32_t n, bool write,
+                          uint64_t* total) const;
+
+    // RC transport.
+    void requester_progress(Qp& qp);                                       // rc_requester.cpp
+    bool fetch_send_wqe(Qp& qp);                                           // rc_requester.cpp
+    void go_back(Qp& qp, uint32_t psn);                                    // rc_requester.cpp
+    void complete_blocked(Qp& qp);                                         // rc_requester.cpp
+    void responder_receive(Qp& qp, const net::Packet& p);                  // rc_responder.cpp
+    void send_ack(Qp& qp, uint8_t syndrome, uint32_t psn);                 // rc_responder.cpp
+    void responder_error(Qp& qp, ibv_wc_status status, uint8_t nak, uint32_t psn,
+                         ibv_event_type event);                            // rc_responder.cpp
+    bool take_recv(Qp& qp);                                                // rc_responder.cpp
+    void completer_receive(Qp& qp, const net::Packet& p);                  // rc_completer.cpp
+    void ack_upto(Qp& qp, uint32_t psn);                                   // rc_completer.cpp
+    void fail_oldest(Qp& qp, ibv_wc_status status);                        // rc_completer.cpp
+    void retransmit_timeout(Qp& qp);                                       // rc_completer.cpp
+
+    DeviceConfig cfg_;
+    uint64_t guid_ = 0;
+    sockaddr_in self_{};
+    net::UdpUring io_;
+    net::PcapTap pcap_;
+
+    HandleTable<Session> sessions_{4096};
+    HandleTable<Pd> pds_{abi::kMaxPd};
+    HandleTable<Mr> mrs_{abi::kMaxMr};
+    HandleTable<CompChannel> channels_{abi::kMaxChannels};
+    HandleTable<Cq> cqs_{abi::kMaxCq};
+    HandleTable<Qp> qps_{abi::kMaxQp, abi::kFirstQpn};
+    uint8_t key_gen_ = 0;  // low byte of MR keys, bumped per registration
+
+    std::vector<Qp*> ready_;   // QPs with send work to push
+    std::vector<Qp*> timers_;  // QPs with a deadline
+    DeviceCounters counters_;
+
+    std::thread thread_;
+    bool running_ = false;
+    bool stop_requested_ = false;
+    int cmd_fd_ = -1;
+    std::mutex cmd_mu_;
+    std::deque<std::function<void()>> cmds_;
+};
+
+uint64_t now_ns();
+
+}  // namespace uroce::emu

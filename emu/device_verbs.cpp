@@ -1,0 +1,466 @@
+// The device side of the control verbs: creating, modifying and destroying objects
+// on behalf of one application session. Every argument is validated here; the
+// library is not trusted.
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <sstream>
+
+#include "emu/device.h"
+#include "emu/qp_state.h"
+
+namespace uroce::emu {
+
+namespace {
+void erase_handle(std::vector<uint32_t>& v, uint32_t h) {
+    auto it = std::find(v.begin(), v.end(), h);
+    if (it != v.end()) {
+        *it = v.back();
+        v.pop_back();
+    }
+}
+
+uint32_t mtu_bytes(ibv_mtu m) { return 128u << unsigned(m); }
+
+constexpr uint32_t kMrAccessKnown = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
+                                    IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC |
+                                    IBV_ACCESS_MW_BIND | IBV_ACCESS_ZERO_BASED |
+                                    IBV_ACCESS_ON_DEMAND | IBV_ACCESS_HUGETLB |
+                                    IBV_ACCESS_RELAXED_ORDERING;
+}  // namespace
+
+int Device::alloc_pd(Session& s, uint32_t* pd) {
+    auto p = std::make_unique<Pd>();
+    p->owner = &s;
+    if (!pds_.add(std::move(p), pd)) return ENOMEM;
+    s.pds.push_back(*pd);
+    return 0;
+}
+
+int Device::dealloc_pd(Session& s, uint32_t h) {
+    Pd* pd = pds_.get(h);
+    if (!owned(s, pd)) return EINVAL;
+    if (pd->users) return EBUSY;
+    pds_.remove(h);
+    erase_handle(s.pds, h);
+    return 0;
+}
+
+int Device::reg_mr(Session& s, const abi::RegMrReq& r, abi::RegMrResp* out) {
+    Pd* pd = pds_.get(r.pd);
+    if (!owned(s, pd)) return EINVAL;
+    if (r.access & ~kMrAccessKnown) return EINVAL;
+    if (r.access & IBV_ACCESS_ON_DEMAND) return EOPNOTSUPP;
+    // The kernel refuses remote write/atomic without local write.
+    if ((r.access & (IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_ATOMIC)) &&
+        !(r.access & IBV_ACCESS_LOCAL_WRITE))
+        return EINVAL;
+    if (r.length == 0 || r.length > abi::kMaxMrSize) return EINVAL;
+    if (r.addr + r.length < r.addr || r.iova + r.length < r.iova) return EINVAL;
+    auto mr = std::make_unique<Mr>();
+    mr->owner = &s;
+    mr->pd = r.pd;
+    mr->access = r.access;
+    mr->addr = r.addr;
+    mr->iova = r.iova;
+    mr->length = r.length;
+    uint32_t h;
+    Mr* m = mrs_.add(std::move(mr), &h);
+    if (!m) return ENOMEM;
+    // Keys are <table index, 8-bit generation>, so a stale key of a reused slot fails.
+    m->lkey = m->rkey = (h << 8) | key_gen_++;
+    ++pd->users;
+    s.mrs.push_back(m->lkey);
+    out->handle = m->lkey;
+    out->lkey = m->lkey;
+    out->rkey = m->rkey;
+    return 0;
+}
+
+int Device::dereg_mr(Session& s, uint32_t key) {
+    Mr* mr = mr_for_key(key);
+    if (!owned(s, mr)) return EINVAL;
+    if (Pd* pd = pds_.get(mr->pd)) --pd->users;
+    mrs_.remove(key >> 8);
+    erase_handle(s.mrs, key);
+    return 0;
+}
+
+Mr* Device::mr_for_key(uint32_t key) const {
+    Mr* mr = mrs_.get(key >> 8);
+    return mr && mr->lkey == key ? mr : nullptr;
+}
+
+int Device::create_channel(Session& s, uint32_t* handle, int* fd) {
+    int p[2];
+    if (pipe2(p, O_CLOEXEC) != 0) return errno;
+    // The device must never block on a slow reader; the application's end stays
+    // blocking, as a kernel completion channel's fd is.
+    fcntl(p[1], F_SETFL, O_NONBLOCK);
+    auto ch = std::make_unique<CompChannel>();
+    ch->owner = &s;
+    ch->write_fd = p[1];
+    if (!channels_.add(std::move(ch), handle)) {
+        close(p[0]);
+        close(p[1]);
+        return EMFILE;
+    }
+    s.channels.push_back(*handle);
+    *fd = p[0];
+    return 0;
+}
+
+int Device::destroy_channel(Session& s, uint32_t h) {
+    CompChannel* ch = channels_.get(h);
+    if (!owned(s, ch)) return EINVAL;
+    if (ch->users) return EBUSY;
+    channels_.remove(h);
+    erase_handle(s.channels, h);
+    return 0;
+}
+
+int Device::create_cq(Session& s, const abi::CreateCqReq& r, abi::CreateCqResp* out, int* fd) {
+    if (r.cqe < 1 || r.cqe > abi::kMaxCqe) return EINVAL;
+    CompChannel* ch = nullptr;
+    if (r.channel >= 0) {
+        ch = channels_.get(uint32_t(r.channel));
+        if (!owned(s, ch)) return EINVAL;
+    }
+    auto cq = std::make_unique<Cq>();
+    cq->owner = &s;
+    uint32_t slots = abi::round_pow2(r.cqe + 1);
+    int err = cq->ring.create("uroce-cq", abi::ring_bytes(slots, sizeof(abi::Cqe)));
+    if (err) return err;
+    cq->hdr = static_cast<abi::RingHeader*>(cq->ring.data());
+    cq->slots = reinterpret_cast<abi::Cqe*>(static_cast<uint8_t*>(cq->ring.data()) +
+                                            sizeof(abi::RingHeader));
+    cq->mask = slots - 1;
+    cq->cqe = slots - 1;
+    cq->channel = ch ? uint32_t(r.channel) : 0;
+    cq->cookie = r.cookie;
+    uint32_t h;
+    Cq* c = cqs_.add(std::move(cq), &h);
+    if (!c) return ENOMEM;
+    if (ch) ++ch->users;
+    s.cqs.push_back(h);
+    out->handle = h;
+    out->cqe = c->cqe;
+    out->slots = slots;
+    *fd = c->ring.take_fd();
+    return 0;
+}
+
+int Device::destroy_cq(Session& s, uint32_t h) {
+    Cq* cq = cqs_.get(h);
+    if (!owned(s, cq)) return EINVAL;
+    if (cq->users) return EBUSY;
+    if (CompChannel* ch = channels_.get(cq->channel)) --ch->users;
+    cqs_.remove(h);
+    erase_handle(s.cqs, h);
+    return 0;
+}
+
+int Device::create_qp(Session& s, const abi::CreateQpReq& r, abi::CreateQpResp* out, int fds[2]) {
+    if (r.qp_type != IBV_QPT_RC) return EOPNOTSUPP;  // UC, UD, XRC: see docs/verbs-support.md
+    Pd* pd = pds_.get(r.pd);
+    Cq* scq = cqs_.get(r.send_cq);
+    Cq* rcq = cqs_.get(r.recv_cq);
+    if (!owned(s, pd) || !owned(s, scq) || !owned(s, rcq)) return EINVAL;
+    if (r.srq) return EINVAL;  // no SRQ can exist yet
+    const ibv_qp_cap& c = r.cap;
+    if (c.max_send_wr > abi::kMaxQpWr || c.max_recv_wr > abi::kMaxQpWr ||
+        c.max_send_sge > abi::kMaxSge || c.max_recv_sge > abi::kMaxSge ||
+        c.max_inline_data > abi::kMaxInline)
+        return EINVAL;
+
+    auto qp = std::make_unique<Qp>();
+    qp->owner = &s;
+    qp->type = ibv_qp_type(r.qp_type);
+    qp->pd = r.pd;
+    qp->send_cq = r.send_cq;
+    qp->recv_cq = r.recv_cq;
+    qp->sq_sig_all = r.sq_sig_all != 0;
+    qp->cookie = r.cookie;
+
+    uint32_t ssge = std::max(1u, c.max_send_sge), rsge = std::max(1u, c.max_recv_sge);
+    uint32_t sslots = abi::round_pow2(std::max(1u, c.max_send_wr));
+    uint32_t rslots = abi::round_pow2(std::max(1u, c.max_recv_wr));
+    // Inline data shares the SGE area; grant what the slot can hold, at least 64 bytes.
+    uint32_t inl = std::max({c.max_inline_data, ssge * uint32_t(sizeof(abi::Sge)), 64u});
+    inl = std::min(inl, abi::kMaxInline);
+    size_t sstride = abi::send_stride(ssge, inl);
+    size_t rstride = abi::recv_stride(rsge);
+    int err = qp->sq_region.create("uroce-sq", abi::ring_bytes(sslots, sstride));
+    if (!err) err = qp->rq_region.create("uroce-rq", abi::ring_bytes(rslots, rstride));
+    if (err) return err;
+    qp->sq = static_cast<abi::RingHeader*>(qp->sq_region.data());
+    qp->rq = static_cast<abi::RingHeader*>(qp->rq_region.data());
+    qp->sq_mask = sslots - 1;
+    qp->rq_mask = rslots - 1;
+    qp->sq_stride = uint32_t(sstride);
+    qp->rq_stride = uint32_t(rstride);
+    qp->cap.max_send_wr = sslots;
+    qp->cap.max_recv_wr = rslots;
+    qp->cap.max_send_sge = ssge;
+    qp->cap.max_recv_sge = rsge;
+    qp->cap.max_inline_data = inl;
+    qp->swr.resize(sslots);
+    for (auto& w : qp->swr) w.inline_data.reset(new uint8_t[inl]);
+    qp->attr.port_num = 1;
+    qp->attr.path_mtu = IBV_MTU_1024;
+
+    uint32_t qpn;
+    Qp* q = qps_.add(std::move(qp), &qpn);
+    if (!q) return ENOMEM;
+    q->qpn = qpn;
+    ++pd->users;
+    ++scq->users;
+    ++rcq->users;
+    s.qps.push_back(qpn);
+    out->qpn = qpn;
+    out->cap = q->cap;
+    out->sq_slots = sslots;
+    out->rq_slots = rslots;
+    out->sq_stride = q->sq_stride;
+    out->rq_stride = q->rq_stride;
+    fds[0] = q->sq_region.take_fd();
+    fds[1] = q->rq_region.take_fd();
+    return 0;
+}
+
+int Device::modify_qp(Session& s, const abi::ModifyQpReq& r) {
+    Qp* qp = qps_.get(r.qpn);
+    if (!owned(s, qp)) return EINVAL;
+    const ibv_qp_attr& a = r.attr;
+    uint64_t m = r.mask;
+    ibv_qp_state cur = qp->state;
+    if ((m & IBV_QP_CUR_STATE) && a.cur_qp_state != cur) return EINVAL;
+    ibv_qp_state next = (m & IBV_QP_STATE) ? a.qp_state : cur;
+    if (int e = qp_modify_check(qp->type, cur, next, m)) return e;
+
+    // Value checks, as the kernel and hardware make them.
+    if ((m & IBV_QP_PORT) && a.port_num != 1) return EINVAL;
+    if ((m & IBV_QP_PKEY_INDEX) && a.pkey_index != 0) return EINVAL;
+    if ((m & IBV_QP_PATH_MTU) && (a.path_mtu < IBV_MTU_256 || a.path_mtu > IBV_MTU_4096))
+        return EINVAL;
+    if ((m & IBV_QP_TIMEOUT) && a.timeout > 31) return EINVAL;
+    if ((m & IBV_QP_RETRY_CNT) && a.retry_cnt > 7) return EINVAL;
+    if ((m & IBV_QP_RNR_RETRY) && a.rnr_retry > 7) return EINVAL;
+    if ((m & IBV_QP_MIN_RNR_TIMER) && a.min_rnr_timer > 31) return EINVAL;
+    if ((m & IBV_QP_MAX_QP_RD_ATOMIC) && a.max_rd_atomic > abi::kMaxQpRdAtom) return EINVAL;
+    if ((m & IBV_QP_MAX_DEST_RD_ATOMIC) && a.max_dest_rd_atomic > abi::kMaxQpRdAtom)
+        return EINVAL;
+    if ((m & IBV_QP_DEST_QPN) && a.dest_qp_num > 0xffffff) return EINVAL;
+    if (m & IBV_QP_ALT_PATH) return EINVAL;  // one port, no alternate path
+    sockaddr_in dest{};
+    if (m & IBV_QP_AV) {
+        const ibv_ah_attr& ah = a.ah_attr;
+        // RoCE needs a GRH; the GID table has the single entry 0, an IPv4-mapped GID.
+        if (!ah.is_global || ah.grh.sgid_index != 0 || (ah.port_num && ah.port_num != 1))
+            return EINVAL;
+        const uint8_t* g = ah.grh.dgid.raw;
+        static const uint8_t kV4Prefix[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+        if (std::memcmp(g, kV4Prefix, 12) != 0) return EINVAL;
+        dest.sin_family = AF_INET;
+        std::memcpy(&dest.sin_addr.s_addr, g + 12, 4);
+        dest.sin_port = htons(cfg_.port);
+    }
+
+    // Apply.
+    ibv_qp_attr& q = qp->attr;
+    if (m & IBV_QP_ACCESS_FLAGS) q.qp_access_flags = a.qp_access_flags;
+    if (m & IBV_QP_PKEY_INDEX) q.pkey_index = a.pkey_index;
+    if (m & IBV_QP_PORT) q.port_num = a.port_num;
+    if (m & IBV_QP_QKEY) q.qkey = a.qkey;
+    if (m & IBV_QP_AV) {
+        q.ah_attr = a.ah_attr;
+        qp->dest = dest;
+    }
+    if (m & IBV_QP_PATH_MTU) {
+        q.path_mtu = a.path_mtu;
+        qp->mtu = mtu_bytes(a.path_mtu);
+    }
+    if (m & IBV_QP_TIMEOUT) q.timeout = a.timeout;
+    if (m & IBV_QP_RETRY_CNT) q.retry_cnt = a.retry_cnt;
+    if (m & IBV_QP_RNR_RETRY) q.rnr_retry = a.rnr_retry;
+    if (m & IBV_QP_RQ_PSN) q.rq_psn = a.rq_psn & 0xffffff;
+    if (m & IBV_QP_MAX_QP_RD_ATOMIC) q.max_rd_atomic = a.max_rd_atomic;
+    if (m & IBV_QP_MIN_RNR_TIMER) q.min_rnr_timer = a.min_rnr_timer;
+    if (m & IBV_QP_SQ_PSN) q.sq_psn = a.sq_psn & 0xffffff;
+    if (m & IBV_QP_MAX_DEST_RD_ATOMIC) q.max_dest_rd_atomic = a.max_dest_rd_atomic;
+    if (m & IBV_QP_DEST_QPN) q.dest_qp_num = a.dest_qp_num;
+    if (m & IBV_QP_PATH_MIG_STATE) q.path_mig_state = a.path_mig_state;
+    if (m & IBV_QP_EN_SQD_ASYNC_NOTIFY) q.en_sqd_async_notify = a.en_sqd_async_notify;
+
+    if (next == cur) return 0;
+    switch (next) {
+    case IBV_QPS_RESET:
+        // A reset QP starts over with empty queues.
+        qp->deadline_ns = 0;
+        qp->rnr_wait = false;
+        qp->sq_fetch = qp->sq_send = qp->sq_done = qp->sq_send_off = 0;
+        qp->rq_next = 0;
+        qp->have_rwr = false;
+        qp->sq->prod.store(0);
+        qp->sq->cons.store(0);
+        qp->rq->prod.store(0);
+        qp->rq->cons.store(0);
+        break;
+    case IBV_QPS_RTR:
+        if (cur == IBV_QPS_INIT) {
+            qp->epsn = q.rq_psn;
+            qp->msn = 0;
+            qp->nak_sent = false;
+        }
+        break;
+    case IBV_QPS_RTS:
+        if (cur == IBV_QPS_RTR) {
+            qp->wqe_psn = qp->next_psn = qp->una_psn = q.sq_psn;
+            qp->retry_left = q.retry_cnt;
+            qp->rnr_left = q.rnr_retry;
+        }
+        break;
+    default:
+        break;
+    }
+    qp->state = next;
+    q.qp_state = next;
+    if (next == IBV_QPS_ERR) flush_queues(*qp);
+    if (next == IBV_QPS_RTS) mark_ready(*qp);
+    return 0;
+}
+
+int Device::query_qp(Session& s, const abi::QueryQpReq& r, abi::QueryQpResp* out) {
+    Qp* qp = qps_.get(r.qpn);
+    if (!owned(s, qp)) return EINVAL;
+    out->attr = qp->attr;
+    out->attr.qp_state = qp->state;
+    out->attr.cur_qp_state = qp->state;
+    out->attr.cap = qp->cap;
+    out->attr.sq_draining = 0;
+    out->cap = qp->cap;
+    out->sq_sig_all = qp->sq_sig_all;
+    return 0;
+}
+
+int Device::destroy_qp(Session& s, uint32_t qpn) {
+    Qp* qp = qps_.get(qpn);
+    if (!owned(s, qp)) return EINVAL;
+    destroy_qp_now(qpn);
+    return 0;
+}
+
+void Device::destroy_qp_now(uint32_t qpn) {
+    Qp* qp = qps_.get(qpn);
+    if (!qp) return;
+    if (qp->on_ready_list) ready_.erase(std::find(ready_.begin(), ready_.end(), qp));
+    if (qp->on_timer_list) timers_.erase(std::find(timers_.begin(), timers_.end(), qp));
+    if (Pd* pd = pds_.get(qp->pd)) --pd->users;
+    if (Cq* c = cqs_.get(qp->send_cq)) --c->users;
+    if (Cq* c = cqs_.get(qp->recv_cq)) --c->users;
+    erase_handle(qp->owner->qps, qpn);
+    qps_.remove(qpn);
+}
+
+void Device::handle(Session& s, const abi::Request& req, abi::Response& resp,
+                    std::vector<int>& fds) {
+    using abi::Op;
+    int err = 0;
+    switch (req.op) {
+    case Op::kAllocPd:
+        err = alloc_pd(s, &resp.u.pd.pd);
+        break;
+    case Op::kDeallocPd:
+        err = dealloc_pd(s, req.u.pd.pd);
+        break;
+    case Op::kRegMr:
+        err = reg_mr(s, req.u.reg_mr, &resp.u.reg_mr);
+        break;
+    case Op::kDeregMr:
+        err = dereg_mr(s, req.u.handle.handle);
+        break;
+    case Op::kCreateCompChannel: {
+        int fd = -1;
+        err = create_channel(s, &resp.u.channel.handle, &fd);
+        if (!err) fds.push_back(fd);
+        break;
+    }
+    case Op::kDestroyCompChannel:
+        err = destroy_channel(s, req.u.handle.handle);
+        break;
+    case Op::kCreateCq: {
+        int fd = -1;
+        err = create_cq(s, req.u.create_cq, &resp.u.create_cq, &fd);
+        if (!err) fds.push_back(fd);
+        break;
+    }
+    case Op::kDestroyCq:
+        err = destroy_cq(s, req.u.handle.handle);
+        break;
+    case Op::kCreateQp: {
+        int f[2] = {-1, -1};
+        err = create_qp(s, req.u.create_qp, &resp.u.create_qp, f);
+        if (!err) fds.insert(fds.end(), {f[0], f[1]});
+        break;
+    }
+    case Op::kModifyQp:
+        err = modify_qp(s, req.u.modify_qp);
+        break;
+    case Op::kQueryQp:
+        err = query_qp(s, req.u.query_qp, &resp.u.query_qp);
+        break;
+    case Op::kDestroyQp:
+        err = destroy_qp(s, req.u.handle.handle);
+        break;
+    default:
+        err = EOPNOTSUPP;
+    }
+    resp.err = err;
+}
+
+std::string Device::dump() const {
+    std::ostringstream o;
+    char ip[INET_ADDRSTRLEN];
+    inet_ntop(AF_INET, &cfg_.ipv4_be, ip, sizeof ip);
+    o << "device " << cfg_.name << " addr " << ip << " port " << cfg_.port
+      << " pcap " << (cfg_.pcap.empty() ? "-" : cfg_.pcap) << "\n";
+    o << "counts sessions " << sessions_.count() << " pds " << pds_.count() << " mrs "
+      << mrs_.count() << " cqs " << cqs_.count() << " qps " << qps_.count() << " channels "
+      << channels_.count() << "\n";
+    sessions_.for_each([&](uint32_t id, const Session& s) {
+        o << "session " << id << " pid " << s.pid << " pds " << s.pds.size() << " mrs "
+          << s.mrs.size() << " cqs " << s.cqs.size() << " qps " << s.qps.size() << "\n";
+    });
+    pds_.for_each([&](uint32_t h, const Pd& pd) {
+        o << "pd " << h << " pid " << pd.owner->pid << " users " << pd.users << "\n";
+    });
+    mrs_.for_each([&](uint32_t, const Mr& mr) {
+        o << "mr lkey 0x" << std::hex << mr.lkey << " addr 0x" << mr.addr << std::dec
+          << " length " << mr.length << " pd " << mr.pd << " access 0x" << std::hex
+          << mr.access << std::dec << " pid " << mr.owner->pid << "\n";
+    });
+    cqs_.for_each([&](uint32_t h, const Cq& cq) {
+        o << "cq " << h << " cqe " << cq.cqe << " pid " << cq.owner->pid << "\n";
+    });
+    qps_.for_each([&](uint32_t qpn, const Qp& qp) {
+        o << "qp 0x" << std::hex << qpn << std::dec << " type RC state "
+          << qp_state_name(qp.state) << " pid " << qp.owner->pid << " dest_qpn 0x" << std::hex
+          << qp.attr.dest_qp_num << " sq_psn 0x" << qp.next_psn << " una 0x" << qp.una_psn
+          << " epsn 0x" << qp.epsn << std::dec << " tx " << qp.tx_pkts << " rx "
+          << qp.rx_pkts << " retx " << qp.retransmits << "\n";
+    });
+    o << "counters tx_pkts " << counters_.tx_pkts << " rx_pkts " << counters_.rx_pkts
+      << " tx_bytes " << counters_.tx_bytes << " rx_bytes " << counters_.rx_bytes
+      << " retransmits " << counters_.retransmits << " tx_stalls " << counters_.tx_stalls
+      << "\n";
+    for (size_t i = 1; i < size_t(net::DropReason::kCount); ++i)
+        o << "drop " << net::drop_reason_name(net::DropReason(i)) << " " << counters_.drops[i]
+          << "\n";
+    return o.str();
+}
+
+}  // namespace uroce::emu

@@ -1,0 +1,144 @@
+// The device's objects. All of them are owned by the engine thread; nothing here is
+// locked.
+#pragma once
+
+#include <infiniband/verbs.h>
+#include <netinet/in.h>
+#include <sys/types.h>
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "emu/abi/rings.h"
+#include "emu/shared_region.h"
+
+namespace uroce::emu {
+
+struct Session;
+
+struct Pd {
+    Session* owner = nullptr;
+    uint32_t users = 0;  // MRs and QPs that name it
+};
+
+struct Mr {
+    Session* owner = nullptr;
+    uint32_t pd = 0;
+    uint32_t access = 0;
+    uint64_t addr = 0;  // process virtual address of the first byte
+    uint64_t iova = 0;  // address remote peers use
+    uint64_t length = 0;
+    uint32_t lkey = 0;
+    uint32_t rkey = 0;
+};
+
+struct CompChannel {
+    Session* owner = nullptr;
+    int write_fd = -1;
+    uint32_t users = 0;
+    ~CompChannel();
+};
+
+struct Cq {
+    Session* owner = nullptr;
+    SharedRegion ring;
+    abi::RingHeader* hdr = nullptr;
+    abi::Cqe* slots = nullptr;
+    uint32_t mask = 0;
+    uint32_t cqe = 0;  // capacity reported to the app
+    uint32_t prod = 0; // the device's own producer index (never read back from shm)
+    uint32_t channel = 0;  // 0: none
+    uint64_t cookie = 0;
+    uint32_t users = 0;
+    bool overrun = false;
+};
+
+// Snapshot of a send WQE, taken when the device fetches it from the ring so that the
+// application cannot change it under the device (and so retransmission has it).
+struct SendWr {
+    uint64_t wr_id = 0;
+    uint32_t opcode = 0;
+    uint32_t flags = 0;
+    uint32_t imm = 0;  // network order
+    uint32_t length = 0;
+    uint32_t num_sge = 0;
+    uint32_t first_psn = 0;
+    uint32_t last_psn = 0;
+    bool is_inline = false;
+    ibv_wc_status status = IBV_WC_SUCCESS;  // set when the WQE cannot be executed
+    abi::Sge sge[abi::kMaxSge];
+    std::unique_ptr<uint8_t[]> inline_data;  // allocated once per slot at QP creation
+};
+
+struct RecvWr {
+    uint64_t wr_id = 0;
+    uint32_t num_sge = 0;
+    uint32_t length = 0;
+    abi::Sge sge[abi::kMaxSge];
+};
+
+struct Qp {
+    Session* owner = nullptr;
+    uint32_t qpn = 0;
+    ibv_qp_type type = IBV_QPT_RC;
+    ibv_qp_state state = IBV_QPS_RESET;
+    uint32_t pd = 0, send_cq = 0, recv_cq = 0, srq = 0;
+    bool sq_sig_all = false;
+    uint64_t cookie = 0;
+    ibv_qp_cap cap{};
+    ibv_qp_attr attr{};  // everything the app set (what query_qp reports)
+
+    // Resolved destination (from attr.ah_attr).
+    sockaddr_in dest{};
+    uint32_t mtu = 1024;
+
+    // Send queue.
+    SharedRegion sq_region;
+    abi::RingHeader* sq = nullptr;
+    uint32_t sq_mask = 0, sq_stride = 0;
+    std::vector<SendWr> swr;  // shadow of each SQ slot
+    uint32_t sq_fetch = 0;    // next ring index to read from the application
+    uint32_t sq_send = 0;     // next WQE to transmit (go-back-N resets it)
+    uint32_t sq_send_off = 0; // byte offset within that WQE
+    uint32_t sq_done = 0;     // oldest WQE not yet completed (published as sq->cons)
+
+    // Requester PSN state.
+    uint32_t wqe_psn = 0;   // PSN the next fetched WQE starts at
+    uint32_t next_psn = 0;  // PSN of the next packet to transmit
+    uint32_t una_psn = 0;   // oldest unacknowledged PSN
+    int retry_left = 0;
+    int rnr_left = 0;
+    uint64_t deadline_ns = 0;  // retransmit or RNR timer; 0: none
+    bool rnr_wait = false;
+    bool on_timer_list = false;
+    bool on_ready_list = false;
+
+    // Receive queue and responder state.
+    SharedRegion rq_region;
+    abi::RingHeader* rq = nullptr;
+    uint32_t rq_mask = 0, rq_stride = 0;
+    uint32_t rq_next = 0;   // next ring index to take (published as rq->cons on completion)
+    bool have_rwr = false;  // a receive is in progress (multi-packet SEND)
+    bool rwr_ok = false;    // its SGEs passed the key/bounds/access checks
+    RecvWr rwr;
+    uint32_t rwr_off = 0;
+    uint32_t epsn = 0;
+    uint32_t msn = 0;
+    bool nak_sent = false;  // one sequence NAK per gap
+
+    // Counters for `uroce res`.
+    uint64_t tx_pkts = 0, rx_pkts = 0, retransmits = 0;
+};
+
+struct Session {
+    uint32_t id = 0;
+    pid_t pid = 0;
+    int doorbell_fd = -1;
+    int async_write_fd = -1;
+    uint64_t doorbell_value = 0;  // io_uring read target
+    std::vector<uint32_t> pds, mrs, cqs, qps, channels;
+    ~Session();
+};
+
+}  // namespace uroce::emu

@@ -1,0 +1,19 @@
+// The device's "DMA engine": moves bytes between its buffers and an application's
+// registered memory. Callers check keys, PDs and bounds first; this only copies.
+#pragma once
+
+#include <sys/types.h>
+#include <sys/uio.h>
+
+#include <cstddef>
+
+namespace uroce::emu {
+
+// Copies between local buffers and another process's memory with
+// process_vm_readv/writev. Within the device's own process (the in-process engine
+// used by unit tests) it is a plain memcpy. Returns false if any byte could not be
+// moved (the application unmapped the memory, or the process is gone).
+bool mem_read(pid_t pid, void* dst, const iovec* remote, int nremote, size_t total);
+bool mem_write(pid_t pid, const void* src, const iovec* remote, int nremote, size_t total);
+
+}  // namespace uroce::emu

@@ -1,0 +1,32 @@
+#include "emu/shared_region.h"
+
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cerrno>
+
+namespace uroce::emu {
+
+SharedRegion::~SharedRegion() {
+    if (data_) munmap(data_, size_);
+    if (fd_ >= 0) close(fd_);
+}
+
+int SharedRegion::create(const char* name, size_t bytes) {
+    fd_ = memfd_create(name, MFD_CLOEXEC);
+    if (fd_ < 0) return errno;
+    if (ftruncate(fd_, off_t(bytes)) != 0) return errno;
+    void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd_, 0);
+    if (p == MAP_FAILED) return errno;
+    data_ = p;
+    size_ = bytes;
+    return 0;
+}
+
+int SharedRegion::take_fd() {
+    int fd = fd_;
+    fd_ = -1;
+    return fd;
+}
+
+}  // namespace uroce::emu

@@ -1,0 +1,28 @@
+// A memfd-backed mapping shared with one application (rings live here).
+#pragma once
+
+#include <cstddef>
+
+namespace uroce::emu {
+
+class SharedRegion {
+public:
+    SharedRegion() = default;
+    SharedRegion(const SharedRegion&) = delete;
+    SharedRegion& operator=(const SharedRegion&) = delete;
+    ~SharedRegion();
+
+    // Creates and maps `bytes` (zeroed). Returns 0 or an errno.
+    int create(const char* name, size_t bytes);
+    // The memfd, to pass to the application; the device closes it once sent.
+    int take_fd();
+    void* data() const { return data_; }
+    size_t size() const { return size_; }
+
+private:
+    void* data_ = nullptr;
+    size_t size_ = 0;
+    int fd_ = -1;
+};
+
+}  // namespace uroce::emu

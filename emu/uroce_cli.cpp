@@ -1,0 +1,249 @@
+// uroce: the operator's tool. start/stop/list devices, run a program over uroce,
+// and look inside a running device.
+#include <fcntl.h>
+#include <limits.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "emu/abi/client.h"
+#include "emu/abi/runtime.h"
+
+using namespace uroce;
+
+namespace {
+
+std::string exe_dir() {
+    char buf[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", buf, sizeof buf - 1);
+    if (n <= 0) return ".";
+    buf[n] = 0;
+    std::string p = buf;
+    return p.substr(0, p.rfind('/'));
+}
+
+int usage() {
+    std::fprintf(stderr,
+                 "usage:\n"
+                 "  uroce start [--name N] [--addr IPV4] [--port P] [--pcap FILE] "
+                 "[--pcap-max BYTES]\n"
+                 "  uroce stop [NAME]          stop NAME, or every device\n"
+                 "  uroce list\n"
+                 "  uroce res [NAME]           objects of a device (QPs, CQs, MRs, PDs)\n"
+                 "  uroce counters [NAME]\n"
+                 "  uroce run [--name N] -- CMD [ARGS...]\n"
+                 "environment: UROCE_RUNTIME_DIR (where devices live), UROCE_UDP_PORT\n");
+    return 2;
+}
+
+bool wait_gone(pid_t pid, int ms) {
+    for (int i = 0; i < ms / 10; ++i) {
+        if (kill(pid, 0) != 0 && errno == ESRCH) return true;
+        usleep(10000);
+    }
+    return false;
+}
+
+std::string free_name() {
+    std::set<std::string> used;
+    for (auto& d : abi::list_devices()) used.insert(d.name);
+    for (int i = 0;; ++i) {
+        std::string n = "uroce" + std::to_string(i);
+        if (!used.count(n)) return n;
+    }
+}
+
+// Starts a device and returns once it accepts work. Prints its name.
+int cmd_start(std::vector<std::string> args, bool quiet = false) {
+    std::string name, addr = "127.0.0.1", port, pcap, pcap_max;
+    if (const char* p = getenv("UROCE_UDP_PORT")) port = p;
+    for (size_t i = 0; i < args.size(); ++i) {
+        auto val = [&](std::string& out) {
+            if (i + 1 >= args.size()) return false;
+            out = args[++i];
+            return true;
+        };
+        bool ok = true;
+        if (args[i] == "--name") ok = val(name);
+        else if (args[i] == "--addr") ok = val(addr);
+        else if (args[i] == "--port") ok = val(port);
+        else if (args[i] == "--pcap") ok = val(pcap);
+        else if (args[i] == "--pcap-max") ok = val(pcap_max);
+        else ok = false;
+        if (!ok) return usage();
+    }
+    abi::runtime_dir(true);
+    if (name.empty()) name = free_name();
+    abi::DeviceInfo existing;
+    if (abi::read_info(name, &existing) && kill(existing.pid, 0) == 0) {
+        std::fprintf(stderr, "uroce: device %s is already running (pid %d)\n", name.c_str(),
+                     int(existing.pid));
+        return 1;
+    }
+    if (!pcap.empty() && pcap[0] != '/') {
+        char cwd[PATH_MAX];
+        if (getcwd(cwd, sizeof cwd)) pcap = std::string(cwd) + "/" + pcap;
+    }
+    std::string daemon = exe_dir() + "/uroced";
+    if (const char* d = getenv("UROCE_DAEMON")) daemon = d;
+    std::vector<std::string> argv = {daemon, "--name", name, "--addr", addr};
+    if (!port.empty()) argv.insert(argv.end(), {"--port", port});
+    if (!pcap.empty()) argv.insert(argv.end(), {"--pcap", pcap});
+    if (!pcap_max.empty()) argv.insert(argv.end(), {"--pcap-max", pcap_max});
+    std::string log = abi::runtime_dir() + "/" + name + ".log";
+
+    pid_t child = fork();
+    if (child < 0) return 1;
+    if (child == 0) {
+        setsid();
+        int in = open("/dev/null", O_RDONLY);
+        int out = open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+        dup2(in, 0);
+        dup2(out, 1);
+        dup2(out, 2);
+        std::vector<char*> cargv;
+        for (auto& a : argv) cargv.push_back(a.data());
+        cargv.push_back(nullptr);
+        execv(daemon.c_str(), cargv.data());
+        std::perror("uroce: exec uroced");
+        _exit(127);
+    }
+    for (int i = 0; i < 1000; ++i) {
+        int st;
+        if (waitpid(child, &st, WNOHANG) == child) {
+            std::fprintf(stderr, "uroce: device %s failed to start (see %s):\n", name.c_str(),
+                         log.c_str());
+            if (FILE* f = fopen(log.c_str(), "r")) {
+                char line[512];
+                while (fgets(line, sizeof line, f)) std::fputs(line, stderr);
+                fclose(f);
+            }
+            return 1;
+        }
+        abi::DeviceInfo info;
+        if (abi::read_info(name, &info) && info.pid == child) {
+            int fd = abi::connect_device(name);
+            if (fd >= 0) {
+                close(fd);
+                if (!quiet) std::printf("%s\n", name.c_str());
+                return 0;
+            }
+        }
+        usleep(10000);
+    }
+    std::fprintf(stderr, "uroce: device %s did not come up within 10 s\n", name.c_str());
+    kill(child, SIGKILL);
+    return 1;
+}
+
+std::vector<abi::DeviceInfo> select(const std::vector<std::string>& args) {
+    auto all = abi::list_devices();
+    if (args.empty()) return all;
+    std::vector<abi::DeviceInfo> out;
+    for (auto& d : all)
+        for (auto& a : args)
+            if (d.name == a) out.push_back(d);
+    return out;
+}
+
+int cmd_stop(const std::vector<std::string>& args) {
+    auto devs = select(args);
+    if (!args.empty() && devs.empty()) {
+        std::fprintf(stderr, "uroce: no device %s\n", args[0].c_str());
+        return 1;
+    }
+    for (auto& d : devs) {
+        abi::simple_request(d.name, abi::Op::kShutdown, nullptr);
+        if (!wait_gone(d.pid, 5000)) {
+            kill(d.pid, SIGKILL);
+            wait_gone(d.pid, 2000);
+        }
+        unlink(abi::info_path(d.name).c_str());
+        unlink(abi::socket_path(d.name).c_str());
+        std::printf("stopped %s\n", d.name.c_str());
+    }
+    return 0;
+}
+
+int cmd_list() {
+    for (auto& d : abi::list_devices())
+        std::printf("%-10s %-15s port %-5u pid %-7d pcap %s\n", d.name.c_str(), d.addr.c_str(),
+                    d.port, int(d.pid), d.pcap.empty() ? "-" : d.pcap.c_str());
+    return 0;
+}
+
+int cmd_dump(const std::vector<std::string>& args, bool counters_only) {
+    auto devs = select(args);
+    if (devs.empty()) {
+        std::fprintf(stderr, "uroce: no device running\n");
+        return 1;
+    }
+    for (auto& d : devs) {
+        std::string text;
+        if (int e = abi::simple_request(d.name, abi::Op::kDump, &text)) {
+            std::fprintf(stderr, "uroce: %s: %s\n", d.name.c_str(), std::strerror(e));
+            return 1;
+        }
+        if (!counters_only) {
+            std::fputs(text.c_str(), stdout);
+            continue;
+        }
+        std::printf("device %s\n", d.name.c_str());
+        size_t pos = 0;
+        while (pos < text.size()) {
+            size_t nl = text.find('\n', pos);
+            std::string line = text.substr(pos, nl - pos);
+            if (line.rfind("counters", 0) == 0 || line.rfind("drop", 0) == 0)
+                std::printf("%s\n", line.c_str());
+            pos = nl == std::string::npos ? text.size() : nl + 1;
+        }
+    }
+    return 0;
+}
+
+int cmd_run(std::vector<std::string> args) {
+    std::vector<std::string> start_args;
+    size_t i = 0;
+    for (; i < args.size() && args[i] != "--"; ++i) start_args.push_back(args[i]);
+    if (i + 1 >= args.size()) return usage();
+    if (abi::list_devices().empty() || !start_args.empty())
+        if (int r = cmd_start(start_args, true)) return r;
+    std::string lib = exe_dir() + "/../lib";
+    if (char* real = realpath(lib.c_str(), nullptr)) {
+        lib = real;
+        free(real);
+    }
+    const char* old = getenv("LD_LIBRARY_PATH");
+    std::string path = lib + (old && *old ? ":" + std::string(old) : "");
+    setenv("LD_LIBRARY_PATH", path.c_str(), 1);
+    std::vector<char*> argv;
+    for (size_t k = i + 1; k < args.size(); ++k) argv.push_back(args[k].data());
+    argv.push_back(nullptr);
+    execvp(argv[0], argv.data());
+    std::fprintf(stderr, "uroce: cannot run %s: %s\n", argv[0], std::strerror(errno));
+    return 127;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    if (argc < 2) return usage();
+    std::string cmd = argv[1];
+    std::vector<std::string> args(argv + 2, argv + argc);
+    signal(SIGPIPE, SIG_IGN);
+    if (cmd == "start") return cmd_start(args);
+    if (cmd == "stop") return cmd_stop(args);
+    if (cmd == "list") return cmd_list();
+    if (cmd == "res") return cmd_dump(args, false);
+    if (cmd == "counters") return cmd_dump(args, true);
+    if (cmd == "run") return cmd_run(args);
+    return usage();
+}

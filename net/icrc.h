@@ -1,0 +1,49 @@
+// RoCEv2 Invariant CRC over IPv4/UDP (IBTA annex A17.3.3).
+//
+// The ICRC is a CRC-32 (IEEE, as zlib/Ethernet) over:
+//   8 bytes of 0xFF                   (stands in for the InfiniBand LRH, which RoCEv2 lacks)
+//   the IPv4 header with ToS, TTL and header checksum set to all 1s
+//   the UDP header with the checksum set to all 1s
+//   the BTH with byte 4 (FECN, BECN, resv6) set to 0xFF
+//   the extension headers, payload and pad
+// i.e. everything a router or switch may rewrite in flight is masked. The 4 ICRC bytes are not
+// covered. On the wire the CRC value is stored least-significant byte first (what rxe and
+// ConnectX emit and scapy.contrib.roce / Wireshark expect).
+//
+// The (src, dst, sport, dport) entry points assume the IPv4 and UDP headers uroce emits (and
+// PcapTap records): version 4, IHL 5, ToS 0, total length 20 + 8 + udp_len, ID 0, flags DF
+// (0x4000), TTL 64, protocol 17; UDP length 8 + udp_len, checksum 0. ToS/TTL/checksums are
+// masked anyway; ID and flags are covered, so a peer must send ID 0 + DF for these to match.
+// The *_ipv4 entry points take the real headers instead.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace uroce::net {
+
+// Addresses in network byte order (as in in_addr.s_addr); ports in host order. udp_payload is
+// BTH ... ICRC and udp_len includes the 4 ICRC bytes. Returns 0 if udp_len < BTH + ICRC.
+uint32_t icrc_compute(uint32_t src_ip_be, uint32_t dst_ip_be, uint16_t sport, uint16_t dport,
+                      const uint8_t* udp_payload, size_t udp_len);
+
+// Compute and write the ICRC into the last 4 bytes of udp_payload. No-op if udp_len is too short.
+void icrc_store(uint32_t src_ip_be, uint32_t dst_ip_be, uint16_t sport, uint16_t dport,
+                uint8_t* udp_payload, size_t udp_len);
+
+// True if the last 4 bytes of udp_payload hold the right ICRC.
+bool icrc_check(uint32_t src_ip_be, uint32_t dst_ip_be, uint16_t sport, uint16_t dport,
+                const uint8_t* udp_payload, size_t udp_len);
+
+// Same over a complete IPv4 datagram as captured (IPv4 header of any IHL, UDP header, BTH ...
+// ICRC), covering its real ID/flags/options. `len` bounds the read; the lengths in the headers
+// must be consistent with it. icrc_compute_ipv4 returns false if they are not.
+bool icrc_compute_ipv4(const uint8_t* ip, size_t len, uint32_t* icrc);
+bool icrc_check_ipv4(const uint8_t* ip, size_t len);
+
+// The value stored in a packet's ICRC field (reads the 4 bytes LSB first). p must hold 4 bytes.
+inline uint32_t icrc_load(const uint8_t* p) {
+    return uint32_t{p[0]} | uint32_t{p[1]} << 8 | uint32_t{p[2]} << 16 | uint32_t{p[3]} << 24;
+}
+
+}  // namespace uroce::net

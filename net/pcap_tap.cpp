@@ -1,0 +1,160 @@
+#include "net/pcap_tap.h"
+
+#include <pcap/pcap.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+
+#include "net/byteorder.h"
+
+namespace uroce::net {
+namespace {
+
+constexpr size_t kEthLen = 14;
+constexpr size_t kIpv4Len = 20;
+constexpr size_t kUdpLen = 8;
+constexpr size_t kFileHeaderLen = 24;    // pcap global header
+constexpr size_t kRecordHeaderLen = 16;  // pcap per-packet header
+
+// Locally administered unicast MAC derived from the IPv4 address, so frames between two uroce
+// devices are stable and recognizable in a capture.
+void put_mac(uint8_t* p, uint32_t ip_be) {
+    p[0] = 0x02;
+    p[1] = 0x00;
+    std::memcpy(p + 2, &ip_be, 4);
+}
+
+uint16_t ipv4_checksum(const uint8_t* h) {
+    uint32_t sum = 0;
+    for (size_t i = 0; i < kIpv4Len; i += 2) sum += load_be16(h + i);
+    while (sum >> 16) sum = (sum & 0xffff) + (sum >> 16);
+    return static_cast<uint16_t>(~sum);
+}
+
+}  // namespace
+
+PcapTap::~PcapTap() {
+    close();
+}
+
+bool PcapTap::open(const std::string& path, uint64_t max_bytes, std::string* err) {
+    std::lock_guard lk(mu_);
+    close_file_locked();
+    if (pcap_ == nullptr) {
+        pcap_ = pcap_open_dead(DLT_EN10MB, static_cast<int>(kMaxFrame));
+        if (pcap_ == nullptr) {
+            if (err) *err = "pcap_open_dead failed";
+            return false;
+        }
+    }
+    path_ = path;
+    max_bytes_ = max_bytes;
+    return open_file_locked(err);
+}
+
+bool PcapTap::open_file_locked(std::string* err) {
+    dumper_ = pcap_dump_open(pcap_, path_.c_str());
+    if (dumper_ == nullptr) {
+        if (err) *err = std::string("pcap_dump_open(") + path_ + "): " + pcap_geterr(pcap_);
+        return false;
+    }
+    file_bytes_ = kFileHeaderLen;
+    // Make the file valid (header present) immediately, even before the first packet.
+    pcap_dump_flush(dumper_);
+    return true;
+}
+
+void PcapTap::close_file_locked() {
+    if (dumper_ != nullptr) {
+        pcap_dump_close(dumper_);  // flushes
+        dumper_ = nullptr;
+    }
+}
+
+void PcapTap::close() {
+    std::lock_guard lk(mu_);
+    close_file_locked();
+    if (pcap_ != nullptr) {
+        pcap_close(pcap_);
+        pcap_ = nullptr;
+    }
+}
+
+bool PcapTap::is_open() const {
+    std::lock_guard lk(mu_);
+    return dumper_ != nullptr;
+}
+
+void PcapTap::set_flush_each(bool on) {
+    std::lock_guard lk(mu_);
+    flush_each_ = on;
+}
+
+void PcapTap::flush() {
+    std::lock_guard lk(mu_);
+    if (dumper_ != nullptr) pcap_dump_flush(dumper_);
+}
+
+void PcapTap::rotate_locked() {
+    close_file_locked();
+    const std::string old = path_ + ".1";
+    std::rename(path_.c_str(), old.c_str());  // replaces an older .1 atomically
+    // If the new file can't be created the tap just stops recording (is_open() turns false);
+    // a debugging aid must not take the device down.
+    open_file_locked(nullptr);
+}
+
+void PcapTap::record(uint32_t src_ip_be, uint16_t sport, uint32_t dst_ip_be, uint16_t dport,
+                     const uint8_t* udp_payload, size_t udp_len, const struct timeval& ts) {
+    std::lock_guard lk(mu_);
+    if (dumper_ == nullptr) return;
+
+    const size_t wire_len = kEthLen + kIpv4Len + kUdpLen + udp_len;
+    const size_t cap_len = std::min(wire_len, kMaxFrame);
+    const size_t rec_len = kRecordHeaderLen + cap_len;
+    if (max_bytes_ != 0 && file_bytes_ > kFileHeaderLen && file_bytes_ + rec_len > max_bytes_) {
+        rotate_locked();
+        if (dumper_ == nullptr) return;
+    }
+
+    uint8_t* f = frame_.data();
+    put_mac(f, dst_ip_be);
+    put_mac(f + 6, src_ip_be);
+    store_be16(f + 12, 0x0800);  // IPv4
+
+    // Same header icrc_compute() assumes; lengths saturate for (impossible) oversize payloads.
+    uint8_t* ip = f + kEthLen;
+    const size_t ip_total = std::min<size_t>(kIpv4Len + kUdpLen + udp_len, 0xffff);
+    ip[0] = 0x45;
+    ip[1] = 0;
+    store_be16(ip + 2, static_cast<uint16_t>(ip_total));
+    store_be16(ip + 4, 0);
+    store_be16(ip + 6, 0x4000);
+    ip[8] = 64;
+    ip[9] = 17;
+    store_be16(ip + 10, 0);
+    std::memcpy(ip + 12, &src_ip_be, 4);
+    std::memcpy(ip + 16, &dst_ip_be, 4);
+    store_be16(ip + 10, ipv4_checksum(ip));
+
+    uint8_t* udp = ip + kIpv4Len;
+    store_be16(udp, sport);
+    store_be16(udp + 2, dport);
+    store_be16(udp + 4, static_cast<uint16_t>(std::min<size_t>(kUdpLen + udp_len, 0xffff)));
+    store_be16(udp + 6, 0);  // no UDP checksum, as RoCEv2 senders commonly do
+
+    const size_t copy = cap_len - (kEthLen + kIpv4Len + kUdpLen);
+    if (copy > 0 && udp_payload != nullptr) std::memcpy(udp + kUdpLen, udp_payload, copy);
+
+    pcap_pkthdr h{};
+    h.ts = ts;
+    h.caplen = static_cast<bpf_u_int32>(cap_len);
+    h.len = static_cast<bpf_u_int32>(wire_len);
+    pcap_dump(reinterpret_cast<u_char*>(dumper_), &h, f);
+    if (flush_each_) pcap_dump_flush(dumper_);
+    file_bytes_ += rec_len;
+    packets_.fetch_add(1, std::memory_order_relaxed);
+}
+
+}  // namespace uroce::net

@@ -1,0 +1,240 @@
+#include "net/udp_uring.h"
+
+#include <arpa/inet.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+namespace uroce::net {
+
+namespace {
+// user_data layout: kind in the top byte, an index below.
+constexpr uint64_t kKindShift = 56;
+enum Kind : uint64_t { kRecv = 1, kSend = 2, kWatch = 3, kCancel = 4 };
+constexpr uint64_t tag(Kind k, uint64_t idx) { return (k << kKindShift) | idx; }
+constexpr uint16_t kBgid = 1;
+}  // namespace
+
+UdpUring::~UdpUring() {
+    if (ring_ok_) io_uring_queue_exit(&ring_);
+    for (auto& w : watches_)
+        if (w.fd >= 0) close(w.fd);
+    if (sock_ >= 0) close(sock_);
+    if (tx_mem_) munmap(tx_mem_, size_t(kTxBufs) * kBufSize);
+    if (rx_mem_) munmap(rx_mem_, size_t(kRxBufs) * kBufSize);
+    if (br_) munmap(br_, br_bytes_);
+}
+
+int UdpUring::open(uint32_t ip_be, uint16_t port) {
+    io_uring_params p{};
+    p.flags = IORING_SETUP_SUBMIT_ALL | IORING_SETUP_COOP_TASKRUN;
+    int r = io_uring_queue_init_params(4096, &ring_, &p);
+    if (r < 0) {
+        p.flags = 0;  // older kernels
+        r = io_uring_queue_init_params(4096, &ring_, &p);
+    }
+    if (r < 0) return -r;
+    ring_ok_ = true;
+
+    sock_ = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (sock_ < 0) return errno;
+    int buf = 8 << 20;
+    if (setsockopt(sock_, SOL_SOCKET, SO_RCVBUFFORCE, &buf, sizeof buf) != 0)
+        setsockopt(sock_, SOL_SOCKET, SO_RCVBUF, &buf, sizeof buf);
+    if (setsockopt(sock_, SOL_SOCKET, SO_SNDBUFFORCE, &buf, sizeof buf) != 0)
+        setsockopt(sock_, SOL_SOCKET, SO_SNDBUF, &buf, sizeof buf);
+    // DF set and no fragmentation: the IPv4 ID is then 0, which the ICRC covers.
+    int pmtu = IP_PMTUDISC_PROBE;
+    setsockopt(sock_, IPPROTO_IP, IP_MTU_DISCOVER, &pmtu, sizeof pmtu);
+    sockaddr_in sa{};
+    sa.sin_family = AF_INET;
+    sa.sin_addr.s_addr = ip_be;
+    sa.sin_port = htons(port);
+    if (bind(sock_, reinterpret_cast<sockaddr*>(&sa), sizeof sa) != 0) return errno;
+
+    // Transmit pool.
+    tx_mem_ = static_cast<uint8_t*>(mmap(nullptr, size_t(kTxBufs) * kBufSize,
+                                         PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+                                         -1, 0));
+    if (tx_mem_ == MAP_FAILED) {
+        tx_mem_ = nullptr;
+        return ENOMEM;
+    }
+    tx_.resize(kTxBufs);
+    tx_free_.reserve(kTxBufs);
+    for (uint32_t i = kTxBufs; i-- > 0;) tx_free_.push_back(i);
+
+    // Receive buffers, provided to the kernel through a buffer ring.
+    rx_mem_ = static_cast<uint8_t*>(mmap(nullptr, size_t(kRxBufs) * kBufSize,
+                                         PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+                                         -1, 0));
+    if (rx_mem_ == MAP_FAILED) {
+        rx_mem_ = nullptr;
+        return ENOMEM;
+    }
+    br_bytes_ = kRxBufs * sizeof(io_uring_buf);
+    void* brm = mmap(nullptr, br_bytes_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+                     -1, 0);
+    if (brm == MAP_FAILED) return ENOMEM;
+    br_ = static_cast<io_uring_buf_ring*>(brm);
+    io_uring_buf_reg reg{};
+    reg.ring_addr = reinterpret_cast<unsigned long>(br_);
+    reg.ring_entries = kRxBufs;
+    reg.bgid = kBgid;
+    r = io_uring_register_buf_ring(&ring_, &reg, 0);
+    if (r < 0) return -r;
+    io_uring_buf_ring_init(br_);
+    for (uint32_t i = 0; i < kRxBufs; ++i)
+        io_uring_buf_ring_add(br_, rx_mem_ + size_t(i) * kBufSize, kBufSize, uint16_t(i),
+                              io_uring_buf_ring_mask(kRxBufs), int(i));
+    io_uring_buf_ring_advance(br_, kRxBufs);
+
+    rx_msg_.msg_namelen = sizeof(sockaddr_in);
+    arm_recv();
+    io_uring_submit(&ring_);
+    return 0;
+}
+
+io_uring_sqe* UdpUring::sqe() {
+    io_uring_sqe* s = io_uring_get_sqe(&ring_);
+    if (!s) {
+        io_uring_submit(&ring_);
+        s = io_uring_get_sqe(&ring_);
+    }
+    return s;  // never null after a submit of a 4096-entry ring
+}
+
+void UdpUring::arm_recv() {
+    io_uring_sqe* s = sqe();
+    io_uring_prep_recvmsg_multishot(s, sock_, &rx_msg_, 0);
+    s->flags |= IOSQE_BUFFER_SELECT;
+    s->buf_group = kBgid;
+    io_uring_sqe_set_data64(s, tag(kRecv, 0));
+}
+
+void UdpUring::recycle_rx(uint16_t bid) {
+    io_uring_buf_ring_add(br_, rx_mem_ + size_t(bid) * kBufSize, kBufSize, bid,
+                          io_uring_buf_ring_mask(kRxBufs), 0);
+    io_uring_buf_ring_advance(br_, 1);
+}
+
+uint8_t* UdpUring::tx_alloc(uint32_t* slot) {
+    if (tx_free_.empty()) return nullptr;
+    *slot = tx_free_.back();
+    tx_free_.pop_back();
+    return tx_mem_ + size_t(*slot) * kBufSize;
+}
+
+void UdpUring::tx_free(uint32_t slot) { tx_free_.push_back(slot); }
+
+void UdpUring::tx_send(uint32_t slot, size_t len, const sockaddr_in& to) {
+    Tx& t = tx_[slot];
+    t.to = to;
+    t.iov.iov_base = tx_mem_ + size_t(slot) * kBufSize;
+    t.iov.iov_len = len;
+    t.msg = msghdr{};
+    t.msg.msg_name = &t.to;
+    t.msg.msg_namelen = sizeof t.to;
+    t.msg.msg_iov = &t.iov;
+    t.msg.msg_iovlen = 1;
+    io_uring_sqe* s = sqe();
+    io_uring_prep_sendmsg(s, sock_, &t.msg, 0);
+    io_uring_sqe_set_data64(s, tag(kSend, slot));
+}
+
+void UdpUring::watch_eventfd(int fd, uint64_t t) {
+    uint32_t idx;
+    if (!watch_free_.empty()) {
+        idx = watch_free_.back();
+        watch_free_.pop_back();
+    } else {
+        idx = uint32_t(watches_.size());
+        watches_.emplace_back();
+    }
+    watches_[idx] = Watch{fd, t, 0, true, false};
+    post_watch_read(idx);
+}
+
+void UdpUring::unwatch_eventfd(uint64_t t) {
+    for (uint32_t i = 0; i < watches_.size(); ++i) {
+        Watch& w = watches_[i];
+        if (w.active && !w.closing && w.tag == t) {
+            w.closing = true;
+            io_uring_sqe* s = sqe();
+            io_uring_prep_cancel64(s, tag(kWatch, i), 0);
+            io_uring_sqe_set_data64(s, tag(kCancel, i));
+            return;
+        }
+    }
+}
+
+void UdpUring::post_watch_read(uint32_t idx) {
+    io_uring_sqe* s = sqe();
+    io_uring_prep_read(s, watches_[idx].fd, &watches_[idx].value, sizeof(uint64_t), 0);
+    io_uring_sqe_set_data64(s, tag(kWatch, idx));
+}
+
+void UdpUring::run_once(uint64_t timeout_ns, Handler& h) {
+    io_uring_cqe* cqe = nullptr;
+    if (timeout_ns == 0) {
+        io_uring_submit(&ring_);
+    } else {
+        __kernel_timespec ts{};
+        ts.tv_sec = int64_t(timeout_ns / 1000000000ull);
+        ts.tv_nsec = int64_t(timeout_ns % 1000000000ull);
+        io_uring_submit_and_wait_timeout(&ring_, &cqe, 1, &ts, nullptr);
+    }
+    unsigned head, seen = 0;
+    bool rearm = false;
+    io_uring_for_each_cqe(&ring_, head, cqe) {
+        ++seen;
+        uint64_t ud = io_uring_cqe_get_data64(cqe);
+        uint64_t kind = ud >> kKindShift, idx = ud & ((uint64_t(1) << kKindShift) - 1);
+        switch (kind) {
+        case kRecv: {
+            if (!(cqe->flags & IORING_CQE_F_MORE)) rearm = true;
+            if (cqe->res == -ENOBUFS) ++rx_nobufs_;
+            if (cqe->res < 0 || !(cqe->flags & IORING_CQE_F_BUFFER)) break;
+            uint16_t bid = uint16_t(cqe->flags >> IORING_CQE_BUFFER_SHIFT);
+            uint8_t* buf = rx_mem_ + size_t(bid) * kBufSize;
+            auto* out = io_uring_recvmsg_validate(buf, cqe->res, &rx_msg_);
+            if (out && out->namelen >= sizeof(sockaddr_in) && !(out->flags & MSG_TRUNC)) {
+                sockaddr_in from;
+                std::memcpy(&from, io_uring_recvmsg_name(out), sizeof from);
+                auto* data = static_cast<uint8_t*>(io_uring_recvmsg_payload(out, &rx_msg_));
+                size_t len = io_uring_recvmsg_payload_length(out, cqe->res, &rx_msg_);
+                h.on_packet(from, data, len);
+            }
+            recycle_rx(bid);
+            break;
+        }
+        case kSend:
+            tx_free_.push_back(uint32_t(idx));
+            break;
+        case kWatch: {
+            Watch& w = watches_[idx];
+            if (w.closing || cqe->res < 0) {
+                if (w.closing || cqe->res != -EINTR) {
+                    if (w.fd >= 0) close(w.fd);
+                    w = Watch{};
+                    watch_free_.push_back(uint32_t(idx));
+                    break;
+                }
+            } else {
+                h.on_eventfd(w.tag);
+            }
+            if (watches_[idx].active && !watches_[idx].closing) post_watch_read(uint32_t(idx));
+            break;
+        }
+        default:
+            break;
+        }
+    }
+    io_uring_cq_advance(&ring_, seen);
+    if (rearm) arm_recv();
+}
+
+}  // namespace uroce::net

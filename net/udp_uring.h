@@ -1,0 +1,89 @@
+// Packet I/O for one device: a UDP socket driven through io_uring. Receives use a
+// multishot recvmsg with a ring of provided buffers; sends use a fixed pool of
+// transmit buffers; eventfds (doorbells, the command queue) are watched with reads on
+// the same ring. Everything is submitted in batches: one io_uring_enter per loop turn.
+#pragma once
+
+#include <liburing.h>
+#include <netinet/in.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+namespace uroce::net {
+
+class UdpUring {
+public:
+    static constexpr size_t kBufSize = 4608;  // largest RoCEv2 packet (4096 MTU) + slack
+    static constexpr uint32_t kTxBufs = 2048;
+    static constexpr uint32_t kRxBufs = 1024;
+
+    class Handler {
+    public:
+        virtual ~Handler() = default;
+        virtual void on_packet(const sockaddr_in& from, uint8_t* data, size_t len) = 0;
+        virtual void on_eventfd(uint64_t tag) = 0;
+    };
+
+    UdpUring() = default;
+    UdpUring(const UdpUring&) = delete;
+    UdpUring& operator=(const UdpUring&) = delete;
+    ~UdpUring();
+
+    // Binds ip:port (network order ip, host order port). Returns 0 or errno.
+    int open(uint32_t ip_be, uint16_t port);
+
+    // A transmit buffer of kBufSize bytes, or nullptr when all are in flight.
+    uint8_t* tx_alloc(uint32_t* slot);
+    void tx_free(uint32_t slot);
+    uint8_t* tx_buffer(uint32_t slot) const { return tx_mem_ + size_t(slot) * kBufSize; }
+    void tx_send(uint32_t slot, size_t len, const sockaddr_in& to);
+    uint32_t tx_free_count() const { return uint32_t(tx_free_.size()); }
+
+    // Keeps a read posted on `fd` (an eventfd); on_eventfd(tag) runs each time it
+    // fires. The ring owns fd from now on and closes it after unwatch().
+    void watch_eventfd(int fd, uint64_t tag);
+    void unwatch_eventfd(uint64_t tag);
+
+    // Submits what is queued, waits up to timeout_ns (0: don't wait) for at least one
+    // completion, and dispatches every completion available.
+    void run_once(uint64_t timeout_ns, Handler& h);
+
+    uint64_t rx_nobufs() const { return rx_nobufs_; }
+
+private:
+    struct Tx {
+        msghdr msg;
+        iovec iov;
+        sockaddr_in to;
+    };
+    struct Watch {
+        int fd = -1;
+        uint64_t tag = 0;
+        uint64_t value = 0;
+        bool active = false;
+        bool closing = false;
+    };
+
+    io_uring_sqe* sqe();
+    void arm_recv();
+    void post_watch_read(uint32_t idx);
+    void recycle_rx(uint16_t bid);
+
+    io_uring ring_{};
+    bool ring_ok_ = false;
+    int sock_ = -1;
+    uint8_t* tx_mem_ = nullptr;
+    std::vector<Tx> tx_;
+    std::vector<uint32_t> tx_free_;
+    uint8_t* rx_mem_ = nullptr;
+    io_uring_buf_ring* br_ = nullptr;
+    size_t br_bytes_ = 0;
+    msghdr rx_msg_{};
+    std::vector<Watch> watches_;
+    std::vector<uint32_t> watch_free_;
+    uint64_t rx_nobufs_ = 0;
+};
+
+}  // namespace uroce::net

@@ -1,0 +1,163 @@
+// The data path: WQEs go into the rings shared with the device, completions come out
+// of the CQ ring. No system call except the doorbell that wakes the device.
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "verbs_api/ibverbs/internal.h"
+
+namespace uroce::verbs {
+
+namespace {
+void ring_doorbell(int fd) {
+    uint64_t one = 1;
+    ssize_t r = write(fd, &one, sizeof one);
+    (void)r;  // only fails on counter overflow, which cannot happen with +1 steps
+}
+}  // namespace
+
+int post_send(ibv_qp* qp_pub, ibv_send_wr* wr, ibv_send_wr** bad) {
+    Qp* qp = qp_of(qp_pub);
+    // As rxe: the send queue accepts work only from RTS on (and in ERR, to be flushed).
+    if (qp_pub->state != IBV_QPS_RTS && qp_pub->state != IBV_QPS_SQD &&
+        qp_pub->state != IBV_QPS_ERR) {
+        *bad = wr;
+        return EINVAL;
+    }
+    int err = 0;
+    bool posted = false;
+    qp->sq_lock.lock();
+    abi::RingHeader* h = qp->sq.hdr();
+    uint32_t prod = h->prod.load(std::memory_order_relaxed);
+    for (; wr; wr = wr->next) {
+        uint32_t cons = h->cons.load(std::memory_order_acquire);
+        if (uint32_t(prod - cons) > qp->sq.mask) {
+            err = ENOMEM;
+            break;
+        }
+        if (wr->num_sge < 0 || uint32_t(wr->num_sge) > qp->cap.max_send_sge) {
+            err = EINVAL;
+            break;
+        }
+        uint8_t* slot = qp->sq.slot(prod);
+        abi::SendWqe w{};
+        w.wr_id = wr->wr_id;
+        w.opcode = wr->opcode;
+        w.send_flags = wr->send_flags;
+        w.imm_data = wr->imm_data;
+        w.rkey = wr->wr.rdma.rkey;
+        w.remote_addr = wr->wr.rdma.remote_addr;
+        if (wr->opcode == IBV_WR_ATOMIC_CMP_AND_SWP || wr->opcode == IBV_WR_ATOMIC_FETCH_AND_ADD) {
+            w.remote_addr = wr->wr.atomic.remote_addr;
+            w.rkey = wr->wr.atomic.rkey;
+            w.compare_add = wr->wr.atomic.compare_add;
+            w.swap = wr->wr.atomic.swap;
+        }
+        if (wr->send_flags & IBV_SEND_INLINE) {
+            uint32_t total = 0;
+            for (int i = 0; i < wr->num_sge; ++i) total += wr->sg_list[i].length;
+            if (total > qp->cap.max_inline_data) {
+                err = EINVAL;
+                break;
+            }
+            uint8_t* data = slot + sizeof w;
+            for (int i = 0; i < wr->num_sge; ++i) {
+                std::memcpy(data, reinterpret_cast<void*>(wr->sg_list[i].addr),
+                            wr->sg_list[i].length);
+                data += wr->sg_list[i].length;
+            }
+            w.inline_len = total;
+        } else {
+            w.num_sge = uint32_t(wr->num_sge);
+            std::memcpy(slot + sizeof w, wr->sg_list, sizeof(abi::Sge) * w.num_sge);
+        }
+        std::memcpy(slot, &w, sizeof w);
+        ++prod;
+        h->prod.store(prod, std::memory_order_release);
+        posted = true;
+    }
+    qp->sq_lock.unlock();
+    if (posted) ring_doorbell(qp->doorbell);
+    if (err) *bad = wr;
+    return err;
+}
+
+int post_recv(ibv_qp* qp_pub, ibv_recv_wr* wr, ibv_recv_wr** bad) {
+    Qp* qp = qp_of(qp_pub);
+    if (qp_pub->state == IBV_QPS_RESET) {
+        *bad = wr;
+        return EINVAL;
+    }
+    int err = 0;
+    qp->rq_lock.lock();
+    abi::RingHeader* h = qp->rq.hdr();
+    uint32_t prod = h->prod.load(std::memory_order_relaxed);
+    for (; wr; wr = wr->next) {
+        uint32_t cons = h->cons.load(std::memory_order_acquire);
+        if (uint32_t(prod - cons) > qp->rq.mask) {
+            err = ENOMEM;
+            break;
+        }
+        if (wr->num_sge < 0 || uint32_t(wr->num_sge) > qp->cap.max_recv_sge) {
+            err = EINVAL;
+            break;
+        }
+        uint8_t* slot = qp->rq.slot(prod);
+        abi::RecvWqe r{wr->wr_id, uint32_t(wr->num_sge), 0};
+        std::memcpy(slot, &r, sizeof r);
+        std::memcpy(slot + sizeof r, wr->sg_list, sizeof(abi::Sge) * r.num_sge);
+        ++prod;
+        h->prod.store(prod, std::memory_order_release);
+    }
+    qp->rq_lock.unlock();
+    // Receives need no doorbell: the device looks when a message arrives. In ERR the
+    // device must flush them, so wake it.
+    if (qp_pub->state == IBV_QPS_ERR) ring_doorbell(qp->doorbell);
+    if (err) *bad = wr;
+    return err;
+}
+
+int post_srq_recv(ibv_srq* srq, ibv_recv_wr* wr, ibv_recv_wr** bad) {
+    (void)srq;
+    *bad = wr;
+    return EOPNOTSUPP;
+}
+
+int poll_cq(ibv_cq* cq_pub, int n, ibv_wc* wc) {
+    Cq* cq = cq_of(cq_pub);
+    cq->lock.lock();
+    abi::RingHeader* h = cq->ring.hdr();
+    uint32_t cons = h->cons.load(std::memory_order_relaxed);
+    uint32_t prod = h->prod.load(std::memory_order_acquire);
+    int k = 0;
+    for (; k < n && cons != prod; ++k, ++cons) {
+        const auto* c = reinterpret_cast<const abi::Cqe*>(cq->ring.slot(cons));
+        ibv_wc& w = wc[k];
+        w.wr_id = c->wr_id;
+        w.status = ibv_wc_status(c->status);
+        w.opcode = ibv_wc_opcode(c->opcode);
+        w.vendor_err = c->vendor_err;
+        w.byte_len = c->byte_len;
+        w.imm_data = c->imm_data;
+        w.qp_num = c->qp_num;
+        w.src_qp = c->src_qp;
+        w.wc_flags = c->wc_flags;
+        w.pkey_index = c->pkey_index;
+        w.slid = c->slid;
+        w.sl = c->sl;
+        w.dlid_path_bits = c->dlid_path_bits;
+    }
+    h->cons.store(cons, std::memory_order_release);
+    cq->lock.unlock();
+    return k;
+}
+
+int req_notify_cq(ibv_cq* cq_pub, int solicited_only) {
+    Cq* cq = cq_of(cq_pub);
+    cq->ring.hdr()->arm.store(solicited_only ? abi::kCqArmSolicited : abi::kCqArmNext,
+                              std::memory_order_seq_cst);
+    return 0;
+}
+
+}  // namespace uroce::verbs

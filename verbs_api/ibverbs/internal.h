@@ -1,0 +1,112 @@
+// The drop-in libibverbs' own view of the objects it hands to applications. Each
+// public struct (ibv_context, ibv_cq, ...) is the first member of ours, so the
+// pointer an application holds converts back with a static cast.
+#pragma once
+
+#include <infiniband/verbs.h>
+#include <pthread.h>
+
+#include <atomic>
+#include <cstdint>
+#include <mutex>
+#include <string>
+
+#include "emu/abi/protocol.h"
+#include "emu/abi/rings.h"
+#include "emu/abi/runtime.h"
+
+namespace uroce::verbs {
+
+struct Device {
+    ibv_device dev;  // first: applications hold &dev
+    abi::DeviceInfo info;
+    int index = 0;
+};
+
+struct Context {
+    verbs_context vctx;  // ends with the ibv_context applications hold
+    int sock = -1;
+    int doorbell = -1;
+    std::mutex mu;  // one request at a time on the control socket
+    Device* device = nullptr;
+    abi::OpenResp open{};
+};
+
+struct Pd {
+    ibv_pd pd;
+};
+
+struct Mr {
+    ibv_mr mr;
+};
+
+struct Channel {
+    ibv_comp_channel ch;
+    uint32_t handle = 0;
+};
+
+// A spin lock for the data path: uncontended in the common case, never a syscall.
+struct SpinLock {
+    std::atomic_flag f = ATOMIC_FLAG_INIT;
+    void lock() {
+        while (f.test_and_set(std::memory_order_acquire)) {
+        }
+    }
+    void unlock() { f.clear(std::memory_order_release); }
+};
+
+struct Ring {
+    void* base = nullptr;
+    size_t bytes = 0;
+    uint32_t mask = 0;
+    uint32_t stride = 0;
+    abi::RingHeader* hdr() const { return static_cast<abi::RingHeader*>(base); }
+    uint8_t* slot(uint32_t i) const { return abi::ring_slot(base, stride, mask, i); }
+};
+
+struct Cq {
+    ibv_cq cq;
+    Ring ring;
+    SpinLock lock;
+    uint32_t comp_events_reported = 0;   // guarded by cq.mutex
+    uint32_t async_events_reported = 0;  // guarded by cq.mutex
+};
+
+struct Qp {
+    ibv_qp_ex qpx;  // qpx.qp_base is the ibv_qp applications hold
+    Ring sq, rq;
+    ibv_qp_cap cap{};
+    SpinLock sq_lock, rq_lock;
+    uint32_t events_reported = 0;  // guarded by qp.mutex
+    int doorbell = -1;
+};
+
+inline Context* ctx_of(ibv_context* c) {
+    return reinterpret_cast<Context*>(reinterpret_cast<char*>(c) -
+                                      offsetof(verbs_context, context));
+}
+inline Cq* cq_of(ibv_cq* c) { return reinterpret_cast<Cq*>(c); }
+inline Qp* qp_of(ibv_qp* q) { return reinterpret_cast<Qp*>(q); }
+
+// Runs one control request on the context's socket. Returns 0 or a positive errno
+// (transport failure or the device's verdict).
+int request(Context* ctx, abi::Request& req, abi::Response& resp, int* fds = nullptr,
+            int* nfds = nullptr);
+
+// Maps a ring memfd received from the device (and closes the fd).
+bool map_ring(int fd, size_t bytes, uint32_t slots, uint32_t stride, Ring* out);
+void unmap_ring(Ring& r);
+
+// Data path (datapath.cpp), installed in ibv_context.ops.
+int post_send(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad);
+int post_recv(ibv_qp* qp, ibv_recv_wr* wr, ibv_recv_wr** bad);
+int post_srq_recv(ibv_srq* srq, ibv_recv_wr* wr, ibv_recv_wr** bad);
+int poll_cq(ibv_cq* cq, int n, ibv_wc* wc);
+int req_notify_cq(ibv_cq* cq, int solicited_only);
+
+// Device queries (device.cpp), installed in verbs_context.
+int query_port(ibv_context* c, uint8_t port, ibv_port_attr* attr, size_t len);
+int query_device_ex(ibv_context* c, const ibv_query_device_ex_input* in,
+                    ibv_device_attr_ex* attr, size_t len);
+
+}  // namespace uroce::verbs

@@ -1,0 +1,305 @@
+// Protection domains, memory regions, completion channels, CQs and events.
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "verbs_api/ibverbs/internal.h"
+
+using namespace uroce;
+using namespace uroce::verbs;
+
+#undef ibv_reg_mr
+#undef ibv_reg_mr_iova
+
+namespace {
+
+// The kernel pins an MR's pages when it is registered, so an unmapped range fails
+// with EFAULT then rather than later; mincore gives the same answer without pinning.
+bool range_mapped(const void* addr, size_t length) {
+    long page = sysconf(_SC_PAGESIZE);
+    uintptr_t start = reinterpret_cast<uintptr_t>(addr) & ~uintptr_t(page - 1);
+    uintptr_t end = reinterpret_cast<uintptr_t>(addr) + length;
+    unsigned char vec[4096];
+    while (start < end) {
+        size_t chunk = size_t(end - start);
+        size_t max = sizeof vec * size_t(page);
+        if (chunk > max) chunk = max;
+        if (mincore(reinterpret_cast<void*>(start), chunk, vec) != 0 && errno == ENOMEM)
+            return false;
+        start += chunk;
+    }
+    return true;
+}
+
+// Access bits IBV_ACCESS_OPTIONAL_RANGE may be ignored by a provider (verbs.h).
+constexpr unsigned kOptionalAccess = IBV_ACCESS_OPTIONAL_RANGE;
+
+}  // namespace
+
+extern "C" {
+
+ibv_pd* ibv_alloc_pd(ibv_context* context) {
+    abi::Request req{};
+    req.op = abi::Op::kAllocPd;
+    abi::Response resp{};
+    if (int e = request(ctx_of(context), req, resp)) {
+        errno = e;
+        return nullptr;
+    }
+    auto* pd = new Pd();
+    pd->pd.context = context;
+    pd->pd.handle = resp.u.pd.pd;
+    return &pd->pd;
+}
+
+int ibv_dealloc_pd(ibv_pd* pd) {
+    abi::Request req{};
+    req.op = abi::Op::kDeallocPd;
+    req.u.pd.pd = pd->handle;
+    abi::Response resp{};
+    if (int e = request(ctx_of(pd->context), req, resp)) return e;
+    delete reinterpret_cast<Pd*>(pd);
+    return 0;
+}
+
+ibv_mr* ibv_reg_mr_iova2(ibv_pd* pd, void* addr, size_t length, uint64_t iova,
+                         unsigned int access) {
+    access &= ~kOptionalAccess;
+    if (length && !range_mapped(addr, length)) {
+        errno = EFAULT;
+        return nullptr;
+    }
+    abi::Request req{};
+    req.op = abi::Op::kRegMr;
+    req.u.reg_mr.pd = pd->handle;
+    req.u.reg_mr.access = access;
+    req.u.reg_mr.addr = reinterpret_cast<uint64_t>(addr);
+    req.u.reg_mr.length = length;
+    req.u.reg_mr.iova = iova;
+    abi::Response resp{};
+    if (int e = request(ctx_of(pd->context), req, resp)) {
+        errno = e;
+        return nullptr;
+    }
+    auto* mr = new Mr();
+    mr->mr.context = pd->context;
+    mr->mr.pd = pd;
+    mr->mr.addr = addr;
+    mr->mr.length = length;
+    mr->mr.handle = resp.u.reg_mr.handle;
+    mr->mr.lkey = resp.u.reg_mr.lkey;
+    mr->mr.rkey = resp.u.reg_mr.rkey;
+    return &mr->mr;
+}
+
+ibv_mr* ibv_reg_mr(ibv_pd* pd, void* addr, size_t length, int access) {
+    return ibv_reg_mr_iova2(pd, addr, length, reinterpret_cast<uint64_t>(addr),
+                            unsigned(access));
+}
+
+ibv_mr* ibv_reg_mr_iova(ibv_pd* pd, void* addr, size_t length, uint64_t iova, int access) {
+    return ibv_reg_mr_iova2(pd, addr, length, iova, unsigned(access));
+}
+
+int ibv_dereg_mr(ibv_mr* mr) {
+    abi::Request req{};
+    req.op = abi::Op::kDeregMr;
+    req.u.handle.handle = mr->handle;
+    abi::Response resp{};
+    if (int e = request(ctx_of(mr->context), req, resp)) return e;
+    delete reinterpret_cast<Mr*>(mr);
+    return 0;
+}
+
+ibv_comp_channel* ibv_create_comp_channel(ibv_context* context) {
+    abi::Request req{};
+    req.op = abi::Op::kCreateCompChannel;
+    abi::Response resp{};
+    int fds[abi::kMaxFds], nfds = 0;
+    int e = request(ctx_of(context), req, resp, fds, &nfds);
+    if (!e && nfds != 1) e = EPROTO;
+    if (e) {
+        for (int i = 0; i < nfds; ++i) close(fds[i]);
+        errno = e;
+        return nullptr;
+    }
+    auto* ch = new Channel();
+    ch->ch.context = context;
+    ch->ch.fd = fds[0];
+    ch->ch.refcnt = 0;
+    ch->handle = resp.u.channel.handle;
+    return &ch->ch;
+}
+
+int ibv_destroy_comp_channel(ibv_comp_channel* channel) {
+    if (channel->refcnt) return EBUSY;
+    auto* ch = reinterpret_cast<Channel*>(channel);
+    abi::Request req{};
+    req.op = abi::Op::kDestroyCompChannel;
+    req.u.handle.handle = ch->handle;
+    abi::Response resp{};
+    if (int e = request(ctx_of(channel->context), req, resp)) return e;
+    close(channel->fd);
+    delete ch;
+    return 0;
+}
+
+ibv_cq* ibv_create_cq(ibv_context* context, int cqe, void* cq_context, ibv_comp_channel* channel,
+                      int comp_vector) {
+    if (cqe < 1 || comp_vector < 0 || comp_vector >= context->num_comp_vectors) {
+        errno = EINVAL;
+        return nullptr;
+    }
+    auto* cq = new Cq();
+    abi::Request req{};
+    req.op = abi::Op::kCreateCq;
+    req.u.create_cq.cqe = uint32_t(cqe);
+    req.u.create_cq.channel = channel ? int32_t(reinterpret_cast<Channel*>(channel)->handle) : -1;
+    req.u.create_cq.cookie = reinterpret_cast<uint64_t>(&cq->cq);
+    abi::Response resp{};
+    int fds[abi::kMaxFds], nfds = 0;
+    int e = request(ctx_of(context), req, resp, fds, &nfds);
+    if (!e && nfds != 1) e = EPROTO;
+    const auto& r = resp.u.create_cq;
+    if (!e && !map_ring(fds[0], abi::ring_bytes(r.slots, sizeof(abi::Cqe)), r.slots,
+                        sizeof(abi::Cqe), &cq->ring))
+        e = ENOMEM;
+    else if (!e)
+        nfds = 0;
+    if (e) {
+        for (int i = 0; i < nfds; ++i) close(fds[i]);
+        delete cq;
+        errno = e;
+        return nullptr;
+    }
+    cq->cq.context = context;
+    cq->cq.channel = channel;
+    cq->cq.cq_context = cq_context;
+    cq->cq.handle = r.handle;
+    cq->cq.cqe = int(r.cqe);
+    pthread_mutex_init(&cq->cq.mutex, nullptr);
+    pthread_cond_init(&cq->cq.cond, nullptr);
+    if (channel) ++channel->refcnt;
+    return &cq->cq;
+}
+
+int ibv_destroy_cq(ibv_cq* cq_pub) {
+    Cq* cq = cq_of(cq_pub);
+    abi::Request req{};
+    req.op = abi::Op::kDestroyCq;
+    req.u.handle.handle = cq_pub->handle;
+    abi::Response resp{};
+    if (int e = request(ctx_of(cq_pub->context), req, resp)) return e;
+    // As in rdma-core: every event handed out must be acknowledged first.
+    pthread_mutex_lock(&cq_pub->mutex);
+    while (cq_pub->comp_events_completed != cq->comp_events_reported ||
+           cq_pub->async_events_completed != cq->async_events_reported)
+        pthread_cond_wait(&cq_pub->cond, &cq_pub->mutex);
+    pthread_mutex_unlock(&cq_pub->mutex);
+    if (cq_pub->channel) --cq_pub->channel->refcnt;
+    unmap_ring(cq->ring);
+    delete cq;
+    return 0;
+}
+
+int ibv_get_cq_event(ibv_comp_channel* channel, ibv_cq** cq, void** cq_context) {
+    abi::CompEvent ev;
+    ssize_t n;
+    do {
+        n = read(channel->fd, &ev, sizeof ev);
+    } while (n < 0 && errno == EINTR);
+    if (n != ssize_t(sizeof ev)) {
+        if (n >= 0) errno = EIO;
+        return -1;
+    }
+    auto* c = reinterpret_cast<ibv_cq*>(ev.cq_cookie);
+    pthread_mutex_lock(&c->mutex);
+    ++cq_of(c)->comp_events_reported;
+    pthread_mutex_unlock(&c->mutex);
+    *cq = c;
+    *cq_context = c->cq_context;
+    return 0;
+}
+
+void ibv_ack_cq_events(ibv_cq* cq, unsigned int nevents) {
+    pthread_mutex_lock(&cq->mutex);
+    cq->comp_events_completed += nevents;
+    pthread_cond_signal(&cq->cond);
+    pthread_mutex_unlock(&cq->mutex);
+}
+
+int ibv_get_async_event(ibv_context* context, ibv_async_event* event) {
+    abi::AsyncEvent ev;
+    ssize_t n;
+    do {
+        n = read(context->async_fd, &ev, sizeof ev);
+    } while (n < 0 && errno == EINTR);
+    if (n != ssize_t(sizeof ev)) {
+        if (n >= 0) errno = EIO;
+        return -1;
+    }
+    event->event_type = ibv_event_type(ev.event_type);
+    switch (event->event_type) {
+    case IBV_EVENT_CQ_ERR: {
+        auto* c = reinterpret_cast<ibv_cq*>(ev.cookie);
+        event->element.cq = c;
+        pthread_mutex_lock(&c->mutex);
+        ++cq_of(c)->async_events_reported;
+        pthread_mutex_unlock(&c->mutex);
+        break;
+    }
+    case IBV_EVENT_QP_FATAL:
+    case IBV_EVENT_QP_REQ_ERR:
+    case IBV_EVENT_QP_ACCESS_ERR:
+    case IBV_EVENT_COMM_EST:
+    case IBV_EVENT_SQ_DRAINED:
+    case IBV_EVENT_PATH_MIG:
+    case IBV_EVENT_PATH_MIG_ERR:
+    case IBV_EVENT_QP_LAST_WQE_REACHED: {
+        auto* q = reinterpret_cast<ibv_qp*>(ev.cookie);
+        event->element.qp = q;
+        pthread_mutex_lock(&q->mutex);
+        ++qp_of(q)->events_reported;
+        pthread_mutex_unlock(&q->mutex);
+        break;
+    }
+    default:
+        event->element.port_num = int(ev.cookie);
+        break;
+    }
+    return 0;
+}
+
+void ibv_ack_async_event(ibv_async_event* event) {
+    switch (event->event_type) {
+    case IBV_EVENT_CQ_ERR: {
+        ibv_cq* c = event->element.cq;
+        pthread_mutex_lock(&c->mutex);
+        ++c->async_events_completed;
+        pthread_cond_signal(&c->cond);
+        pthread_mutex_unlock(&c->mutex);
+        break;
+    }
+    case IBV_EVENT_QP_FATAL:
+    case IBV_EVENT_QP_REQ_ERR:
+    case IBV_EVENT_QP_ACCESS_ERR:
+    case IBV_EVENT_COMM_EST:
+    case IBV_EVENT_SQ_DRAINED:
+    case IBV_EVENT_PATH_MIG:
+    case IBV_EVENT_PATH_MIG_ERR:
+    case IBV_EVENT_QP_LAST_WQE_REACHED: {
+        ibv_qp* q = event->element.qp;
+        pthread_mutex_lock(&q->mutex);
+        ++q->events_completed;
+        pthread_cond_signal(&q->cond);
+        pthread_mutex_unlock(&q->mutex);
+        break;
+    }
+    default:
+        break;
+    }
+}
+
+}  // extern "C"

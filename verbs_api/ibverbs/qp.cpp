@@ -1,0 +1,137 @@
+// Queue pairs: creation maps the SQ/RQ rings the device shares with us.
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "verbs_api/ibverbs/internal.h"
+
+using namespace uroce;
+using namespace uroce::verbs;
+
+extern "C" {
+
+ibv_qp* ibv_create_qp(ibv_pd* pd, ibv_qp_init_attr* attr) {
+    if (!attr->send_cq || !attr->recv_cq) {
+        errno = EINVAL;
+        return nullptr;
+    }
+    auto* qp = new Qp();
+    abi::Request req{};
+    req.op = abi::Op::kCreateQp;
+    auto& r = req.u.create_qp;
+    r.pd = pd->handle;
+    r.send_cq = attr->send_cq->handle;
+    r.recv_cq = attr->recv_cq->handle;
+    r.srq = attr->srq ? attr->srq->handle : 0;
+    r.qp_type = attr->qp_type;
+    r.sq_sig_all = uint32_t(attr->sq_sig_all);
+    r.cap = attr->cap;
+    r.cookie = reinterpret_cast<uint64_t>(&qp->qpx.qp_base);
+    abi::Response resp{};
+    int fds[abi::kMaxFds], nfds = 0;
+    Context* ctx = ctx_of(pd->context);
+    int e = request(ctx, req, resp, fds, &nfds);
+    const auto& o = resp.u.create_qp;
+    if (!e && nfds != 2) e = EPROTO;
+    if (!e) {
+        bool ok = map_ring(fds[0], abi::ring_bytes(o.sq_slots, o.sq_stride), o.sq_slots,
+                           o.sq_stride, &qp->sq);
+        ok &= map_ring(fds[1], abi::ring_bytes(o.rq_slots, o.rq_stride), o.rq_slots,
+                       o.rq_stride, &qp->rq);
+        nfds = 0;
+        if (!ok) e = ENOMEM;
+    }
+    if (e) {
+        for (int i = 0; i < nfds; ++i) close(fds[i]);
+        unmap_ring(qp->sq);
+        unmap_ring(qp->rq);
+        if (!resp.err && o.qpn) {  // created, but we cannot use it: give it back
+            abi::Request d{};
+            d.op = abi::Op::kDestroyQp;
+            d.u.handle.handle = o.qpn;
+            abi::Response dr{};
+            request(ctx, d, dr);
+        }
+        delete qp;
+        errno = e;
+        return nullptr;
+    }
+    qp->cap = o.cap;
+    qp->doorbell = ctx->doorbell;
+    attr->cap = o.cap;  // the verbs contract: report what was granted
+    ibv_qp& q = qp->qpx.qp_base;
+    q.context = pd->context;
+    q.qp_context = attr->qp_context;
+    q.pd = pd;
+    q.send_cq = attr->send_cq;
+    q.recv_cq = attr->recv_cq;
+    q.srq = attr->srq;
+    q.handle = o.qpn;
+    q.qp_num = o.qpn;
+    q.state = IBV_QPS_RESET;
+    q.qp_type = attr->qp_type;
+    pthread_mutex_init(&q.mutex, nullptr);
+    pthread_cond_init(&q.cond, nullptr);
+    return &q;
+}
+
+int ibv_modify_qp(ibv_qp* qp, ibv_qp_attr* attr, int attr_mask) {
+    abi::Request req{};
+    req.op = abi::Op::kModifyQp;
+    req.u.modify_qp.qpn = qp->handle;
+    req.u.modify_qp.mask = uint32_t(attr_mask);
+    req.u.modify_qp.attr = *attr;
+    abi::Response resp{};
+    if (int e = request(ctx_of(qp->context), req, resp)) return e;
+    if (attr_mask & IBV_QP_STATE) qp->state = attr->qp_state;
+    return 0;
+}
+
+int ibv_query_qp(ibv_qp* qp, ibv_qp_attr* attr, int attr_mask, ibv_qp_init_attr* init_attr) {
+    abi::Request req{};
+    req.op = abi::Op::kQueryQp;
+    req.u.query_qp.qpn = qp->handle;
+    req.u.query_qp.mask = uint32_t(attr_mask);
+    abi::Response resp{};
+    if (int e = request(ctx_of(qp->context), req, resp)) return e;
+    *attr = resp.u.query_qp.attr;
+    if (init_attr) {
+        std::memset(init_attr, 0, sizeof *init_attr);
+        init_attr->qp_context = qp->qp_context;
+        init_attr->send_cq = qp->send_cq;
+        init_attr->recv_cq = qp->recv_cq;
+        init_attr->srq = qp->srq;
+        init_attr->cap = resp.u.query_qp.cap;
+        init_attr->qp_type = qp->qp_type;
+        init_attr->sq_sig_all = int(resp.u.query_qp.sq_sig_all);
+    }
+    qp->state = attr->qp_state;
+    return 0;
+}
+
+int ibv_destroy_qp(ibv_qp* qp) {
+    abi::Request req{};
+    req.op = abi::Op::kDestroyQp;
+    req.u.handle.handle = qp->handle;
+    abi::Response resp{};
+    if (int e = request(ctx_of(qp->context), req, resp)) return e;
+    Qp* q = qp_of(qp);
+    // As in rdma-core: every async event handed out must be acknowledged first.
+    pthread_mutex_lock(&qp->mutex);
+    while (qp->events_completed != q->events_reported) pthread_cond_wait(&qp->cond, &qp->mutex);
+    pthread_mutex_unlock(&qp->mutex);
+    unmap_ring(q->sq);
+    unmap_ring(q->rq);
+    delete q;
+    return 0;
+}
+
+// Only QPs created with IBV_QP_INIT_ATTR_SEND_OPS_FLAGS have the ibv_wr_* interface,
+// and none can be created that way yet.
+ibv_qp_ex* ibv_qp_to_qp_ex(ibv_qp* qp) {
+    (void)qp;
+    return nullptr;
+}
+
+}  // extern "C"
