@@ -1,5 +1,6 @@
 // The data path: WQEs go into the rings shared with the device, completions come out
 // of the CQ ring. No system call except the doorbell that wakes the device.
+#include <sched.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -150,6 +151,10 @@ int poll_cq(ibv_cq* cq_pub, int n, ibv_wc* wc) {
     }
     h->cons.store(cons, std::memory_order_release);
     cq->lock.unlock();
+    // An empty poll means the application is spinning while the device works. On a
+    // host with fewer cores than spinning processes the device would otherwise wait for
+    // the spinner's time slice to end, so give the CPU away now and then.
+    if (k == 0 && (++cq->empty_polls & 15) == 0) sched_yield();
     return k;
 }
 

@@ -68,6 +68,7 @@ struct Cq {
     ibv_cq cq;
     Ring ring;
     SpinLock lock;
+    uint32_t empty_polls = 0;
     uint32_t comp_events_reported = 0;   // guarded by cq.mutex
     uint32_t async_events_reported = 0;  // guarded by cq.mutex
 };
