@@ -6,7 +6,10 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstddef>
 #include <cstring>
+
+#include "emu/abi/runtime.h"
 
 namespace uroce::emu {
 
@@ -35,6 +38,26 @@ bool send_msg(int fd, const void* data, size_t len, const std::vector<int>& fds)
     }
     ssize_t n = sendmsg(fd, &msg, MSG_NOSIGNAL);
     return n == ssize_t(len);
+}
+
+// Starts or stops the capture on the engine thread, then records the new state in the
+// device's info file (which this daemon owns) so `uroce list` shows it.
+int run_capture(Device& dev, const abi::CaptureReq& r, uint64_t* packets) {
+    const std::string path = r.path;
+    const uint64_t max_bytes = r.max_bytes;
+    if (!path.empty() && path[0] != '/') return EINVAL;  // the daemon's cwd means nothing
+    int err = 0;
+    dev.call([&] {
+        *packets = dev.config().pcap.empty() ? 0 : dev.capture_packets();
+        err = dev.set_capture(path, max_bytes);
+    });
+    // On failure the previous capture is closed too: the info file must say "off".
+    abi::DeviceInfo info;
+    if (abi::read_info(dev.config().name, &info) && info.pid == getpid()) {
+        info.pcap = err ? std::string() : path;
+        abi::write_info(info);
+    }
+    return err;
 }
 }  // namespace
 
@@ -94,11 +117,17 @@ void ControlServer::read_next(std::shared_ptr<Conn> c) {
 }
 
 bool ControlServer::serve(Conn& c) {
-    abi::Request req{};
-    ssize_t n = recv(c.sd.native_handle(), &req, sizeof req, MSG_DONTWAIT);
+    // Every message is a Request except kCapture's, which is larger.
+    union {
+        abi::Request req;
+        abi::CaptureReq capture;
+    } msg;
+    std::memset(&msg, 0, sizeof msg);
+    ssize_t n = recv(c.sd.native_handle(), &msg, sizeof msg, MSG_DONTWAIT);
     if (n < 0) return errno == EAGAIN || errno == EINTR;
     if (n == 0) return false;                        // the application went away
     if (size_t(n) < offsetof(abi::Request, u)) return false;  // not our protocol
+    const abi::Request& req = msg.req;
     abi::Response resp{};
     std::vector<int> fds;
     switch (req.op) {
@@ -129,6 +158,16 @@ bool ControlServer::serve(Conn& c) {
         dev_.call([&] { text = dev_.dump(); });
         if (text.size() > abi::kMaxDumpBytes) text.resize(abi::kMaxDumpBytes);
         return send_msg(c.sd.native_handle(), text.data(), text.size(), {});
+    }
+    case abi::Op::kCapture: {
+        if (size_t(n) < offsetof(abi::CaptureReq, path) + 1 ||
+            std::memchr(msg.capture.path, 0, size_t(n) - offsetof(abi::CaptureReq, path)) ==
+                nullptr) {
+            resp.err = EINVAL;  // truncated, or a path without its NUL
+            break;
+        }
+        resp.err = run_capture(dev_, msg.capture, &resp.u.capture.packets);
+        break;
     }
     case abi::Op::kShutdown:
         shutdown_ = true;

@@ -43,6 +43,8 @@ Device::Device(DeviceConfig cfg) : cfg_(std::move(cfg)) {
     self_.sin_port = htons(cfg_.port);
     ready_.reserve(1024);
     timers_.reserve(1024);
+    // The engine flushes the capture once per loop turn (see loop()), not once per packet.
+    pcap_.set_flush_each(false);
 }
 
 Device::~Device() { stop(); }
@@ -52,7 +54,7 @@ int Device::start() {
     if (err) return err;
     if (!cfg_.pcap.empty()) {
         std::string why;
-        if (!pcap_.open(cfg_.pcap, cfg_.pcap_max, &why)) return EIO;
+        if (!pcap_.open(cfg_.pcap, cfg_.pcap_max, &why)) return errno ? errno : EIO;
     }
     cmd_fd_ = eventfd(0, EFD_CLOEXEC);
     if (cmd_fd_ < 0) return errno;
@@ -115,8 +117,12 @@ void Device::loop() {
         run_timers(now);
         run_ready();
         uint64_t wait = ready_.empty() ? next_timeout(now_ns()) : kStallRetryNs;
+        // Packets recorded during the last turn reach the file before the engine may sleep:
+        // one write per turn at most, and an idle device's capture is always complete on disk.
+        pcap_.flush();
         io_.run_once(wait, *this);
     }
+    pcap_.flush();
 }
 
 void Device::on_eventfd(uint64_t tag) {
@@ -280,16 +286,17 @@ void Device::post_async(Session* s, ibv_event_type type, uint64_t cookie) {
 }
 
 int Device::set_capture(const std::string& path, uint64_t max_bytes) {
-    pcap_.close();
-    if (path.empty()) {
-        cfg_.pcap.clear();
-        return 0;
-    }
+    pcap_.close();  // flushes what the current capture still buffers
+    cfg_.pcap.clear();
+    cfg_.pcap_max = 0;
+    if (path.empty()) return 0;
     std::string why;
-    if (!pcap_.open(path, max_bytes, &why)) return EIO;
+    if (!pcap_.open(path, max_bytes, &why)) return errno ? errno : EIO;
     cfg_.pcap = path;
     cfg_.pcap_max = max_bytes;
     return 0;
 }
+
+uint64_t Device::capture_packets() const { return pcap_.packets(); }
 
 }  // namespace uroce::emu

@@ -56,7 +56,10 @@ public:
     void close_session(Session* s);
     void handle(Session& s, const abi::Request& req, abi::Response& resp, std::vector<int>& fds);
     std::string dump() const;
+    // Starts (path non-empty; replaces a running capture) or stops the capture. 0 or errno.
     int set_capture(const std::string& path, uint64_t max_bytes);
+    // Packets written by the current (or last) capture, rotated files included.
+    uint64_t capture_packets() const;
 
 private:
     // Control operations (device_verbs.cpp).

@@ -3,6 +3,7 @@
 #include <pcap/pcap.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
 #include <cstring>
 
@@ -39,42 +40,57 @@ PcapTap::~PcapTap() {
 }
 
 bool PcapTap::open(const std::string& path, uint64_t max_bytes, std::string* err) {
-    std::lock_guard lk(mu_);
-    close_file_locked();
+    close_file();
     if (pcap_ == nullptr) {
         pcap_ = pcap_open_dead(DLT_EN10MB, static_cast<int>(kMaxFrame));
         if (pcap_ == nullptr) {
             if (err) *err = "pcap_open_dead failed";
+            errno = ENOMEM;
             return false;
         }
     }
+    if (!buf_) buf_ = std::make_unique<char[]>(kFileBuffer);
     path_ = path;
     max_bytes_ = max_bytes;
-    return open_file_locked(err);
+    packets_ = 0;
+    return open_file(err);
 }
 
-bool PcapTap::open_file_locked(std::string* err) {
-    dumper_ = pcap_dump_open(pcap_, path_.c_str());
+bool PcapTap::open_file(std::string* err) {
+    // Our own FILE, so its buffer is large enough to hold many records between flushes.
+    FILE* f = std::fopen(path_.c_str(), "wb");
+    if (f == nullptr) {
+        const int e = errno;
+        if (err) *err = "cannot create " + path_ + ": " + std::strerror(e);
+        errno = e;
+        return false;
+    }
+    std::setvbuf(f, buf_.get(), _IOFBF, kFileBuffer);
+    dumper_ = pcap_dump_fopen(pcap_, f);
     if (dumper_ == nullptr) {
-        if (err) *err = std::string("pcap_dump_open(") + path_ + "): " + pcap_geterr(pcap_);
+        const int e = errno ? errno : EIO;
+        if (err) *err = "pcap_dump_fopen(" + path_ + "): " + pcap_geterr(pcap_);
+        std::fclose(f);
+        errno = e;
         return false;
     }
     file_bytes_ = kFileHeaderLen;
     // Make the file valid (header present) immediately, even before the first packet.
     pcap_dump_flush(dumper_);
+    unflushed_ = false;
     return true;
 }
 
-void PcapTap::close_file_locked() {
+void PcapTap::close_file() {
     if (dumper_ != nullptr) {
-        pcap_dump_close(dumper_);  // flushes
+        pcap_dump_close(dumper_);  // flushes and closes the FILE
         dumper_ = nullptr;
     }
+    unflushed_ = false;
 }
 
 void PcapTap::close() {
-    std::lock_guard lk(mu_);
-    close_file_locked();
+    close_file();
     if (pcap_ != nullptr) {
         pcap_close(pcap_);
         pcap_ = nullptr;
@@ -82,39 +98,33 @@ void PcapTap::close() {
 }
 
 bool PcapTap::is_open() const {
-    std::lock_guard lk(mu_);
     return dumper_ != nullptr;
 }
 
-void PcapTap::set_flush_each(bool on) {
-    std::lock_guard lk(mu_);
-    flush_each_ = on;
-}
-
 void PcapTap::flush() {
-    std::lock_guard lk(mu_);
+    if (!unflushed_) return;
+    unflushed_ = false;
     if (dumper_ != nullptr) pcap_dump_flush(dumper_);
 }
 
-void PcapTap::rotate_locked() {
-    close_file_locked();
+void PcapTap::rotate() {
+    close_file();
     const std::string old = path_ + ".1";
     std::rename(path_.c_str(), old.c_str());  // replaces an older .1 atomically
     // If the new file can't be created the tap just stops recording (is_open() turns false);
     // a debugging aid must not take the device down.
-    open_file_locked(nullptr);
+    open_file(nullptr);
 }
 
 void PcapTap::record(uint32_t src_ip_be, uint16_t sport, uint32_t dst_ip_be, uint16_t dport,
                      const uint8_t* udp_payload, size_t udp_len, const struct timeval& ts) {
-    std::lock_guard lk(mu_);
     if (dumper_ == nullptr) return;
 
     const size_t wire_len = kEthLen + kIpv4Len + kUdpLen + udp_len;
     const size_t cap_len = std::min(wire_len, kMaxFrame);
     const size_t rec_len = kRecordHeaderLen + cap_len;
     if (max_bytes_ != 0 && file_bytes_ > kFileHeaderLen && file_bytes_ + rec_len > max_bytes_) {
-        rotate_locked();
+        rotate();
         if (dumper_ == nullptr) return;
     }
 
@@ -152,9 +162,12 @@ void PcapTap::record(uint32_t src_ip_be, uint16_t sport, uint32_t dst_ip_be, uin
     h.caplen = static_cast<bpf_u_int32>(cap_len);
     h.len = static_cast<bpf_u_int32>(wire_len);
     pcap_dump(reinterpret_cast<u_char*>(dumper_), &h, f);
-    if (flush_each_) pcap_dump_flush(dumper_);
+    if (flush_each_)
+        pcap_dump_flush(dumper_);
+    else
+        unflushed_ = true;
     file_bytes_ += rec_len;
-    packets_.fetch_add(1, std::memory_order_relaxed);
+    ++packets_;
 }
 
 }  // namespace uroce::net

@@ -8,10 +8,9 @@
 #include <sys/time.h>
 
 #include <array>
-#include <atomic>
 #include <cstddef>
 #include <cstdint>
-#include <mutex>
+#include <memory>
 #include <string>
 
 struct pcap;
@@ -19,11 +18,15 @@ struct pcap_dumper;
 
 namespace uroce::net {
 
+// Not thread safe: one thread at a time. In the device every call happens on the engine
+// thread (or before it starts / after it ends), so recording takes no lock.
 class PcapTap {
 public:
     // Largest frame recorded whole: Ethernet + IPv4 + UDP + 4096 MTU payload + headroom for the
     // RoCE headers and ICRC. Longer payloads are recorded truncated (caplen < len).
     static constexpr size_t kMaxFrame = 14 + 20 + 8 + 4096 + 64;
+    // stdio buffer of the open file: records accumulate here between flushes.
+    static constexpr size_t kFileBuffer = 256 * 1024;
 
     PcapTap() = default;
     ~PcapTap();
@@ -32,38 +35,47 @@ public:
 
     // Create/truncate `path`. max_bytes == 0: unlimited. Otherwise, before a packet would take
     // the file past max_bytes, close it, rename it to path + ".1" (replacing an older one) and
-    // start a new file, so at most about 2 * max_bytes stay on disk. Closes any file already open.
+    // start a new file, so at most about 2 * max_bytes stay on disk. Closes any file already open
+    // and resets packets(). On failure errno holds the reason (and *err a message).
     bool open(const std::string& path, uint64_t max_bytes, std::string* err);
     void close();
     bool is_open() const;
 
     // Record one RoCEv2 UDP payload (BTH .. ICRC) with synthesized framing: Ethernet with MACs
     // 02:00:<ip bytes>, IPv4 (ID 0, DF, TTL 64, valid header checksum), UDP (checksum 0).
-    // Addresses in network byte order, ports in host order. Thread safe; no allocation.
+    // Addresses in network byte order, ports in host order. No allocation, no lock; a system
+    // call only when the file buffer fills (or per record with set_flush_each(true)).
     void record(uint32_t src_ip_be, uint16_t sport, uint32_t dst_ip_be, uint16_t dport,
                 const uint8_t* udp_payload, size_t udp_len, const struct timeval& ts);
 
-    // Packets recorded since construction (across opens and rotations).
-    uint64_t packets() const { return packets_.load(std::memory_order_relaxed); }
+    // Packets recorded since the last open() (across rotations).
+    uint64_t packets() const { return packets_; }
+    // Size of the current file as written so far (including what is still buffered).
+    uint64_t file_bytes() const { return file_bytes_; }
 
     // By default every record is flushed to the file so a capture is complete even if the
-    // process dies; turn off for throughput and call flush() from a timer instead.
-    void set_flush_each(bool on);
+    // process dies. Turn off for throughput and call flush() at a convenient point (the device
+    // does once per engine-loop turn): records then cost no system call of their own.
+    void set_flush_each(bool on) { flush_each_ = on; }
+    // Writes buffered records to the file. Cheap no-op when nothing was recorded since the last
+    // flush.
     void flush();
+    bool flush_pending() const { return unflushed_; }
 
 private:
-    bool open_file_locked(std::string* err);
-    void close_file_locked();
-    void rotate_locked();
+    bool open_file(std::string* err);
+    void close_file();
+    void rotate();
 
-    mutable std::mutex mu_;
     pcap* pcap_ = nullptr;
     pcap_dumper* dumper_ = nullptr;
+    std::unique_ptr<char[]> buf_;  // the open file's stdio buffer (outlives the FILE)
     std::string path_;
     uint64_t max_bytes_ = 0;
     uint64_t file_bytes_ = 0;  // size of the current file, counted as written
     bool flush_each_ = true;
-    std::atomic<uint64_t> packets_{0};
+    bool unflushed_ = false;  // records buffered since the last flush
+    uint64_t packets_ = 0;
     std::array<uint8_t, kMaxFrame> frame_{};  // scratch for building one frame
 };
 

@@ -28,6 +28,7 @@ enum class Op : uint32_t {
     kDestroyQp,
     kDump,      // text dump of the device's resources (uroce res)
     kShutdown,  // stop the device (uroce stop)
+    kCapture,   // start/stop the packet capture (uroce capture); a CaptureReq, no session
 };
 
 struct OpenReq {
@@ -114,6 +115,19 @@ struct QueryQpResp {
     uint32_t sq_sig_all;
 };
 
+// kCapture travels as its own message (not a Request), so the path does not grow every
+// Request. It starts like a Request: op, then a reserved word.
+constexpr size_t kMaxCapturePath = 4096;
+struct CaptureReq {
+    Op op;  // kCapture
+    uint32_t reserved;
+    uint64_t max_bytes;  // rotation size, 0: unlimited
+    char path[kMaxCapturePath];  // absolute, NUL-terminated; empty: stop capturing
+};
+struct CaptureResp {
+    uint64_t packets;  // written by the capture just stopped (or replaced)
+};
+
 struct Request {
     Op op;
     uint32_t reserved;
@@ -140,6 +154,7 @@ struct Response {
         CreateCqResp create_cq;
         CreateQpResp create_qp;
         QueryQpResp query_qp;
+        CaptureResp capture;
     } u;
 };
 

@@ -5,12 +5,12 @@
 need ibv_rc_pingpong
 start_device uroce0 127.0.0.1
 port=$(tcp_port)
-LD_LIBRARY_PATH="$LIBDIR" ibv_rc_pingpong -g 0 -p "$port" -n 100000000 \
+"${VERBS_ENV[@]}" ibv_rc_pingpong -g 0 -p "$port" -n 100000000 \
     >"$UROCE_RUNTIME_DIR/server.out" 2>&1 &
 spid=$!
 sleep 0.5
-# No `timeout` wrapper here: $! must be the pingpong process itself.
-LD_LIBRARY_PATH="$LIBDIR" ibv_rc_pingpong -g 0 -p "$port" -n 100000000 127.0.0.1 \
+# No `timeout` wrapper here: $! must be the pingpong process itself (env execs it).
+"${VERBS_ENV[@]}" ibv_rc_pingpong -g 0 -p "$port" -n 100000000 127.0.0.1 \
     >"$UROCE_RUNTIME_DIR/client.out" 2>&1 &
 cpid=$!
 sleep 1.5

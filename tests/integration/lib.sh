@@ -9,8 +9,18 @@ UROCE_RUNTIME_DIR=$(mktemp -d /tmp/uroce-test.XXXXXX)
 export UROCE_NO_AUTOSTART=1
 
 cleanup() {
+    local rc=$?
     "$UROCE" stop >/dev/null 2>&1 || true
+    # A device that hit a sanitizer report (ASan build) fails the test even if the
+    # programs over it passed.
+    if grep -l -E "ERROR: (Address|Leak)Sanitizer|runtime error:" "$UROCE_RUNTIME_DIR"/*.log \
+        >/dev/null 2>&1; then
+        echo "FAIL: sanitizer report in the device log:" >&2
+        cat "$UROCE_RUNTIME_DIR"/*.log >&2
+        rc=1
+    fi
     rm -rf "$UROCE_RUNTIME_DIR"
+    exit $rc
 }
 trap cleanup EXIT
 
@@ -39,9 +49,16 @@ start_device() {
     "$UROCE" start --name "$name" --addr "$addr" "$@" >/dev/null || fail "uroce start $name $addr"
 }
 
+# In a sanitizer build the drop-in library needs the ASan runtime loaded first into
+# the (uninstrumented) Debian programs; their own leaks are not ours to report.
+VERBS_ENV=(env "LD_LIBRARY_PATH=$LIBDIR")
+if [ -n "${UROCE_PRELOAD:-}" ]; then
+    VERBS_ENV+=("LD_PRELOAD=$UROCE_PRELOAD" "ASAN_OPTIONS=detect_leaks=0:${ASAN_OPTIONS:-}")
+fi
+
 # Runs a program with the drop-in libraries.
 verbs() {
-    LD_LIBRARY_PATH="$LIBDIR" "$@"
+    "${VERBS_ENV[@]}" "$@"
 }
 
 # A TCP port for the test programs' own out-of-band exchange, unlikely to collide
@@ -60,10 +77,10 @@ run_pair() {
         if [ $seen = 0 ]; then server+=("$a"); else client+=("$a"); fi
     done
     local slog=$UROCE_RUNTIME_DIR/server.out clog=$UROCE_RUNTIME_DIR/client.out
-    LD_LIBRARY_PATH="$LIBDIR" timeout "$timeout_s" "${server[@]}" >"$slog" 2>&1 &
+    verbs timeout "$timeout_s" "${server[@]}" >"$slog" 2>&1 &
     local spid=$!
     sleep "${SERVER_WAIT:-0.5}"
-    LD_LIBRARY_PATH="$LIBDIR" timeout "$timeout_s" "${client[@]}" >"$clog" 2>&1
+    verbs timeout "$timeout_s" "${client[@]}" >"$clog" 2>&1
     local crc=$?
     wait $spid
     local src=$?

@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Installs every Debian package uroce needs to build, test, and run its acceptance
+# programs. Safe to run again: it only calls apt-get when something is missing.
+set -euo pipefail
+
+packages=(
+    build-essential cmake pkg-config git
+    liburing-dev libasio-dev libpcap-dev libgtest-dev
+    libibverbs-dev librdmacm-dev
+    ibverbs-utils rdmacm-utils perftest
+    tshark python3 python3-scapy
+    iproute2 procps
+    clang libclang-rt-14-dev clang-format
+)
+
+missing=()
+for p in "${packages[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -eq 0 ]; then
+    echo "setup: all packages present"
+    exit 0
+fi
+
+SUDO=""
+if [ "$(id -u)" != 0 ]; then SUDO="sudo"; fi
+echo "setup: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+# tshark asks whether non-root users may capture; answer no, nothing here needs it.
+echo "wireshark-common wireshark-common/install-setuid boolean false" | $SUDO debconf-set-selections
+$SUDO apt-get update -q
+$SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"
