@@ -83,6 +83,10 @@ void Device::flush_queues(Qp& qp) {
     qp.sq_send = qp.sq_fetch;
     qp.sq_send_off = 0;
 
+    // A receive in progress was already taken from its ring; then the rest of the RQ.
+    // Receives posted to an SRQ belong to the SRQ and stay there.
+    if (qp.have_rwr) complete_recv(qp, net::Packet{}, IBV_WC_WR_FLUSH_ERR);
+    if (qp.srq) return;
     uint32_t prod = qp.rq->prod.load(std::memory_order_acquire);
     if (uint32_t(prod - qp.rq_next) > qp.rq_mask + 1) prod = qp.rq_next + qp.rq_mask + 1;
     while (qp.rq_next != prod) {
@@ -97,7 +101,6 @@ void Device::flush_queues(Qp& qp) {
         ++qp.rq_next;
         qp.rq->cons.store(qp.rq_next, std::memory_order_release);
     }
-    qp.have_rwr = false;
 }
 
 bool Device::check_local_sges(const Qp& qp, abi::Sge* sge, uint32_t n, bool write,

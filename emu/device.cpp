@@ -225,10 +225,13 @@ void Device::on_packet(const sockaddr_in& from, uint8_t* data, size_t len) {
     Qp* qp = qps_.get(p.bth.dqpn);
     if (!qp) return count_drop(net::DropReason::kBadQp);
     const net::OpInfo* info = net::op_info(p.bth.opcode);
-    if (info->cls != net::QpClass::RC || qp->type != IBV_QPT_RC)
-        return count_drop(net::DropReason::kOpNotForQp);
+    bool rc = info->cls == net::QpClass::RC && qp->type == IBV_QPT_RC;
+    bool uc = info->cls == net::QpClass::UC && qp->type == IBV_QPT_UC;
+    if (!rc && !uc) return count_drop(net::DropReason::kOpNotForQp);
     ++qp->rx_pkts;
-    if (info->flags & net::kRequest)
+    if (uc)
+        uc_responder_receive(*qp, p);
+    else if (info->flags & net::kRequest)
         responder_receive(*qp, p);
     else
         completer_receive(*qp, p);
@@ -269,6 +272,7 @@ Session* Device::open_session(pid_t pid, int fds_out[2], int* err) {
 void Device::close_session(Session* s) {
     // Children first, as the kernel's uverbs cleanup does.
     for (uint32_t qpn : std::vector<uint32_t>(s->qps)) destroy_qp_now(qpn);
+    for (uint32_t h : s->srqs) srqs_.remove(h);
     for (uint32_t h : s->cqs) cqs_.remove(h);
     for (uint32_t h : s->channels) channels_.remove(h);
     for (uint32_t h : s->mrs) mrs_.remove(h >> 8);

@@ -75,6 +75,10 @@ private:
     int modify_qp(Session& s, const abi::ModifyQpReq& r);
     int query_qp(Session& s, const abi::QueryQpReq& r, abi::QueryQpResp* out);
     int destroy_qp(Session& s, uint32_t qpn);
+    int create_srq(Session& s, const abi::CreateSrqReq& r, abi::CreateSrqResp* out, int* fd);
+    int modify_srq(Session& s, const abi::ModifySrqReq& r);
+    int query_srq(Session& s, uint32_t handle, abi::QuerySrqResp* out);
+    int destroy_srq(Session& s, uint32_t handle);
     void destroy_qp_now(uint32_t qpn);
     template <typename T>
     static bool owned(const Session& s, const T* obj) { return obj && obj->owner == &s; }
@@ -117,7 +121,11 @@ private:
     void send_ack(Qp& qp, uint8_t syndrome, uint32_t psn);                 // rc_responder.cpp
     void responder_error(Qp& qp, ibv_wc_status status, uint8_t nak, uint32_t psn,
                          ibv_event_type event);                            // rc_responder.cpp
-    bool take_recv(Qp& qp);                                                // rc_responder.cpp
+    // Receive side shared by the transports (recv_common.cpp).
+    bool take_recv(Qp& qp);
+    bool place_payload(Qp& qp, const net::Packet& p);
+    void complete_recv(Qp& qp, const net::Packet& p, ibv_wc_status status);
+    void uc_responder_receive(Qp& qp, const net::Packet& p);              // uc_responder.cpp
     void completer_receive(Qp& qp, const net::Packet& p);                  // rc_completer.cpp
     void ack_upto(Qp& qp, uint32_t psn);                                   // rc_completer.cpp
     void fail_oldest(Qp& qp, ibv_wc_status status);                        // rc_completer.cpp
@@ -135,6 +143,7 @@ private:
     HandleTable<CompChannel> channels_{abi::kMaxChannels};
     HandleTable<Cq> cqs_{abi::kMaxCq};
     HandleTable<Qp> qps_{abi::kMaxQp, abi::kFirstQpn};
+    HandleTable<Srq> srqs_{abi::kMaxSrq};
     uint8_t key_gen_ = 0;  // low byte of MR keys, bumped per registration
 
     std::vector<Qp*> ready_;   // QPs with send work to push

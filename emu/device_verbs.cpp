@@ -165,12 +165,17 @@ int Device::destroy_cq(Session& s, uint32_t h) {
 }
 
 int Device::create_qp(Session& s, const abi::CreateQpReq& r, abi::CreateQpResp* out, int fds[2]) {
-    if (r.qp_type != IBV_QPT_RC) return EOPNOTSUPP;  // UC, UD, XRC: see docs/verbs-support.md
+    if (r.qp_type != IBV_QPT_RC && r.qp_type != IBV_QPT_UC)
+        return EOPNOTSUPP;  // UD, XRC: see docs/verbs-support.md
     Pd* pd = pds_.get(r.pd);
     Cq* scq = cqs_.get(r.send_cq);
     Cq* rcq = cqs_.get(r.recv_cq);
     if (!owned(s, pd) || !owned(s, scq) || !owned(s, rcq)) return EINVAL;
-    if (r.srq) return EINVAL;  // no SRQ can exist yet
+    Srq* srq = nullptr;
+    if (r.srq) {
+        srq = srqs_.get(r.srq);
+        if (!owned(s, srq)) return EINVAL;
+    }
     const ibv_qp_cap& c = r.cap;
     if (c.max_send_wr > abi::kMaxQpWr || c.max_recv_wr > abi::kMaxQpWr ||
         c.max_send_sge > abi::kMaxSge || c.max_recv_sge > abi::kMaxSge ||
@@ -183,6 +188,7 @@ int Device::create_qp(Session& s, const abi::CreateQpReq& r, abi::CreateQpResp* 
     qp->pd = r.pd;
     qp->send_cq = r.send_cq;
     qp->recv_cq = r.recv_cq;
+    qp->srq = r.srq;
     qp->sq_sig_all = r.sq_sig_all != 0;
     qp->cookie = r.cookie;
 
@@ -220,6 +226,7 @@ int Device::create_qp(Session& s, const abi::CreateQpReq& r, abi::CreateQpResp* 
     ++pd->users;
     ++scq->users;
     ++rcq->users;
+    if (srq) ++srq->users;
     s.qps.push_back(qpn);
     out->qpn = qpn;
     out->cap = q->cap;
@@ -362,6 +369,7 @@ void Device::destroy_qp_now(uint32_t qpn) {
     if (Pd* pd = pds_.get(qp->pd)) --pd->users;
     if (Cq* c = cqs_.get(qp->send_cq)) --c->users;
     if (Cq* c = cqs_.get(qp->recv_cq)) --c->users;
+    if (Srq* q = srqs_.get(qp->srq)) --q->users;
     erase_handle(qp->owner->qps, qpn);
     qps_.remove(qpn);
 }
@@ -416,6 +424,21 @@ void Device::handle(Session& s, const abi::Request& req, abi::Response& resp,
     case Op::kDestroyQp:
         err = destroy_qp(s, req.u.handle.handle);
         break;
+    case Op::kCreateSrq: {
+        int fd = -1;
+        err = create_srq(s, req.u.create_srq, &resp.u.create_srq, &fd);
+        if (!err) fds.push_back(fd);
+        break;
+    }
+    case Op::kModifySrq:
+        err = modify_srq(s, req.u.modify_srq);
+        break;
+    case Op::kQuerySrq:
+        err = query_srq(s, req.u.handle.handle, &resp.u.query_srq);
+        break;
+    case Op::kDestroySrq:
+        err = destroy_srq(s, req.u.handle.handle);
+        break;
     default:
         err = EOPNOTSUPP;
     }
@@ -430,7 +453,7 @@ std::string Device::dump() const {
       << " pcap " << (cfg_.pcap.empty() ? "-" : cfg_.pcap) << "\n";
     o << "counts sessions " << sessions_.count() << " pds " << pds_.count() << " mrs "
       << mrs_.count() << " cqs " << cqs_.count() << " qps " << qps_.count() << " channels "
-      << channels_.count() << "\n";
+      << channels_.count() << " srqs " << srqs_.count() << "\n";
     sessions_.for_each([&](uint32_t id, const Session& s) {
         o << "session " << id << " pid " << s.pid << " pds " << s.pds.size() << " mrs "
           << s.mrs.size() << " cqs " << s.cqs.size() << " qps " << s.qps.size() << "\n";
@@ -447,11 +470,15 @@ std::string Device::dump() const {
         o << "cq " << h << " cqe " << cq.cqe << " pid " << cq.owner->pid << "\n";
     });
     qps_.for_each([&](uint32_t qpn, const Qp& qp) {
-        o << "qp 0x" << std::hex << qpn << std::dec << " type RC state "
+        o << "qp 0x" << std::hex << qpn << std::dec << " type " << (qp.type == IBV_QPT_UC ? "UC" : "RC") << " state "
           << qp_state_name(qp.state) << " pid " << qp.owner->pid << " dest_qpn 0x" << std::hex
           << qp.attr.dest_qp_num << " sq_psn 0x" << qp.next_psn << " una 0x" << qp.una_psn
           << " epsn 0x" << qp.epsn << std::dec << " tx " << qp.tx_pkts << " rx "
           << qp.rx_pkts << " retx " << qp.retransmits << "\n";
+    });
+    srqs_.for_each([&](uint32_t h, const Srq& q) {
+        o << "srq " << h << " max_wr " << q.max_wr << " limit " << q.limit << " qps "
+          << q.users << " pid " << q.owner->pid << "\n";
     });
     o << "counters tx_pkts " << counters_.tx_pkts << " rx_pkts " << counters_.rx_pkts
       << " tx_bytes " << counters_.tx_bytes << " rx_bytes " << counters_.rx_bytes

@@ -78,6 +78,18 @@ struct RecvWr {
     abi::Sge sge[abi::kMaxSge];
 };
 
+struct Srq {
+    Session* owner = nullptr;
+    uint32_t pd = 0;
+    SharedRegion region;
+    abi::RingHeader* ring = nullptr;
+    uint32_t mask = 0, stride = 0, max_wr = 0, max_sge = 0;
+    uint32_t next = 0;     // next ring index to take (published as ring->cons)
+    uint32_t limit = 0;    // srq_limit; armed while non-zero
+    uint64_t cookie = 0;
+    uint32_t users = 0;    // QPs attached
+};
+
 struct Qp {
     Session* owner = nullptr;
     uint32_t qpn = 0;
@@ -126,6 +138,7 @@ struct Qp {
     uint32_t epsn = 0;
     uint32_t msn = 0;
     bool nak_sent = false;  // one sequence NAK per gap
+    bool uc_drop = false;   // UC: discarding the rest of a message after a loss
 
     // Counters for `uroce res`.
     uint64_t tx_pkts = 0, rx_pkts = 0, retransmits = 0;
@@ -137,7 +150,7 @@ struct Session {
     int doorbell_fd = -1;
     int async_write_fd = -1;
     uint64_t doorbell_value = 0;  // io_uring read target
-    std::vector<uint32_t> pds, mrs, cqs, qps, channels;
+    std::vector<uint32_t> pds, mrs, cqs, qps, channels, srqs;
     ~Session();
 };
 

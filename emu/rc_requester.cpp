@@ -1,9 +1,10 @@
-// RC requester: turns send WQEs into request packets, one MTU at a time, and rewinds
+// RC and UC requester: turns send WQEs into request packets, one MTU at a time, and rewinds
 // (go-back-N) when the completer asks for a retransmission.
 #include <cstring>
 
 #include "emu/device.h"
 #include "emu/process_memory.h"
+#include "emu/sge_iov.h"
 #include "emu/rc_timers.h"
 #include "net/opcodes.h"
 
@@ -13,24 +14,6 @@ namespace {
 constexpr uint32_t kMaxOutstandingPkts = 1024;  // unacknowledged packets per QP
 constexpr uint32_t kAckReqEvery = 64;           // ask for an ACK at least this often
 
-// Builds the iovec list covering [off, off + len) of an SGE list.
-int sge_iov(const abi::Sge* sge, uint32_t n, uint32_t off, uint32_t len, iovec* iov) {
-    int k = 0;
-    for (uint32_t i = 0; i < n && len; ++i) {
-        if (off >= sge[i].length) {
-            off -= sge[i].length;
-            continue;
-        }
-        uint32_t take = sge[i].length - off;
-        if (take > len) take = len;
-        iov[k].iov_base = reinterpret_cast<void*>(sge[i].addr + off);
-        iov[k].iov_len = take;
-        ++k;
-        len -= take;
-        off = 0;
-    }
-    return k;
-}
 
 uint8_t send_opcode(bool first, bool last, bool imm) {
     if (first && last) return imm ? net::kRcSendOnlyImm : net::kRcSendOnly;
@@ -45,8 +28,11 @@ uint8_t send_opcode(bool first, bool last, bool imm) {
 bool Device::fetch_send_wqe(Qp& qp) {
     uint32_t prod = qp.sq->prod.load(std::memory_order_acquire);
     if (prod == qp.sq_fetch) return false;
-    if (uint32_t(prod - qp.sq_done) > qp.sq_mask + 1) {
-        // The library never overfills the ring; something scribbled on it.
+    if (uint32_t(prod - qp.sq_done) > qp.sq_mask + 1 ||
+        uint32_t(prod - qp.sq_done) < uint32_t(qp.sq_fetch - qp.sq_done)) {
+        // The library never overfills the ring and never takes back a posted WQE (prod
+        // behind sq_fetch would make us run on through unposted slots, overwriting the
+        // shadows of outstanding WQEs); something scribbled on it.
         if (qp.state != IBV_QPS_ERR) {
             post_async(qp.owner, IBV_EVENT_QP_FATAL, qp.cookie);
             qp_to_error(qp);
@@ -131,14 +117,16 @@ void Device::requester_progress(Qp& qp) {
         uint32_t len = w.length - off < qp.mtu ? w.length - off : qp.mtu;
         bool first = off == 0, last = off + len == w.length;
         bool imm = w.opcode == IBV_WR_SEND_WITH_IMM;
+        bool uc = qp.type == IBV_QPT_UC;
         net::Packet p{};
-        p.bth.opcode = send_opcode(first, last, imm);
+        p.bth.opcode = net::op_on(uc ? net::kTransportUc : net::kTransportRc,
+                                  send_opcode(first, last, imm));
         p.bth.se = last && (w.flags & IBV_SEND_SOLICITED);
         p.bth.pad = net::pad_for(len);
         p.bth.pkey = net::kDefaultPkey;
         p.bth.dqpn = qp.attr.dest_qp_num;
         p.bth.psn = qp.next_psn;
-        p.bth.ackreq = last || (p.bth.psn % kAckReqEvery) == 0;
+        p.bth.ackreq = !uc && (last || (p.bth.psn % kAckReqEvery) == 0);
         p.imm = be32toh(w.imm);
         size_t hdr = net::encode_headers(p, buf);
         uint8_t* payload = buf + hdr;
@@ -158,11 +146,17 @@ void Device::requester_progress(Qp& qp) {
         std::memset(payload + len, 0, p.bth.pad);
         transmit(slot, hdr + len + p.bth.pad, qp.dest);
         ++qp.tx_pkts;
-        if (qp.deadline_ns == 0) arm_timer(qp, now_ns() + ack_timeout_ns(qp.attr.timeout));
         qp.next_psn = net::psn_add(qp.next_psn, 1);
+        if (uc) {
+            // Unreliable: nothing is acknowledged, a WQE is done once it is sent.
+            qp.una_psn = qp.next_psn;
+        } else if (qp.deadline_ns == 0) {
+            arm_timer(qp, now_ns() + ack_timeout_ns(qp.attr.timeout));
+        }
         if (last) {
             ++qp.sq_send;
             qp.sq_send_off = 0;
+            if (uc) complete_send(qp, qp.sq_done, IBV_WC_SUCCESS);
         } else {
             qp.sq_send_off = off + len;
         }

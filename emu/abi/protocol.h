@@ -29,6 +29,10 @@ enum class Op : uint32_t {
     kDump,      // text dump of the device's resources (uroce res)
     kShutdown,  // stop the device (uroce stop)
     kCapture,   // start/stop the packet capture (uroce capture); a CaptureReq, no session
+    kCreateSrq,
+    kModifySrq,
+    kQuerySrq,
+    kDestroySrq,
 };
 
 struct OpenReq {
@@ -128,6 +132,30 @@ struct CaptureResp {
     uint64_t packets;  // written by the capture just stopped (or replaced)
 };
 
+struct CreateSrqReq {
+    uint32_t pd;
+    uint32_t max_wr;
+    uint32_t max_sge;
+    uint32_t srq_limit;
+    uint64_t cookie;  // the library's struct ibv_srq *
+};
+struct CreateSrqResp {
+    uint32_t handle;
+    uint32_t max_wr;
+    uint32_t max_sge;
+    uint32_t slots;
+    uint32_t stride;
+    // fds: [0] ring memfd
+};
+struct ModifySrqReq {
+    uint32_t handle;
+    uint32_t mask;  // enum ibv_srq_attr_mask
+    ibv_srq_attr attr;
+};
+struct QuerySrqResp {
+    ibv_srq_attr attr;
+};
+
 struct Request {
     Op op;
     uint32_t reserved;
@@ -140,6 +168,8 @@ struct Request {
         CreateQpReq create_qp;
         ModifyQpReq modify_qp;
         QueryQpReq query_qp;
+        CreateSrqReq create_srq;
+        ModifySrqReq modify_srq;
     } u;
 };
 
@@ -154,6 +184,8 @@ struct Response {
         CreateCqResp create_cq;
         CreateQpResp create_qp;
         QueryQpResp query_qp;
+        CreateSrqResp create_srq;
+        QuerySrqResp query_srq;
         CaptureResp capture;
     } u;
 };

@@ -84,45 +84,51 @@ int post_send(ibv_qp* qp_pub, ibv_send_wr* wr, ibv_send_wr** bad) {
     return err;
 }
 
-int post_recv(ibv_qp* qp_pub, ibv_recv_wr* wr, ibv_recv_wr** bad) {
-    Qp* qp = qp_of(qp_pub);
-    if (qp_pub->state == IBV_QPS_RESET) {
-        *bad = wr;
-        return EINVAL;
-    }
+// Writes receive WQEs into a ring (a QP's RQ or an SRQ). Receives need no doorbell:
+// the device looks when a message arrives.
+static int post_to_ring(Ring& ring, SpinLock& lock, uint32_t max_sge, ibv_recv_wr* wr,
+                        ibv_recv_wr** bad) {
     int err = 0;
-    qp->rq_lock.lock();
-    abi::RingHeader* h = qp->rq.hdr();
+    lock.lock();
+    abi::RingHeader* h = ring.hdr();
     uint32_t prod = h->prod.load(std::memory_order_relaxed);
     for (; wr; wr = wr->next) {
         uint32_t cons = h->cons.load(std::memory_order_acquire);
-        if (uint32_t(prod - cons) > qp->rq.mask) {
+        if (uint32_t(prod - cons) > ring.mask) {
             err = ENOMEM;
             break;
         }
-        if (wr->num_sge < 0 || uint32_t(wr->num_sge) > qp->cap.max_recv_sge) {
+        if (wr->num_sge < 0 || uint32_t(wr->num_sge) > max_sge) {
             err = EINVAL;
             break;
         }
-        uint8_t* slot = qp->rq.slot(prod);
+        uint8_t* slot = ring.slot(prod);
         abi::RecvWqe r{wr->wr_id, uint32_t(wr->num_sge), 0};
         std::memcpy(slot, &r, sizeof r);
         std::memcpy(slot + sizeof r, wr->sg_list, sizeof(abi::Sge) * r.num_sge);
         ++prod;
         h->prod.store(prod, std::memory_order_release);
     }
-    qp->rq_lock.unlock();
-    // Receives need no doorbell: the device looks when a message arrives. In ERR the
-    // device must flush them, so wake it.
-    if (qp_pub->state == IBV_QPS_ERR) ring_doorbell(qp->doorbell);
+    lock.unlock();
     if (err) *bad = wr;
     return err;
 }
 
-int post_srq_recv(ibv_srq* srq, ibv_recv_wr* wr, ibv_recv_wr** bad) {
-    (void)srq;
-    *bad = wr;
-    return EOPNOTSUPP;
+int post_recv(ibv_qp* qp_pub, ibv_recv_wr* wr, ibv_recv_wr** bad) {
+    Qp* qp = qp_of(qp_pub);
+    if (qp_pub->state == IBV_QPS_RESET || qp_pub->srq) {
+        *bad = wr;
+        return EINVAL;
+    }
+    int err = post_to_ring(qp->rq, qp->rq_lock, qp->cap.max_recv_sge, wr, bad);
+    // In ERR the device must flush them, so wake it.
+    if (qp_pub->state == IBV_QPS_ERR) ring_doorbell(qp->doorbell);
+    return err;
+}
+
+int post_srq_recv(ibv_srq* srq_pub, ibv_recv_wr* wr, ibv_recv_wr** bad) {
+    Srq* srq = srq_of(srq_pub);
+    return post_to_ring(srq->ring, srq->lock, srq->max_sge, wr, bad);
 }
 
 int poll_cq(ibv_cq* cq_pub, int n, ibv_wc* wc) {

@@ -73,6 +73,15 @@ struct Cq {
     uint32_t async_events_reported = 0;  // guarded by cq.mutex
 };
 
+struct Srq {
+    ibv_srq srq;  // first: applications hold &srq
+    Ring ring;
+    uint32_t max_sge = 0;
+    SpinLock lock;
+    uint32_t events_reported = 0;  // guarded by srq.mutex
+};
+inline struct Srq* srq_of(ibv_srq* s) { return reinterpret_cast<struct Srq*>(s); }
+
 struct Qp {
     ibv_qp_ex qpx;  // qpx.qp_base is the ibv_qp applications hold
     Ring sq, rq;

@@ -265,6 +265,15 @@ int ibv_get_async_event(ibv_context* context, ibv_async_event* event) {
         pthread_mutex_unlock(&q->mutex);
         break;
     }
+    case IBV_EVENT_SRQ_ERR:
+    case IBV_EVENT_SRQ_LIMIT_REACHED: {
+        auto* q = reinterpret_cast<ibv_srq*>(ev.cookie);
+        event->element.srq = q;
+        pthread_mutex_lock(&q->mutex);
+        ++srq_of(q)->events_reported;
+        pthread_mutex_unlock(&q->mutex);
+        break;
+    }
     default:
         event->element.port_num = int(ev.cookie);
         break;
@@ -289,6 +298,15 @@ void ibv_ack_async_event(ibv_async_event* event) {
     case IBV_EVENT_SQ_DRAINED:
     case IBV_EVENT_PATH_MIG:
     case IBV_EVENT_PATH_MIG_ERR:
+    case IBV_EVENT_SRQ_ERR:
+    case IBV_EVENT_SRQ_LIMIT_REACHED: {
+        ibv_srq* q = event->element.srq;
+        pthread_mutex_lock(&q->mutex);
+        ++q->events_completed;
+        pthread_cond_signal(&q->cond);
+        pthread_mutex_unlock(&q->mutex);
+        break;
+    }
     case IBV_EVENT_QP_LAST_WQE_REACHED: {
         ibv_qp* q = event->element.qp;
         pthread_mutex_lock(&q->mutex);

@@ -611,22 +611,6 @@ int ibv_resize_cq(struct ibv_cq* cq, int cqe) {
     return unsupported();
 }
 
-struct ibv_srq* ibv_create_srq(struct ibv_pd* pd, struct ibv_srq_init_attr* srq_init_attr) {
-    return unsupported_null<ibv_srq>();
-}
-
-int ibv_modify_srq(struct ibv_srq* srq, struct ibv_srq_attr* srq_attr, int srq_attr_mask) {
-    return unsupported();
-}
-
-int ibv_query_srq(struct ibv_srq* srq, struct ibv_srq_attr* srq_attr) {
-    return unsupported();
-}
-
-int ibv_destroy_srq(struct ibv_srq* srq) {
-    return unsupported();
-}
-
 struct ibv_ah* ibv_create_ah(struct ibv_pd* pd, struct ibv_ah_attr* attr) {
     return unsupported_null<ibv_ah>();
 }

@@ -1,0 +1,83 @@
+// The receive side every transport shares: taking a posted receive (from the QP's RQ
+// or its SRQ), placing payload into it, and completing it.
+#include <cstring>
+
+#include "emu/device.h"
+#include "emu/process_memory.h"
+#include "emu/sge_iov.h"
+#include "net/opcodes.h"
+
+namespace uroce::emu {
+
+// Takes (consumes) the next posted receive. Returns false if there is none.
+bool Device::take_recv(Qp& qp) {
+    abi::RingHeader* ring;
+    uint32_t *next, mask, stride, max_sge;
+    Srq* srq = qp.srq ? srqs_.get(qp.srq) : nullptr;
+    if (srq) {
+        ring = srq->ring;
+        next = &srq->next;
+        mask = srq->mask;
+        stride = srq->stride;
+        max_sge = srq->max_sge;
+    } else {
+        ring = qp.rq;
+        next = &qp.rq_next;
+        mask = qp.rq_mask;
+        stride = qp.rq_stride;
+        max_sge = qp.cap.max_recv_sge;
+    }
+    uint32_t prod = ring->prod.load(std::memory_order_acquire);
+    if (prod == *next) return false;
+    const uint8_t* slot = abi::ring_slot(ring, stride, mask, *next);
+    abi::RecvWqe h;
+    std::memcpy(&h, slot, sizeof h);
+    qp.rwr.wr_id = h.wr_id;
+    qp.rwr.num_sge = h.num_sge <= max_sge ? h.num_sge : 0;
+    std::memcpy(qp.rwr.sge, slot + sizeof h, sizeof(abi::Sge) * qp.rwr.num_sge);
+    // Consumed now: the slot is the application's again (we hold a copy).
+    ++*next;
+    ring->cons.store(*next, std::memory_order_release);
+    qp.have_rwr = true;
+    qp.rwr_off = 0;
+    uint64_t total = 0;
+    qp.rwr_ok = h.num_sge <= max_sge &&
+                check_local_sges(qp, qp.rwr.sge, qp.rwr.num_sge, true, &total);
+    qp.rwr.length = uint32_t(total > abi::kMaxMsgSize ? abi::kMaxMsgSize : total);
+    if (srq && srq->limit && uint32_t(prod - *next) < srq->limit) {
+        // The limit event fires once per arming (ibv_modify_srq).
+        srq->limit = 0;
+        post_async(srq->owner, IBV_EVENT_SRQ_LIMIT_REACHED, srq->cookie);
+    }
+    return true;
+}
+
+// Writes a packet's payload at the current offset of the receive in progress.
+bool Device::place_payload(Qp& qp, const net::Packet& p) {
+    if (!p.payload_len) return true;
+    iovec iov[abi::kMaxSge];
+    int n = sge_iov(qp.rwr.sge, qp.rwr.num_sge, qp.rwr_off, p.payload_len, iov);
+    if (!mem_write(qp.owner->pid, p.payload, iov, n, p.payload_len)) return false;
+    qp.rwr_off += p.payload_len;
+    return true;
+}
+
+// Completes the receive in progress; `p` is the packet that ended it.
+void Device::complete_recv(Qp& qp, const net::Packet& p, ibv_wc_status status) {
+    abi::Cqe c{};
+    c.wr_id = qp.rwr.wr_id;
+    c.status = status;
+    c.opcode = IBV_WC_RECV;
+    c.byte_len = status == IBV_WC_SUCCESS ? qp.rwr_off : 0;
+    c.qp_num = qp.qpn;
+    c.src_qp = qp.attr.dest_qp_num;
+    const net::OpInfo* info = net::op_info(p.bth.opcode);
+    if (status == IBV_WC_SUCCESS && info && (info->flags & net::kImmOp)) {
+        c.imm_data = htobe32(p.imm);
+        c.wc_flags = IBV_WC_WITH_IMM;
+    }
+    push_cqe(qp.recv_cq, c, p.bth.se);
+    qp.have_rwr = false;
+}
+
+}  // namespace uroce::emu

@@ -1,0 +1,90 @@
+// Shared receive queues: a ring the application posts receives into and the device
+// hands to whichever attached QP receives a message first.
+#include <unistd.h>
+
+#include <cerrno>
+
+#include "verbs_api/ibverbs/internal.h"
+
+using namespace uroce;
+using namespace uroce::verbs;
+
+extern "C" {
+
+ibv_srq* ibv_create_srq(ibv_pd* pd, ibv_srq_init_attr* attr) {
+    auto* srq = new Srq();
+    abi::Request req{};
+    req.op = abi::Op::kCreateSrq;
+    req.u.create_srq.pd = pd->handle;
+    req.u.create_srq.max_wr = attr->attr.max_wr;
+    req.u.create_srq.max_sge = attr->attr.max_sge;
+    req.u.create_srq.srq_limit = attr->attr.srq_limit;
+    req.u.create_srq.cookie = reinterpret_cast<uint64_t>(&srq->srq);
+    abi::Response resp{};
+    int fds[abi::kMaxFds], nfds = 0;
+    int e = request(ctx_of(pd->context), req, resp, fds, &nfds);
+    const auto& o = resp.u.create_srq;
+    if (!e && nfds != 1) e = EPROTO;
+    if (!e) {
+        nfds = 0;
+        if (!map_ring(fds[0], abi::ring_bytes(o.slots, o.stride), o.slots, o.stride,
+                      &srq->ring))
+            e = ENOMEM;
+    }
+    if (e) {
+        for (int i = 0; i < nfds; ++i) close(fds[i]);
+        delete srq;
+        errno = e;
+        return nullptr;
+    }
+    srq->max_sge = o.max_sge;
+    attr->attr.max_wr = o.max_wr;  // report what was granted
+    attr->attr.max_sge = o.max_sge;
+    ibv_srq& s = srq->srq;
+    s.context = pd->context;
+    s.srq_context = attr->srq_context;
+    s.pd = pd;
+    s.handle = o.handle;
+    pthread_mutex_init(&s.mutex, nullptr);
+    pthread_cond_init(&s.cond, nullptr);
+    return &s;
+}
+
+int ibv_modify_srq(ibv_srq* srq, ibv_srq_attr* attr, int mask) {
+    abi::Request req{};
+    req.op = abi::Op::kModifySrq;
+    req.u.modify_srq.handle = srq->handle;
+    req.u.modify_srq.mask = uint32_t(mask);
+    req.u.modify_srq.attr = *attr;
+    abi::Response resp{};
+    return request(ctx_of(srq->context), req, resp);
+}
+
+int ibv_query_srq(ibv_srq* srq, ibv_srq_attr* attr) {
+    abi::Request req{};
+    req.op = abi::Op::kQuerySrq;
+    req.u.handle.handle = srq->handle;
+    abi::Response resp{};
+    if (int e = request(ctx_of(srq->context), req, resp)) return e;
+    *attr = resp.u.query_srq.attr;
+    return 0;
+}
+
+int ibv_destroy_srq(ibv_srq* srq) {
+    abi::Request req{};
+    req.op = abi::Op::kDestroySrq;
+    req.u.handle.handle = srq->handle;
+    abi::Response resp{};
+    if (int e = request(ctx_of(srq->context), req, resp)) return e;
+    Srq* s = srq_of(srq);
+    // As in rdma-core: every async event handed out must be acknowledged first.
+    pthread_mutex_lock(&srq->mutex);
+    while (srq->events_completed != s->events_reported)
+        pthread_cond_wait(&srq->cond, &srq->mutex);
+    pthread_mutex_unlock(&srq->mutex);
+    unmap_ring(s->ring);
+    delete s;
+    return 0;
+}
+
+}  // extern "C"
