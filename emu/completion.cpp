@@ -1,7 +1,10 @@
 // Completions, local key checks and the error state: the paths every transport shares.
 #include <unistd.h>
 
+#include <cerrno>
+
 #include "emu/device.h"
+#include "emu/process_memory.h"
 
 namespace uroce::emu {
 
@@ -39,21 +42,35 @@ void Device::push_cqe(uint32_t cq_handle, const abi::Cqe& cqe, bool solicited) {
     }
     cq->slots[cq->prod & cq->mask] = cqe;
     ++cq->prod;
-    cq->hdr->prod.store(cq->prod, std::memory_order_release);
-    uint32_t arm = cq->hdr->arm.load(std::memory_order_acquire);
+    cq->hdr->prod.store(cq->prod, std::memory_order_seq_cst);
+    uint32_t arm = cq->hdr->arm.load(std::memory_order_seq_cst);
     if (arm == abi::kCqArmNone) return;
     if (arm == abi::kCqArmSolicited && !solicited && cqe.status == IBV_WC_SUCCESS) return;
-    if (cq->hdr->arm.exchange(abi::kCqArmNone) == abi::kCqArmNone) return;
-    if (CompChannel* ch = channels_.get(cq->channel)) {
-        abi::CompEvent ev{cq->cookie};
+    fire_cq_event(*cq);
+}
+
+void Device::fire_cq_event(Cq& cq) {
+    if (cq.hdr->arm.exchange(abi::kCqArmNone) == abi::kCqArmNone) return;
+    if (CompChannel* ch = channels_.get(cq.channel)) {
+        abi::CompEvent ev{cq.cookie};
         if (write(ch->write_fd, &ev, sizeof ev) < 0) {
             // A channel nobody reads: the event is dropped, the CQE itself is not.
         }
     }
 }
 
+// The application armed a CQ that still holds unpolled completions.
+void Device::notify_if_pending(Cq& cq) {
+    if (cq.hdr->arm.load(std::memory_order_seq_cst) == abi::kCqArmNone) return;
+    if (cq.hdr->cons.load(std::memory_order_seq_cst) != cq.prod) fire_cq_event(cq);
+}
+
 void Device::complete_send(Qp& qp, uint32_t index, ibv_wc_status status) {
     SendWr& w = qp.swr[index & qp.sq_mask];
+    // Free the slot before the CQE is visible: an application that sees the
+    // completion may post into that slot at once.
+    qp.sq_done = index + 1;
+    qp.sq->cons.store(qp.sq_done, std::memory_order_release);
     if (status != IBV_WC_SUCCESS || (w.flags & IBV_SEND_SIGNALED) || qp.sq_sig_all) {
         abi::Cqe c{};
         c.wr_id = w.wr_id;
@@ -63,8 +80,18 @@ void Device::complete_send(Qp& qp, uint32_t index, ibv_wc_status status) {
         c.qp_num = qp.qpn;
         push_cqe(qp.send_cq, c, false);
     }
-    qp.sq_done = index + 1;
-    qp.sq->cons.store(qp.sq_done, std::memory_order_release);
+}
+
+bool Device::dma_read(Qp& qp, void* dst, const iovec* remote, int n, size_t total) {
+    if (mem_read(qp.owner->pid, dst, remote, n, total)) return true;
+    if (errno == ESRCH) qp.owner->dead = true;
+    return false;
+}
+
+bool Device::dma_write(Qp& qp, const void* src, const iovec* remote, int n, size_t total) {
+    if (mem_write(qp.owner->pid, src, remote, n, total)) return true;
+    if (errno == ESRCH) qp.owner->dead = true;
+    return false;
 }
 
 void Device::qp_to_error(Qp& qp) {

@@ -134,6 +134,8 @@ void Device::on_eventfd(uint64_t tag) {
     if (!s) return;
     for (uint32_t qpn : s->qps)
         if (Qp* qp = qps_.get(qpn)) mark_ready(*qp);
+    for (uint32_t h : s->cqs)
+        if (Cq* cq = cqs_.get(h)) notify_if_pending(*cq);
 }
 
 void Device::mark_ready(Qp& qp) {
@@ -223,7 +225,7 @@ void Device::on_packet(const sockaddr_in& from, uint8_t* data, size_t len) {
     if ((p.bth.pkey & 0x7fff) != (net::kDefaultPkey & 0x7fff))
         return count_drop(net::DropReason::kBadPkey);
     Qp* qp = qps_.get(p.bth.dqpn);
-    if (!qp) return count_drop(net::DropReason::kBadQp);
+    if (!qp || qp->owner->dead) return count_drop(net::DropReason::kBadQp);
     const net::OpInfo* info = net::op_info(p.bth.opcode);
     bool rc = info->cls == net::QpClass::RC && qp->type == IBV_QPT_RC;
     bool uc = info->cls == net::QpClass::UC && qp->type == IBV_QPT_UC;

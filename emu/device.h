@@ -19,6 +19,7 @@
 #include "emu/handle_table.h"
 #include "emu/objects.h"
 #include "net/headers.h"
+#include "net/opcodes.h"
 #include "net/pcap_tap.h"
 #include "net/udp_uring.h"
 
@@ -100,8 +101,16 @@ private:
     void transmit(uint32_t slot, size_t len_no_icrc, const sockaddr_in& to);
     void count_drop(net::DropReason r) { ++counters_.drops[size_t(r)]; }
 
+    // DMA into the QP owner's memory. A failure because the process has exited marks
+    // its session dead: from then on its QPs neither answer nor report errors, as
+    // hardware whose QPs the kernel is tearing down (completion.cpp).
+    bool dma_read(Qp& qp, void* dst, const iovec* remote, int n, size_t total);
+    bool dma_write(Qp& qp, const void* src, const iovec* remote, int n, size_t total);
+
     // Completion and error paths (completion.cpp).
     void push_cqe(uint32_t cq_handle, const abi::Cqe& cqe, bool solicited);
+    void fire_cq_event(Cq& cq);
+    void notify_if_pending(Cq& cq);
     void complete_send(Qp& qp, uint32_t index, ibv_wc_status status);
     void qp_to_error(Qp& qp);
     void flush_queues(Qp& qp);
@@ -119,6 +128,12 @@ private:
     void complete_blocked(Qp& qp);                                         // rc_requester.cpp
     void responder_receive(Qp& qp, const net::Packet& p);                  // rc_responder.cpp
     void send_ack(Qp& qp, uint8_t syndrome, uint32_t psn);                 // rc_responder.cpp
+    uint64_t remote_target(const Qp& qp, uint32_t rkey, uint64_t va, uint64_t len,
+                           uint32_t access) const;                        // rc_responder.cpp
+    void execute_read(Qp& qp, const net::Packet& p, bool duplicate);       // rc_responder.cpp
+    void execute_atomic(Qp& qp, const net::Packet& p, bool duplicate);     // rc_responder.cpp
+    void execute_write(Qp& qp, const net::Packet& p, const net::OpInfo* info);
+    void send_atomic_ack(Qp& qp, uint32_t psn, uint64_t orig);             // rc_responder.cpp
     void responder_error(Qp& qp, ibv_wc_status status, uint8_t nak, uint32_t psn,
                          ibv_event_type event);                            // rc_responder.cpp
     // Receive side shared by the transports (recv_common.cpp).
@@ -128,6 +143,8 @@ private:
     void uc_responder_receive(Qp& qp, const net::Packet& p);              // uc_responder.cpp
     void completer_receive(Qp& qp, const net::Packet& p);                  // rc_completer.cpp
     void ack_upto(Qp& qp, uint32_t psn);                                   // rc_completer.cpp
+    void after_progress(Qp& qp, bool rerequest);                           // rc_completer.cpp
+    void read_atomic_response(Qp& qp, const net::Packet& p);               // rc_completer.cpp
     void fail_oldest(Qp& qp, ibv_wc_status status);                        // rc_completer.cpp
     void retransmit_timeout(Qp& qp);                                       // rc_completer.cpp
 

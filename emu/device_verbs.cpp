@@ -215,6 +215,7 @@ int Device::create_qp(Session& s, const abi::CreateQpReq& r, abi::CreateQpResp* 
     qp->cap.max_recv_sge = rsge;
     qp->cap.max_inline_data = inl;
     qp->swr.resize(sslots);
+    qp->atomic_replay.resize(abi::kMaxQpRdAtom);
     for (auto& w : qp->swr) w.inline_data.reset(new uint8_t[inl]);
     qp->attr.port_num = 1;
     qp->attr.path_mtu = IBV_MTU_1024;

@@ -62,6 +62,9 @@ struct SendWr {
     uint32_t flags = 0;
     uint32_t imm = 0;  // network order
     uint32_t length = 0;
+    uint64_t remote_addr = 0;
+    uint32_t rkey = 0;
+    uint64_t compare_add = 0, swap = 0;
     uint32_t num_sge = 0;
     uint32_t first_psn = 0;
     uint32_t last_psn = 0;
@@ -139,6 +142,21 @@ struct Qp {
     uint32_t msn = 0;
     bool nak_sent = false;  // one sequence NAK per gap
     bool uc_drop = false;   // UC: discarding the rest of a message after a loss
+    // RDMA WRITE in progress (responder): where the next payload byte goes.
+    bool have_write = false;
+    uint64_t write_va = 0;     // process address
+    uint32_t write_left = 0;
+    uint32_t write_total = 0;  // the WRITE's DMA length, reported with WRITE_WITH_IMM
+    bool write_imm_pending = false;
+    // Replay state for atomics (responder), so a duplicate is answered, not re-executed.
+    struct AtomicReplay {
+        uint32_t psn = 0;
+        uint64_t orig = 0;
+        bool valid = false;
+    };
+    std::vector<AtomicReplay> atomic_replay;  // max_dest_rd_atomic entries, at least 1
+    uint32_t atomic_replay_next = 0;
+    bool read_gap_nak = false;  // requester: one re-request per read response gap
 
     // Counters for `uroce res`.
     uint64_t tx_pkts = 0, rx_pkts = 0, retransmits = 0;
@@ -149,7 +167,7 @@ struct Session {
     pid_t pid = 0;
     int doorbell_fd = -1;
     int async_write_fd = -1;
-    uint64_t doorbell_value = 0;  // io_uring read target
+    bool dead = false;  // the process is gone; cleanup follows when its socket closes
     std::vector<uint32_t> pds, mrs, cqs, qps, channels, srqs;
     ~Session();
 };

@@ -1,26 +1,49 @@
-// RC completer: matches ACKs and NAKs to outstanding WQEs, completes them in order,
-// and drives retransmission (timeout, sequence NAK, RNR NAK).
+// RC completer: matches ACKs, NAKs and READ/ATOMIC responses to outstanding WQEs,
+// completes them in order, and drives retransmission (timeout, NAK, RNR NAK).
 #include "emu/device.h"
+#include "emu/process_memory.h"
 #include "emu/rc_timers.h"
+#include "emu/sge_iov.h"
 #include "net/opcodes.h"
 
 namespace uroce::emu {
 
-// Everything up to and including `psn` reached the responder.
+bool is_rd_atomic(uint32_t op);
+
+// Everything up to and including `psn` reached the responder. READ and ATOMIC WQEs
+// complete only with their response data: an ACK beyond one means its responses were
+// lost, so it is requested again.
 void Device::ack_upto(Qp& qp, uint32_t psn) {
+    bool lost_response = false;
     while (qp.sq_done != qp.sq_fetch) {
         const SendWr& w = qp.swr[qp.sq_done & qp.sq_mask];
-        if (w.status != IBV_WC_SUCCESS || net::psn_lt(psn, w.last_psn)) break;
+        if (w.status != IBV_WC_SUCCESS || net::psn_lt(psn, w.first_psn)) break;
+        if (is_rd_atomic(w.opcode)) {
+            lost_response = true;
+            break;
+        }
+        if (net::psn_lt(psn, w.last_psn)) break;
         complete_send(qp, qp.sq_done, IBV_WC_SUCCESS);
-    }
-    uint32_t una = net::psn_add(psn, 1);
-    if (net::psn_lt(qp.una_psn, una)) {
-        qp.una_psn = una;
+        qp.una_psn = net::psn_add(w.last_psn, 1);
         qp.retry_left = qp.attr.retry_cnt;  // progress restores the retry budget
     }
-    // An ACK for packets already rewound over (a go-back raced with it).
-    if (net::psn_lt(qp.next_psn, qp.una_psn)) go_back(qp, qp.una_psn);
-    if (int32_t(uint32_t(qp.sq_send - qp.sq_done)) < 0) go_back(qp, qp.una_psn);
+    if (!lost_response && qp.sq_done != qp.sq_fetch) {
+        const SendWr& w = qp.swr[qp.sq_done & qp.sq_mask];
+        // Part of a multi-packet SEND/WRITE acknowledged.
+        if (!is_rd_atomic(w.opcode) && net::psn_le(w.first_psn, psn) &&
+            net::psn_lt(qp.una_psn, net::psn_add(psn, 1)))
+            qp.una_psn = net::psn_add(psn, 1);
+    } else if (qp.sq_done == qp.sq_fetch && net::psn_lt(qp.una_psn, net::psn_add(psn, 1))) {
+        qp.una_psn = net::psn_add(psn, 1);
+    }
+    after_progress(qp, lost_response);
+}
+
+// Bookkeeping after una_psn moved: rewind if needed, re-arm the timer, send more.
+void Device::after_progress(Qp& qp, bool rerequest) {
+    if (rerequest || net::psn_lt(qp.next_psn, qp.una_psn) ||
+        int32_t(uint32_t(qp.sq_send - qp.sq_done)) < 0)
+        go_back(qp, qp.una_psn);
     complete_blocked(qp);
     if (qp.state == IBV_QPS_ERR) return;
     arm_timer(qp, qp.una_psn == qp.next_psn ? 0 : now_ns() + ack_timeout_ns(qp.attr.timeout));
@@ -28,16 +51,66 @@ void Device::ack_upto(Qp& qp, uint32_t psn) {
 }
 
 void Device::fail_oldest(Qp& qp, ibv_wc_status status) {
+    if (qp.owner->dead) return;
     if (qp.sq_done != qp.sq_fetch) complete_send(qp, qp.sq_done, status);
     qp_to_error(qp);
 }
 
+// A READ response or ATOMIC acknowledge for the oldest outstanding WQE.
+void Device::read_atomic_response(Qp& qp, const net::Packet& p) {
+    uint32_t psn = p.bth.psn;
+    if (psn != qp.una_psn) {
+        // A gap: the responder sent it, we lost the ones before. Ask again, once.
+        if (net::psn_lt(qp.una_psn, psn) && !qp.read_gap_nak) {
+            qp.read_gap_nak = true;
+            ++qp.retransmits;
+            ++counters_.retransmits;
+            go_back(qp, qp.una_psn);
+        }
+        return;
+    }
+    qp.read_gap_nak = false;
+    // Responses acknowledge every SEND/WRITE before them.
+    ack_upto(qp, net::psn_add(psn, -1));
+    if (qp.state == IBV_QPS_ERR || qp.sq_done == qp.sq_fetch) return;
+    SendWr& w = qp.swr[qp.sq_done & qp.sq_mask];
+    bool atomic_ack = p.bth.opcode == net::kRcAtomicAck;
+    bool read = w.opcode == IBV_WR_RDMA_READ;
+    if (read == atomic_ack || net::psn_lt(psn, w.first_psn) || net::psn_lt(w.last_psn, psn))
+        return count_drop(net::DropReason::kOpNotForQp);  // not what we asked for
+    if (read) {
+        uint32_t off = uint32_t(net::psn_diff(psn, w.first_psn)) * qp.mtu;
+        if (p.payload_len > w.length - off) return fail_oldest(qp, IBV_WC_REM_OP_ERR);
+        iovec iov[abi::kMaxSge];
+        int n = sge_iov(w.sge, w.num_sge, off, p.payload_len, iov);
+        if (!dma_write(qp, p.payload, iov, n, p.payload_len))
+            return fail_oldest(qp, IBV_WC_LOC_PROT_ERR);
+    } else {
+        uint64_t orig = p.atomic_ack.orig;
+        iovec iov{reinterpret_cast<void*>(w.sge[0].addr), 8};
+        if (!dma_write(qp, &orig, &iov, 1, 8))
+            return fail_oldest(qp, IBV_WC_LOC_PROT_ERR);
+    }
+    qp.una_psn = net::psn_add(psn, 1);
+    qp.retry_left = qp.attr.retry_cnt;
+    if (psn == w.last_psn) complete_send(qp, qp.sq_done, IBV_WC_SUCCESS);
+    after_progress(qp, false);
+}
+
 void Device::completer_receive(Qp& qp, const net::Packet& p) {
     if (qp.state != IBV_QPS_RTS && qp.state != IBV_QPS_SQD) return;
-    if (p.bth.opcode != net::kRcAck) return count_drop(net::DropReason::kOpNotForQp);
     uint32_t psn = p.bth.psn;
-    // Only PSNs in [una - 1, next - 1] can refer to something outstanding.
+    // Only PSNs in [una - 1, last assigned] can refer to something outstanding.
     if (net::psn_lt(psn, net::psn_add(qp.una_psn, -1)) || !net::psn_lt(psn, qp.wqe_psn)) return;
+    const net::OpInfo* info = net::op_info(p.bth.opcode);
+    if (info->flags & (net::kReadResp | net::kAtomicAck)) {
+        // A NAK can also arrive in a READ response's place; only real data goes here.
+        if (!(info->flags & net::kReadResp) || !(info->hdrs & net::kAETH) ||
+            net::aeth::type(p.aeth.syndrome) == net::aeth::kAck)
+            return read_atomic_response(qp, p);
+    } else if (p.bth.opcode != net::kRcAck) {
+        return count_drop(net::DropReason::kOpNotForQp);
+    }
     uint8_t syn = p.aeth.syndrome;
     switch (syn >> 5) {
     case 0:  // ACK
@@ -96,6 +169,7 @@ void Device::retransmit_timeout(Qp& qp) {
     --qp.retry_left;
     ++qp.retransmits;
     ++counters_.retransmits;
+    qp.read_gap_nak = false;
     go_back(qp, qp.una_psn);
     arm_timer(qp, now_ns() + ack_timeout_ns(qp.attr.timeout));
 }

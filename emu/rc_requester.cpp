@@ -1,11 +1,11 @@
-// RC and UC requester: turns send WQEs into request packets, one MTU at a time, and rewinds
-// (go-back-N) when the completer asks for a retransmission.
+// RC and UC requester: turns send WQEs into request packets, one MTU at a time, and
+// rewinds (go-back-N) when the completer asks for a retransmission.
 #include <cstring>
 
 #include "emu/device.h"
 #include "emu/process_memory.h"
-#include "emu/sge_iov.h"
 #include "emu/rc_timers.h"
+#include "emu/sge_iov.h"
 #include "net/opcodes.h"
 
 namespace uroce::emu {
@@ -14,14 +14,43 @@ namespace {
 constexpr uint32_t kMaxOutstandingPkts = 1024;  // unacknowledged packets per QP
 constexpr uint32_t kAckReqEvery = 64;           // ask for an ACK at least this often
 
+bool opcode_allowed(ibv_qp_type type, uint32_t op) {
+    switch (op) {
+    case IBV_WR_SEND:
+    case IBV_WR_SEND_WITH_IMM:
+    case IBV_WR_RDMA_WRITE:
+    case IBV_WR_RDMA_WRITE_WITH_IMM:
+        return true;
+    case IBV_WR_RDMA_READ:
+    case IBV_WR_ATOMIC_CMP_AND_SWP:
+    case IBV_WR_ATOMIC_FETCH_AND_ADD:
+        return type == IBV_QPT_RC;
+    default:
+        return false;
+    }
+}
 
-uint8_t send_opcode(bool first, bool last, bool imm) {
-    if (first && last) return imm ? net::kRcSendOnlyImm : net::kRcSendOnly;
-    if (first) return net::kRcSendFirst;
-    if (last) return imm ? net::kRcSendLastImm : net::kRcSendLast;
-    return net::kRcSendMiddle;
+// Transport-independent operation code (low 5 bits of the BTH opcode) for a packet of
+// a SEND or WRITE message.
+uint8_t message_op(uint32_t wr_op, bool first, bool last) {
+    bool imm = wr_op == IBV_WR_SEND_WITH_IMM || wr_op == IBV_WR_RDMA_WRITE_WITH_IMM;
+    if (wr_op == IBV_WR_RDMA_WRITE || wr_op == IBV_WR_RDMA_WRITE_WITH_IMM) {
+        if (first && last) return imm ? net::kOpWriteOnlyImm : net::kOpWriteOnly;
+        if (first) return net::kOpWriteFirst;
+        if (last) return imm ? net::kOpWriteLastImm : net::kOpWriteLast;
+        return net::kOpWriteMiddle;
+    }
+    if (first && last) return imm ? net::kOpSendOnlyImm : net::kOpSendOnly;
+    if (first) return net::kOpSendFirst;
+    if (last) return imm ? net::kOpSendLastImm : net::kOpSendLast;
+    return net::kOpSendMiddle;
 }
 }  // namespace
+
+bool is_rd_atomic(uint32_t op) {
+    return op == IBV_WR_RDMA_READ || op == IBV_WR_ATOMIC_CMP_AND_SWP ||
+           op == IBV_WR_ATOMIC_FETCH_AND_ADD;
+}
 
 // Copies the next WQE out of the application's ring. Returns false when the ring is
 // empty (or its indices are garbage, which puts the QP in error).
@@ -47,10 +76,18 @@ bool Device::fetch_send_wqe(Qp& qp) {
     w.opcode = h.opcode;
     w.flags = h.send_flags;
     w.imm = h.imm_data;
+    w.remote_addr = h.remote_addr;
+    w.rkey = h.rkey;
+    w.compare_add = h.compare_add;
+    w.swap = h.swap;
     w.status = IBV_WC_SUCCESS;
     w.is_inline = (h.send_flags & IBV_SEND_INLINE) != 0;
+    bool rd_atomic = is_rd_atomic(w.opcode);
     uint64_t total = 0;
-    if (w.is_inline) {
+    if (!opcode_allowed(qp.type, w.opcode)) {
+        w.num_sge = 0;
+        w.status = IBV_WC_LOC_QP_OP_ERR;
+    } else if (w.is_inline && !rd_atomic) {
         w.num_sge = 0;
         if (h.inline_len > qp.cap.max_inline_data) {
             w.status = IBV_WC_LOC_LEN_ERR;
@@ -62,17 +99,18 @@ bool Device::fetch_send_wqe(Qp& qp) {
         w.num_sge = 0;
         w.status = IBV_WC_LOC_LEN_ERR;
     } else {
+        w.is_inline = false;
         w.num_sge = h.num_sge;
         std::memcpy(w.sge, slot + sizeof h, sizeof(abi::Sge) * h.num_sge);
-        if (!check_local_sges(qp, w.sge, w.num_sge, false, &total))
+        // READ and ATOMIC results are written into the local SGEs.
+        if (!check_local_sges(qp, w.sge, w.num_sge, rd_atomic, &total))
             w.status = IBV_WC_LOC_PROT_ERR;
     }
     if (w.status == IBV_WC_SUCCESS && total > abi::kMaxMsgSize) w.status = IBV_WC_LOC_LEN_ERR;
-    if (w.status == IBV_WC_SUCCESS && w.opcode != IBV_WR_SEND &&
-        w.opcode != IBV_WR_SEND_WITH_IMM)
-        w.status = IBV_WC_LOC_QP_OP_ERR;  // other opcodes arrive with the full transport
+    bool atomic = rd_atomic && w.opcode != IBV_WR_RDMA_READ;
+    if (w.status == IBV_WC_SUCCESS && atomic && total != 8) w.status = IBV_WC_LOC_LEN_ERR;
     w.length = w.status == IBV_WC_SUCCESS ? uint32_t(total) : 0;
-    uint32_t npkts = w.length ? (w.length + qp.mtu - 1) / qp.mtu : 1;
+    uint32_t npkts = atomic || !w.length ? 1 : (w.length + qp.mtu - 1) / qp.mtu;
     w.first_psn = qp.wqe_psn;
     w.last_psn = net::psn_add(qp.wqe_psn, npkts - 1);
     if (w.status == IBV_WC_SUCCESS) qp.wqe_psn = net::psn_add(qp.wqe_psn, npkts);
@@ -82,6 +120,7 @@ bool Device::fetch_send_wqe(Qp& qp) {
 
 // A WQE that cannot be executed completes in order: once everything before it has.
 void Device::complete_blocked(Qp& qp) {
+    if (qp.owner->dead) return;
     if (qp.sq_done == qp.sq_send && qp.sq_send != qp.sq_fetch) {
         SendWr& w = qp.swr[qp.sq_send & qp.sq_mask];
         if (w.status != IBV_WC_SUCCESS) {
@@ -92,12 +131,23 @@ void Device::complete_blocked(Qp& qp) {
     }
 }
 
+// READ/ATOMIC WQEs sent and not yet completed, against the initiator depth.
+static bool rd_atomic_window_full(const Qp& qp) {
+    uint32_t limit = qp.attr.max_rd_atomic ? qp.attr.max_rd_atomic : 1;
+    uint32_t n = 0;
+    for (uint32_t i = qp.sq_done; i != qp.sq_send; ++i)
+        if (is_rd_atomic(qp.swr[i & qp.sq_mask].opcode) && ++n >= limit) return true;
+    return false;
+}
+
 void Device::requester_progress(Qp& qp) {
     if (qp.state == IBV_QPS_ERR) {
         flush_queues(qp);
         return;
     }
-    if (qp.state != IBV_QPS_RTS || qp.rnr_wait) return;
+    if (qp.state != IBV_QPS_RTS || qp.rnr_wait || qp.owner->dead) return;
+    bool uc = qp.type == IBV_QPT_UC;
+    uint8_t transport = uc ? net::kTransportUc : net::kTransportRc;
     for (;;) {
         if (qp.sq_send == qp.sq_fetch && !fetch_send_wqe(qp)) break;
         if (qp.state == IBV_QPS_ERR) return;
@@ -107,6 +157,8 @@ void Device::requester_progress(Qp& qp) {
             return;
         }
         if (net::psn_diff(qp.next_psn, qp.una_psn) >= int32_t(kMaxOutstandingPkts)) break;
+        bool rd_atomic = is_rd_atomic(w.opcode);
+        if (rd_atomic && qp.sq_send_off == 0 && rd_atomic_window_full(qp)) break;
         uint32_t slot;
         uint8_t* buf = tx_begin(&slot);
         if (!buf) {
@@ -114,28 +166,45 @@ void Device::requester_progress(Qp& qp) {
             break;
         }
         uint32_t off = qp.sq_send_off;
-        uint32_t len = w.length - off < qp.mtu ? w.length - off : qp.mtu;
-        bool first = off == 0, last = off + len == w.length;
-        bool imm = w.opcode == IBV_WR_SEND_WITH_IMM;
-        bool uc = qp.type == IBV_QPT_UC;
         net::Packet p{};
-        p.bth.opcode = net::op_on(uc ? net::kTransportUc : net::kTransportRc,
-                                  send_opcode(first, last, imm));
-        p.bth.se = last && (w.flags & IBV_SEND_SOLICITED);
-        p.bth.pad = net::pad_for(len);
         p.bth.pkey = net::kDefaultPkey;
         p.bth.dqpn = qp.attr.dest_qp_num;
         p.bth.psn = qp.next_psn;
-        p.bth.ackreq = !uc && (last || (p.bth.psn % kAckReqEvery) == 0);
-        p.imm = be32toh(w.imm);
+        uint32_t len = 0, npsn = 1;
+        bool last = true;
+        if (w.opcode == IBV_WR_RDMA_READ) {
+            // One request for everything not yet received; the responses use the PSNs
+            // up to the WQE's last.
+            p.bth.opcode = net::kRcReadReq;
+            p.reth = {w.remote_addr + off, w.rkey, w.length - off};
+            npsn = uint32_t(net::psn_diff(w.last_psn, qp.next_psn)) + 1;
+            p.bth.ackreq = true;
+        } else if (rd_atomic) {
+            p.bth.opcode = w.opcode == IBV_WR_ATOMIC_CMP_AND_SWP ? net::kRcCmpSwap
+                                                                 : net::kRcFetchAdd;
+            p.atomic = {w.remote_addr, w.rkey, w.opcode == IBV_WR_ATOMIC_CMP_AND_SWP ? w.swap
+                                                                                     : w.compare_add,
+                        w.compare_add};
+            p.bth.ackreq = true;
+        } else {
+            len = w.length - off < qp.mtu ? w.length - off : qp.mtu;
+            bool first = off == 0;
+            last = off + len == w.length;
+            p.bth.opcode = net::op_on(transport, message_op(w.opcode, first, last));
+            p.bth.se = last && (w.flags & IBV_SEND_SOLICITED);
+            p.bth.pad = net::pad_for(len);
+            p.bth.ackreq = !uc && (last || (p.bth.psn % kAckReqEvery) == 0);
+            p.imm = be32toh(w.imm);
+            if (first) p.reth = {w.remote_addr, w.rkey, w.length};
+        }
         size_t hdr = net::encode_headers(p, buf);
         uint8_t* payload = buf + hdr;
-        if (w.is_inline) {
+        if (len && w.is_inline) {
             std::memcpy(payload, w.inline_data.get() + off, len);
-        } else {
+        } else if (len) {
             iovec iov[abi::kMaxSge];
             int n = sge_iov(w.sge, w.num_sge, off, len, iov);
-            if (!mem_read(qp.owner->pid, payload, iov, n, len)) {
+            if (!dma_read(qp, payload, iov, n, len)) {
                 // The application unmapped registered memory under the device.
                 io_.tx_free(slot);
                 w.status = IBV_WC_LOC_PROT_ERR;
@@ -146,7 +215,7 @@ void Device::requester_progress(Qp& qp) {
         std::memset(payload + len, 0, p.bth.pad);
         transmit(slot, hdr + len + p.bth.pad, qp.dest);
         ++qp.tx_pkts;
-        qp.next_psn = net::psn_add(qp.next_psn, 1);
+        qp.next_psn = net::psn_add(qp.next_psn, npsn);
         if (uc) {
             // Unreliable: nothing is acknowledged, a WQE is done once it is sent.
             qp.una_psn = qp.next_psn;
@@ -172,8 +241,10 @@ void Device::go_back(Qp& qp, uint32_t psn) {
     if (i != qp.sq_fetch) {
         const SendWr& w = qp.swr[i & qp.sq_mask];
         int32_t d = net::psn_diff(psn, w.first_psn);
-        if (d > 0) qp.sq_send_off = uint32_t(d) * qp.mtu;
-        else qp.next_psn = w.first_psn;
+        if (d > 0 && !(is_rd_atomic(w.opcode) && w.opcode != IBV_WR_RDMA_READ))
+            qp.sq_send_off = uint32_t(d) * qp.mtu;
+        else
+            qp.next_psn = w.first_psn;
     }
     mark_ready(qp);
 }

@@ -1,7 +1,9 @@
-// RC responder: checks request PSNs, places SEND payloads into posted receives, and
+// RC responder: checks request PSNs, executes SEND, RDMA WRITE, RDMA READ and ATOMIC, and
 // answers with ACKs (coalesced: only where the requester asked), sequence NAKs, RNR
 // NAKs and error NAKs.
 #include <cstring>
+
+#include "emu/process_memory.h"
 
 #include "emu/device.h"
 #include "net/opcodes.h"
@@ -39,19 +41,189 @@ void Device::send_ack(Qp& qp, uint8_t syndrome, uint32_t psn) {
 // is told with `nak`, and the QP enters the error state.
 void Device::responder_error(Qp& qp, ibv_wc_status status, uint8_t nak, uint32_t psn,
                              ibv_event_type event) {
+    if (qp.owner->dead) return;  // its process is gone: nobody to tell, nothing to NAK
     if (qp.have_rwr) complete_recv(qp, net::Packet{}, status);
     send_ack(qp, nak, psn);
     post_async(qp.owner, event, qp.cookie);
     qp_to_error(qp);
 }
 
+// Resolves an rkey for remote access of [va, va + len): the MR must belong to the
+// QP's PD and allow `access`, and the QP must allow it too. Returns the process
+// address, or 0 when access is denied.
+uint64_t Device::remote_target(const Qp& qp, uint32_t rkey, uint64_t va, uint64_t len,
+                               uint32_t access) const {
+    Mr* mr = mr_for_key(rkey);
+    if (!mr || mr->pd != qp.pd || !(mr->access & access) || !(qp.attr.qp_access_flags & access))
+        return 0;
+    if (va < mr->iova || va + len < va || va + len > mr->iova + mr->length) return 0;
+    return mr->addr + (va - mr->iova);
+}
+
+// Sends the responses of an RDMA READ: one packet per MTU, PSNs from the request's.
+void Device::execute_read(Qp& qp, const net::Packet& p, bool duplicate) {
+    uint32_t len = p.reth.dma_len;
+    uint64_t src = 0;
+    if (len) {
+        src = remote_target(qp, p.reth.rkey, p.reth.va, len, IBV_ACCESS_REMOTE_READ);
+        if (!src) {
+            if (duplicate) return;
+            return responder_error(qp, IBV_WC_REM_ACCESS_ERR, kNakRemAccess, p.bth.psn,
+                                   IBV_EVENT_QP_ACCESS_ERR);
+        }
+    }
+    uint32_t npkts = len ? (len + qp.mtu - 1) / qp.mtu : 1;
+    if (!duplicate) {
+        qp.epsn = net::psn_add(qp.epsn, npkts);
+        qp.msn = (qp.msn + 1) & 0xffffff;
+    }
+    for (uint32_t i = 0; i < npkts; ++i) {
+        uint32_t slot;
+        uint8_t* buf = tx_begin(&slot);
+        if (!buf) return;  // the requester asks again for what is missing
+        uint32_t off = i * qp.mtu;
+        uint32_t n = len - off < qp.mtu ? len - off : qp.mtu;
+        net::Packet r{};
+        r.bth.opcode = npkts == 1       ? net::kRcReadRespOnly
+                       : i == 0         ? net::kRcReadRespFirst
+                       : i == npkts - 1 ? net::kRcReadRespLast
+                                        : net::kRcReadRespMiddle;
+        r.bth.pkey = net::kDefaultPkey;
+        r.bth.dqpn = qp.attr.dest_qp_num;
+        r.bth.psn = net::psn_add(p.bth.psn, i);
+        r.bth.pad = net::pad_for(n);
+        r.aeth.syndrome = kAckUnlimited;
+        r.aeth.msn = qp.msn;
+        size_t hdr = net::encode_headers(r, buf);
+        iovec iov{reinterpret_cast<void*>(src + off), n};
+        if (n && !dma_read(qp, buf + hdr, &iov, 1, n)) {
+            io_.tx_free(slot);
+            if (duplicate) return;
+            return responder_error(qp, IBV_WC_REM_ACCESS_ERR, kNakRemAccess, p.bth.psn,
+                                   IBV_EVENT_QP_ACCESS_ERR);
+        }
+        std::memset(buf + hdr + n, 0, r.bth.pad);
+        transmit(slot, hdr + n + r.bth.pad, qp.dest);
+        ++qp.tx_pkts;
+    }
+}
+
+void Device::send_atomic_ack(Qp& qp, uint32_t psn, uint64_t orig) {
+    uint32_t slot;
+    uint8_t* buf = tx_begin(&slot);
+    if (!buf) return;  // the requester's timer recovers, and the replay answers
+    net::Packet r{};
+    r.bth.opcode = net::kRcAtomicAck;
+    r.bth.pkey = net::kDefaultPkey;
+    r.bth.dqpn = qp.attr.dest_qp_num;
+    r.bth.psn = psn;
+    r.aeth.syndrome = kAckUnlimited;
+    r.aeth.msn = qp.msn;
+    r.atomic_ack.orig = orig;
+    transmit(slot, net::encode_headers(r, buf), qp.dest);
+    ++qp.tx_pkts;
+}
+
+// Executes an ATOMIC once. A duplicate is answered from the replay state, never
+// executed again (IBTA 9.4.5).
+void Device::execute_atomic(Qp& qp, const net::Packet& p, bool duplicate) {
+    uint32_t slots = qp.attr.max_dest_rd_atomic ? qp.attr.max_dest_rd_atomic : 1;
+    if (duplicate) {
+        for (uint32_t i = 0; i < slots; ++i) {
+            const auto& r = qp.atomic_replay[i];
+            if (r.valid && r.psn == p.bth.psn) return send_atomic_ack(qp, r.psn, r.orig);
+        }
+        return;  // older than the replay window: nothing to answer
+    }
+    if (p.atomic.va & 7)
+        return responder_error(qp, IBV_WC_REM_INV_REQ_ERR, kNakInvReq, p.bth.psn,
+                               IBV_EVENT_QP_REQ_ERR);
+    uint64_t addr = remote_target(qp, p.atomic.rkey, p.atomic.va, 8, IBV_ACCESS_REMOTE_ATOMIC);
+    if (!addr)
+        return responder_error(qp, IBV_WC_REM_ACCESS_ERR, kNakRemAccess, p.bth.psn,
+                               IBV_EVENT_QP_ACCESS_ERR);
+    // The engine thread executes every atomic of this device, one at a time: atomic
+    // with respect to all other atomics through it (IBV_ATOMIC_HCA).
+    uint64_t orig;
+    iovec iov{reinterpret_cast<void*>(addr), 8};
+    if (!dma_read(qp, &orig, &iov, 1, 8))
+        return responder_error(qp, IBV_WC_REM_ACCESS_ERR, kNakRemAccess, p.bth.psn,
+                               IBV_EVENT_QP_ACCESS_ERR);
+    bool cas = p.bth.opcode == net::kRcCmpSwap;
+    uint64_t val = cas ? (orig == p.atomic.compare ? p.atomic.swap_add : orig)
+                       : orig + p.atomic.swap_add;
+    if (val != orig && !dma_write(qp, &val, &iov, 1, 8))
+        return responder_error(qp, IBV_WC_REM_ACCESS_ERR, kNakRemAccess, p.bth.psn,
+                               IBV_EVENT_QP_ACCESS_ERR);
+    auto& r = qp.atomic_replay[qp.atomic_replay_next++ % slots];
+    r = {p.bth.psn, orig, true};
+    qp.epsn = net::psn_add(qp.epsn, 1);
+    qp.msn = (qp.msn + 1) & 0xffffff;
+    send_atomic_ack(qp, p.bth.psn, orig);
+}
+
+// One packet of an RDMA WRITE (with or without immediate).
+void Device::execute_write(Qp& qp, const net::Packet& p, const net::OpInfo* info) {
+    bool first = info->flags & net::kFirst, last = info->flags & net::kLast;
+    bool imm = info->flags & net::kImmOp;
+    if (first) {
+        if (qp.have_write || qp.have_rwr)  // a new message while one is still open
+            return responder_error(qp, IBV_WC_REM_INV_REQ_ERR, kNakInvReq, p.bth.psn,
+                                   IBV_EVENT_QP_REQ_ERR);
+        uint64_t dst = 0;
+        if (p.reth.dma_len) {
+            dst = remote_target(qp, p.reth.rkey, p.reth.va, p.reth.dma_len,
+                                IBV_ACCESS_REMOTE_WRITE);
+            if (!dst)
+                return responder_error(qp, IBV_WC_REM_ACCESS_ERR, kNakRemAccess, p.bth.psn,
+                                       IBV_EVENT_QP_ACCESS_ERR);
+        }
+        qp.write_va = dst;
+        qp.write_left = qp.write_total = p.reth.dma_len;
+        qp.have_write = true;
+    } else if (!qp.have_write) {
+        return responder_error(qp, IBV_WC_REM_INV_REQ_ERR, kNakInvReq, p.bth.psn,
+                               IBV_EVENT_QP_REQ_ERR);
+    }
+    if (p.payload_len > qp.write_left || (last && p.payload_len != qp.write_left))
+        return responder_error(qp, IBV_WC_REM_INV_REQ_ERR, kNakInvReq, p.bth.psn,
+                               IBV_EVENT_QP_REQ_ERR);
+    // The immediate consumes a receive: without one, nothing of this packet happens.
+    if (imm && !take_recv(qp)) {
+        if (first) qp.have_write = false;
+        send_ack(qp, uint8_t(kRnrNak | (qp.attr.min_rnr_timer & 0x1f)), p.bth.psn);
+        return;
+    }
+    if (p.payload_len) {
+        iovec iov{reinterpret_cast<void*>(qp.write_va), p.payload_len};
+        if (!dma_write(qp, p.payload, &iov, 1, p.payload_len))
+            return responder_error(qp, IBV_WC_REM_ACCESS_ERR, kNakRemAccess, p.bth.psn,
+                                   IBV_EVENT_QP_ACCESS_ERR);
+    }
+    qp.write_va += p.payload_len;
+    qp.write_left -= p.payload_len;
+    qp.epsn = net::psn_add(qp.epsn, 1);
+    if (last) {
+        qp.have_write = false;
+        qp.msn = (qp.msn + 1) & 0xffffff;
+        if (imm) {
+            qp.rwr_off = qp.write_total;  // reported as the completion's byte_len
+            complete_recv(qp, p, IBV_WC_SUCCESS);
+        }
+    }
+    if (p.bth.ackreq) send_ack(qp, kAckUnlimited, p.bth.psn);
+}
+
 void Device::responder_receive(Qp& qp, const net::Packet& p) {
     if (qp.state != IBV_QPS_RTR && qp.state != IBV_QPS_RTS && qp.state != IBV_QPS_SQD &&
         qp.state != IBV_QPS_SQE)
         return count_drop(net::DropReason::kBadQp);
+    const net::OpInfo* info = net::op_info(p.bth.opcode);
     int32_t d = net::psn_diff(p.bth.psn, qp.epsn);
     if (d < 0) {
-        // Duplicate: already executed; acknowledge again so the requester moves on.
+        // Duplicate: reads are served again, atomics replayed, the rest acknowledged.
+        if (info->flags & net::kReadReq) return execute_read(qp, p, true);
+        if (info->flags & net::kAtomicOp) return execute_atomic(qp, p, true);
         send_ack(qp, kAckUnlimited, net::psn_add(qp.epsn, -1));
         return;
     }
@@ -61,16 +233,15 @@ void Device::responder_receive(Qp& qp, const net::Packet& p) {
         return;
     }
     qp.nak_sent = false;
-    const net::OpInfo* info = net::op_info(p.bth.opcode);
-    if (!(info->flags & net::kSendOp)) {
-        // RDMA WRITE/READ/ATOMIC arrive with the full transport; until then the
-        // requester learns that this responder does not execute them.
+    if (info->flags & net::kReadReq) return execute_read(qp, p, false);
+    if (info->flags & net::kAtomicOp) return execute_atomic(qp, p, false);
+    if (info->flags & net::kWriteOp) return execute_write(qp, p, info);
+    if (!(info->flags & net::kSendOp))  // SEND with invalidate: not yet
         return responder_error(qp, IBV_WC_REM_INV_REQ_ERR, kNakInvReq, p.bth.psn,
                                IBV_EVENT_QP_REQ_ERR);
-    }
     bool first = info->flags & net::kFirst, last = info->flags & net::kLast;
     if (first) {
-        if (qp.have_rwr)  // a FIRST or ONLY while a message is still open
+        if (qp.have_rwr || qp.have_write)  // a FIRST or ONLY while a message is still open
             return responder_error(qp, IBV_WC_REM_INV_REQ_ERR, kNakInvReq, p.bth.psn,
                                    IBV_EVENT_QP_REQ_ERR);
         if (!take_recv(qp)) {

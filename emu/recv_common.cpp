@@ -57,7 +57,7 @@ bool Device::place_payload(Qp& qp, const net::Packet& p) {
     if (!p.payload_len) return true;
     iovec iov[abi::kMaxSge];
     int n = sge_iov(qp.rwr.sge, qp.rwr.num_sge, qp.rwr_off, p.payload_len, iov);
-    if (!mem_write(qp.owner->pid, p.payload, iov, n, p.payload_len)) return false;
+    if (!dma_write(qp, p.payload, iov, n, p.payload_len)) return false;
     qp.rwr_off += p.payload_len;
     return true;
 }
@@ -67,11 +67,12 @@ void Device::complete_recv(Qp& qp, const net::Packet& p, ibv_wc_status status) {
     abi::Cqe c{};
     c.wr_id = qp.rwr.wr_id;
     c.status = status;
-    c.opcode = IBV_WC_RECV;
+    const net::OpInfo* info = net::op_info(p.bth.opcode);
+    bool write = info && (info->flags & net::kWriteOp);
+    c.opcode = write ? IBV_WC_RECV_RDMA_WITH_IMM : IBV_WC_RECV;
     c.byte_len = status == IBV_WC_SUCCESS ? qp.rwr_off : 0;
     c.qp_num = qp.qpn;
     c.src_qp = qp.attr.dest_qp_num;
-    const net::OpInfo* info = net::op_info(p.bth.opcode);
     if (status == IBV_WC_SUCCESS && info && (info->flags & net::kImmOp)) {
         c.imm_data = htobe32(p.imm);
         c.wc_flags = IBV_WC_WITH_IMM;

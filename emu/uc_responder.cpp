@@ -41,6 +41,7 @@ void Device::uc_responder_receive(Qp& qp, const net::Packet& p) {
         return qp_to_error(qp);
     }
     if (!place_payload(qp, p)) {
+        if (qp.owner->dead) return;
         complete_recv(qp, p, IBV_WC_LOC_PROT_ERR);
         post_async(qp.owner, IBV_EVENT_QP_ACCESS_ERR, qp.cookie);
         return qp_to_error(qp);

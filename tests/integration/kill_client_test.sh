@@ -30,6 +30,7 @@ if kill -0 $spid 2>/dev/null; then
 else
     wait $spid
     echo "server exited with status $?"
+    cat "$UROCE_RUNTIME_DIR/server.out"
     grep -q "Failed status transport retry counter exceeded" "$UROCE_RUNTIME_DIR/server.out" ||
         fail "server exited without IBV_WC_RETRY_EXC_ERR"
 fi

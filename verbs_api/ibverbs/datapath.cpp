@@ -166,8 +166,13 @@ int poll_cq(ibv_cq* cq_pub, int n, ibv_wc* wc) {
 
 int req_notify_cq(ibv_cq* cq_pub, int solicited_only) {
     Cq* cq = cq_of(cq_pub);
-    cq->ring.hdr()->arm.store(solicited_only ? abi::kCqArmSolicited : abi::kCqArmNext,
-                              std::memory_order_seq_cst);
+    abi::RingHeader* h = cq->ring.hdr();
+    h->arm.store(solicited_only ? abi::kCqArmSolicited : abi::kCqArmNext,
+                 std::memory_order_seq_cst);
+    // As on hardware (the arm carries the consumer index), completions already in the
+    // CQ and not yet polled raise the event at once: wake the device to send it.
+    if (h->prod.load(std::memory_order_seq_cst) != h->cons.load(std::memory_order_relaxed))
+        ring_doorbell(ctx_of(cq_pub->context)->doorbell);
     return 0;
 }
 
