@@ -192,7 +192,7 @@ uint8_t* Device::tx_begin(uint32_t* slot) {
     return buf;
 }
 
-void Device::transmit(uint32_t slot, size_t len_no_icrc, const sockaddr_in& to) {
+void Device::transmit(uint32_t slot, size_t len_no_icrc, const sockaddr_in& to, Qp* qp) {
     uint8_t* buf = io_.tx_buffer(slot);
     size_t len = len_no_icrc + net::kIcrcLen;
     net::icrc_store(cfg_.ipv4_be, to.sin_addr.s_addr, cfg_.port, ntohs(to.sin_port), buf, len);
@@ -204,12 +204,15 @@ void Device::transmit(uint32_t slot, size_t len_no_icrc, const sockaddr_in& to) 
     }
     ++counters_.tx_pkts;
     counters_.tx_bytes += len;
+    counters_.tx_op.add(buf[0], len);
+    if (qp) qp->tx_op.add(buf[0], len);
     io_.tx_send(slot, len, to);
 }
 
 void Device::on_packet(const sockaddr_in& from, uint8_t* data, size_t len) {
     ++counters_.rx_pkts;
     counters_.rx_bytes += len;
+    if (len) counters_.rx_op.add(data[0], len);
     if (pcap_.is_open()) {
         timeval tv;
         gettimeofday(&tv, nullptr);
@@ -229,9 +232,13 @@ void Device::on_packet(const sockaddr_in& from, uint8_t* data, size_t len) {
     const net::OpInfo* info = net::op_info(p.bth.opcode);
     bool rc = info->cls == net::QpClass::RC && qp->type == IBV_QPT_RC;
     bool uc = info->cls == net::QpClass::UC && qp->type == IBV_QPT_UC;
-    if (!rc && !uc) return count_drop(net::DropReason::kOpNotForQp);
+    bool ud = info->cls == net::QpClass::UD && qp->type == IBV_QPT_UD;
+    if (!rc && !uc && !ud) return count_drop(net::DropReason::kOpNotForQp, *qp);
     ++qp->rx_pkts;
-    if (uc)
+    qp->rx_op.add(p.bth.opcode, len);
+    if (ud)
+        ud_receive(*qp, p, from);
+    else if (uc)
         uc_responder_receive(*qp, p);
     else if (info->flags & net::kRequest)
         responder_receive(*qp, p);

@@ -37,6 +37,9 @@ struct DeviceCounters {
     uint64_t tx_pkts = 0, rx_pkts = 0, tx_bytes = 0, rx_bytes = 0;
     uint64_t drops[size_t(net::DropReason::kCount)] = {};
     uint64_t retransmits = 0, tx_stalls = 0;
+    // By opcode (counters_op lines of `uroce counters`). rx counts every datagram of at least
+    // one byte under its first byte, dropped ones included, as rx_pkts does.
+    OpCounters tx_op, rx_op;
 };
 
 class Device : private net::UdpUring::Handler {
@@ -97,9 +100,15 @@ private:
 
     // Packet helpers (device.cpp).
     uint8_t* tx_begin(uint32_t* slot);
-    // Appends the ICRC, records the packet in the capture, and queues it.
-    void transmit(uint32_t slot, size_t len_no_icrc, const sockaddr_in& to);
+    // Appends the ICRC, records the packet in the capture, and queues it. `qp`: the QP that
+    // sends it, for its per-opcode counters (nullptr: the device's counters only).
+    void transmit(uint32_t slot, size_t len_no_icrc, const sockaddr_in& to, Qp* qp = nullptr);
     void count_drop(net::DropReason r) { ++counters_.drops[size_t(r)]; }
+    // A drop once the packet has reached a QP: counted for the device and for the QP.
+    void count_drop(net::DropReason r, Qp& qp) {
+        ++counters_.drops[size_t(r)];
+        ++qp.drops[size_t(r)];
+    }
 
     // DMA into the QP owner's memory. A failure because the process has exited marks
     // its session dead: from then on its QPs neither answer nor report errors, as
@@ -141,6 +150,8 @@ private:
     bool place_payload(Qp& qp, const net::Packet& p);
     void complete_recv(Qp& qp, const net::Packet& p, ibv_wc_status status);
     void uc_responder_receive(Qp& qp, const net::Packet& p);              // uc_responder.cpp
+    void ud_requester_progress(Qp& qp);                                    // ud_transport.cpp
+    void ud_receive(Qp& qp, const net::Packet& p, const sockaddr_in& from);  // ud_transport.cpp
     void completer_receive(Qp& qp, const net::Packet& p);                  // rc_completer.cpp
     void ack_upto(Qp& qp, uint32_t psn);                                   // rc_completer.cpp
     void after_progress(Qp& qp, bool rerequest);                           // rc_completer.cpp

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <sstream>
 
@@ -25,6 +26,17 @@ void erase_handle(std::vector<uint32_t>& v, uint32_t h) {
 }
 
 uint32_t mtu_bytes(ibv_mtu m) { return 128u << unsigned(m); }
+
+const char* qp_type_name(ibv_qp_type t) {
+    switch (t) {
+    case IBV_QPT_RC: return "RC";
+    case IBV_QPT_UC: return "UC";
+    case IBV_QPT_UD: return "UD";
+    case IBV_QPT_XRC_SEND: return "XRC_INI";
+    case IBV_QPT_XRC_RECV: return "XRC_TGT";
+    default: return "?";
+    }
+}
 
 constexpr uint32_t kMrAccessKnown = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
                                     IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC |
@@ -165,8 +177,8 @@ int Device::destroy_cq(Session& s, uint32_t h) {
 }
 
 int Device::create_qp(Session& s, const abi::CreateQpReq& r, abi::CreateQpResp* out, int fds[2]) {
-    if (r.qp_type != IBV_QPT_RC && r.qp_type != IBV_QPT_UC)
-        return EOPNOTSUPP;  // UD, XRC: see docs/verbs-support.md
+    if (r.qp_type != IBV_QPT_RC && r.qp_type != IBV_QPT_UC && r.qp_type != IBV_QPT_UD)
+        return EOPNOTSUPP;  // XRC: see docs/verbs-support.md
     Pd* pd = pds_.get(r.pd);
     Cq* scq = cqs_.get(r.send_cq);
     Cq* rcq = cqs_.get(r.recv_cq);
@@ -326,7 +338,9 @@ int Device::modify_qp(Session& s, const abi::ModifyQpReq& r) {
         }
         break;
     case IBV_QPS_RTS:
-        if (cur == IBV_QPS_RTR) {
+        if (cur == IBV_QPS_RTR && qp->type == IBV_QPT_UD) {
+            qp->wqe_psn = qp->next_psn = qp->una_psn = q.sq_psn;
+        } else if (cur == IBV_QPS_RTR) {
             qp->wqe_psn = qp->next_psn = qp->una_psn = q.sq_psn;
             qp->retry_left = q.retry_cnt;
             qp->rnr_left = q.rnr_retry;
@@ -446,6 +460,21 @@ void Device::handle(Session& s, const abi::Request& req, abi::Response& resp,
     resp.err = err;
 }
 
+// One line per direction and opcode with a non-zero count:
+// "<head> tx|rx <OPCODE_NAME> pkts N bytes M" (an opcode uroce does not define: opcode_0xNN).
+static void dump_ops(std::ostringstream& o, const char* head, const char* dir,
+                     const OpCounters& c) {
+    for (unsigned op = 0; op < 256; ++op) {
+        if (!c.pkts[op]) continue;
+        o << head << " " << dir << " ";
+        if (const net::OpInfo* info = net::op_info(uint8_t(op)))
+            o << info->name;
+        else
+            o << "opcode_0x" << std::hex << op << std::dec;
+        o << " pkts " << c.pkts[op] << " bytes " << c.bytes[op] << "\n";
+    }
+}
+
 std::string Device::dump() const {
     std::ostringstream o;
     char ip[INET_ADDRSTRLEN];
@@ -471,7 +500,7 @@ std::string Device::dump() const {
         o << "cq " << h << " cqe " << cq.cqe << " pid " << cq.owner->pid << "\n";
     });
     qps_.for_each([&](uint32_t qpn, const Qp& qp) {
-        o << "qp 0x" << std::hex << qpn << std::dec << " type " << (qp.type == IBV_QPT_UC ? "UC" : "RC") << " state "
+        o << "qp 0x" << std::hex << qpn << std::dec << " type " << qp_type_name(qp.type) << " state "
           << qp_state_name(qp.state) << " pid " << qp.owner->pid << " dest_qpn 0x" << std::hex
           << qp.attr.dest_qp_num << " sq_psn 0x" << qp.next_psn << " una 0x" << qp.una_psn
           << " epsn 0x" << qp.epsn << std::dec << " tx " << qp.tx_pkts << " rx "
@@ -488,6 +517,18 @@ std::string Device::dump() const {
     for (size_t i = 1; i < size_t(net::DropReason::kCount); ++i)
         o << "drop " << net::drop_reason_name(net::DropReason(i)) << " " << counters_.drops[i]
           << "\n";
+    dump_ops(o, "counters_op", "tx", counters_.tx_op);
+    dump_ops(o, "counters_op", "rx", counters_.rx_op);
+    qps_.for_each([&](uint32_t qpn, const Qp& qp) {
+        char head[32];
+        std::snprintf(head, sizeof head, "qp_counters 0x%x", qpn);
+        dump_ops(o, head, "tx", qp.tx_op);
+        dump_ops(o, head, "rx", qp.rx_op);
+        for (size_t i = 1; i < size_t(net::DropReason::kCount); ++i)
+            if (qp.drops[i])
+                o << head << " drop " << net::drop_reason_name(net::DropReason(i)) << " "
+                  << qp.drops[i] << "\n";
+    });
     return o.str();
 }
 

@@ -12,10 +12,22 @@
 
 #include "emu/abi/rings.h"
 #include "emu/shared_region.h"
+#include "net/headers.h"
 
 namespace uroce::emu {
 
 struct Session;
+
+// Packets and bytes (UDP payload, BTH through ICRC) by BTH opcode, indexed by the raw opcode
+// byte so that updating it is one add with no branch and no allocation.
+struct OpCounters {
+    uint64_t pkts[256] = {};
+    uint64_t bytes[256] = {};
+    void add(uint8_t opcode, size_t len) {
+        ++pkts[opcode];
+        bytes[opcode] += len;
+    }
+};
 
 struct Pd {
     Session* owner = nullptr;
@@ -65,6 +77,9 @@ struct SendWr {
     uint64_t remote_addr = 0;
     uint32_t rkey = 0;
     uint64_t compare_add = 0, swap = 0;
+    uint32_t ud_ip = 0;   // UD: destination IPv4 (network order), from the AH
+    uint32_t ud_qpn = 0;  // UD: destination QP
+    uint32_t ud_qkey = 0; // UD: Q_Key to send with
     uint32_t num_sge = 0;
     uint32_t first_psn = 0;
     uint32_t last_psn = 0;
@@ -160,6 +175,10 @@ struct Qp {
 
     // Counters for `uroce res`.
     uint64_t tx_pkts = 0, rx_pkts = 0, retransmits = 0;
+    // By opcode, for `uroce counters` (qp_counters lines): packets transmit() sent for this QP
+    // and packets on_packet() delivered to it.
+    OpCounters tx_op, rx_op;
+    uint64_t drops[size_t(net::DropReason::kCount)] = {};  // of packets that reached the QP
 };
 
 struct Session {

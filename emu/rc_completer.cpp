@@ -77,7 +77,7 @@ void Device::read_atomic_response(Qp& qp, const net::Packet& p) {
     bool atomic_ack = p.bth.opcode == net::kRcAtomicAck;
     bool read = w.opcode == IBV_WR_RDMA_READ;
     if (read == atomic_ack || net::psn_lt(psn, w.first_psn) || net::psn_lt(w.last_psn, psn))
-        return count_drop(net::DropReason::kOpNotForQp);  // not what we asked for
+        return count_drop(net::DropReason::kOpNotForQp, qp);  // not what we asked for
     if (read) {
         uint32_t off = uint32_t(net::psn_diff(psn, w.first_psn)) * qp.mtu;
         if (p.payload_len > w.length - off) return fail_oldest(qp, IBV_WC_REM_OP_ERR);
@@ -109,7 +109,7 @@ void Device::completer_receive(Qp& qp, const net::Packet& p) {
             net::aeth::type(p.aeth.syndrome) == net::aeth::kAck)
             return read_atomic_response(qp, p);
     } else if (p.bth.opcode != net::kRcAck) {
-        return count_drop(net::DropReason::kOpNotForQp);
+        return count_drop(net::DropReason::kOpNotForQp, qp);
     }
     uint8_t syn = p.aeth.syndrome;
     switch (syn >> 5) {
@@ -151,7 +151,7 @@ void Device::completer_receive(Qp& qp, const net::Packet& p) {
         break;
     }
     default:
-        count_drop(net::DropReason::kBadLength);  // reserved syndrome
+        count_drop(net::DropReason::kBadLength, qp);  // reserved syndrome
         break;
     }
 }

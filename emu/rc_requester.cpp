@@ -11,6 +11,7 @@
 namespace uroce::emu {
 
 namespace {
+constexpr uint32_t kUdMtu = 4096;  // the port's active MTU
 constexpr uint32_t kMaxOutstandingPkts = 1024;  // unacknowledged packets per QP
 constexpr uint32_t kAckReqEvery = 64;           // ask for an ACK at least this often
 
@@ -18,9 +19,10 @@ bool opcode_allowed(ibv_qp_type type, uint32_t op) {
     switch (op) {
     case IBV_WR_SEND:
     case IBV_WR_SEND_WITH_IMM:
+        return true;
     case IBV_WR_RDMA_WRITE:
     case IBV_WR_RDMA_WRITE_WITH_IMM:
-        return true;
+        return type != IBV_QPT_UD;
     case IBV_WR_RDMA_READ:
     case IBV_WR_ATOMIC_CMP_AND_SWP:
     case IBV_WR_ATOMIC_FETCH_AND_ADD:
@@ -80,6 +82,9 @@ bool Device::fetch_send_wqe(Qp& qp) {
     w.rkey = h.rkey;
     w.compare_add = h.compare_add;
     w.swap = h.swap;
+    w.ud_ip = h.ah;
+    w.ud_qpn = h.remote_qpn & 0xffffff;
+    w.ud_qkey = h.remote_qkey;
     w.status = IBV_WC_SUCCESS;
     w.is_inline = (h.send_flags & IBV_SEND_INLINE) != 0;
     bool rd_atomic = is_rd_atomic(w.opcode);
@@ -109,6 +114,9 @@ bool Device::fetch_send_wqe(Qp& qp) {
     if (w.status == IBV_WC_SUCCESS && total > abi::kMaxMsgSize) w.status = IBV_WC_LOC_LEN_ERR;
     bool atomic = rd_atomic && w.opcode != IBV_WR_RDMA_READ;
     if (w.status == IBV_WC_SUCCESS && atomic && total != 8) w.status = IBV_WC_LOC_LEN_ERR;
+    // A UD message is one packet of at most the port MTU.
+    if (w.status == IBV_WC_SUCCESS && qp.type == IBV_QPT_UD && total > kUdMtu)
+        w.status = IBV_WC_LOC_LEN_ERR;
     w.length = w.status == IBV_WC_SUCCESS ? uint32_t(total) : 0;
     uint32_t npkts = atomic || !w.length ? 1 : (w.length + qp.mtu - 1) / qp.mtu;
     w.first_psn = qp.wqe_psn;
@@ -146,6 +154,7 @@ void Device::requester_progress(Qp& qp) {
         return;
     }
     if (qp.state != IBV_QPS_RTS || qp.rnr_wait || qp.owner->dead) return;
+    if (qp.type == IBV_QPT_UD) return ud_requester_progress(qp);
     bool uc = qp.type == IBV_QPT_UC;
     uint8_t transport = uc ? net::kTransportUc : net::kTransportRc;
     for (;;) {
@@ -213,7 +222,7 @@ void Device::requester_progress(Qp& qp) {
             }
         }
         std::memset(payload + len, 0, p.bth.pad);
-        transmit(slot, hdr + len + p.bth.pad, qp.dest);
+        transmit(slot, hdr + len + p.bth.pad, qp.dest, &qp);
         ++qp.tx_pkts;
         qp.next_psn = net::psn_add(qp.next_psn, npsn);
         if (uc) {

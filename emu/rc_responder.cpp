@@ -33,7 +33,7 @@ void Device::send_ack(Qp& qp, uint8_t syndrome, uint32_t psn) {
     p.aeth.syndrome = syndrome;
     p.aeth.msn = qp.msn & 0xffffff;
     size_t hdr = net::encode_headers(p, buf);
-    transmit(slot, hdr, qp.dest);
+    transmit(slot, hdr, qp.dest, &qp);
     ++qp.tx_pkts;
 }
 
@@ -103,7 +103,7 @@ void Device::execute_read(Qp& qp, const net::Packet& p, bool duplicate) {
                                    IBV_EVENT_QP_ACCESS_ERR);
         }
         std::memset(buf + hdr + n, 0, r.bth.pad);
-        transmit(slot, hdr + n + r.bth.pad, qp.dest);
+        transmit(slot, hdr + n + r.bth.pad, qp.dest, &qp);
         ++qp.tx_pkts;
     }
 }
@@ -120,7 +120,7 @@ void Device::send_atomic_ack(Qp& qp, uint32_t psn, uint64_t orig) {
     r.aeth.syndrome = kAckUnlimited;
     r.aeth.msn = qp.msn;
     r.atomic_ack.orig = orig;
-    transmit(slot, net::encode_headers(r, buf), qp.dest);
+    transmit(slot, net::encode_headers(r, buf), qp.dest, &qp);
     ++qp.tx_pkts;
 }
 
@@ -217,7 +217,7 @@ void Device::execute_write(Qp& qp, const net::Packet& p, const net::OpInfo* info
 void Device::responder_receive(Qp& qp, const net::Packet& p) {
     if (qp.state != IBV_QPS_RTR && qp.state != IBV_QPS_RTS && qp.state != IBV_QPS_SQD &&
         qp.state != IBV_QPS_SQE)
-        return count_drop(net::DropReason::kBadQp);
+        return count_drop(net::DropReason::kBadQp, qp);
     const net::OpInfo* info = net::op_info(p.bth.opcode);
     int32_t d = net::psn_diff(p.bth.psn, qp.epsn);
     if (d < 0) {

@@ -10,13 +10,13 @@ namespace uroce::emu {
 void Device::uc_responder_receive(Qp& qp, const net::Packet& p) {
     if (qp.state != IBV_QPS_RTR && qp.state != IBV_QPS_RTS && qp.state != IBV_QPS_SQD &&
         qp.state != IBV_QPS_SQE)
-        return count_drop(net::DropReason::kBadQp);
+        return count_drop(net::DropReason::kBadQp, qp);
     const net::OpInfo* info = net::op_info(p.bth.opcode);
     if (!(info->flags & net::kSendOp)) {
         // RDMA WRITE on UC arrives with the full transport; drop it silently, as a UC
         // responder does with requests it cannot execute.
         qp.epsn = net::psn_add(p.bth.psn, 1);
-        return count_drop(net::DropReason::kOpNotForQp);
+        return count_drop(net::DropReason::kOpNotForQp, qp);
     }
     bool first = info->flags & net::kFirst, last = info->flags & net::kLast;
     if (p.bth.psn != qp.epsn) {

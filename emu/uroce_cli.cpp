@@ -43,7 +43,7 @@ int usage() {
                  "  uroce stop [NAME]          stop NAME, or every device\n"
                  "  uroce list\n"
                  "  uroce res [NAME]           objects of a device (QPs, CQs, MRs, PDs)\n"
-                 "  uroce counters [NAME]      packets sent/received, drops by reason\n"
+                 "  uroce counters [NAME]      packets/bytes by opcode and QP, drops\n"
                  "  uroce capture start FILE [--max-bytes N] [NAME]\n"
                  "                             record every packet sent and received to a pcap;\n"
                  "                             with --max-bytes, FILE rotates to FILE.1\n"
@@ -210,7 +210,9 @@ int cmd_dump(const std::vector<std::string>& args, bool counters_only) {
         while (pos < text.size()) {
             size_t nl = text.find('\n', pos);
             std::string line = text.substr(pos, nl - pos);
-            if (line.rfind("counters", 0) == 0 || line.rfind("drop", 0) == 0)
+            // counters, counters_op (by opcode), drop (by reason), qp_counters (per QP).
+            if (line.rfind("counters", 0) == 0 || line.rfind("drop", 0) == 0 ||
+                line.rfind("qp_counters", 0) == 0)
                 std::printf("%s\n", line.c_str());
             pos = nl == std::string::npos ? text.size() : nl + 1;
         }

@@ -83,6 +83,8 @@ enum class DropReason : uint8_t {
     kBadPkey,
     kBadQp,
     kOpNotForQp,
+    kBadQkey,   // UD: the DETH Q_Key is not the QP's
+    kNoRecv,    // UD/UC: no receive posted, the message is discarded
     kCount
 };
 

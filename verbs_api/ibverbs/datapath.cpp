@@ -49,7 +49,16 @@ int post_send(ibv_qp* qp_pub, ibv_send_wr* wr, ibv_send_wr** bad) {
         w.imm_data = wr->imm_data;
         w.rkey = wr->wr.rdma.rkey;
         w.remote_addr = wr->wr.rdma.remote_addr;
-        if (wr->opcode == IBV_WR_ATOMIC_CMP_AND_SWP || wr->opcode == IBV_WR_ATOMIC_FETCH_AND_ADD) {
+        if (qp_pub->qp_type == IBV_QPT_UD) {
+            if (!wr->wr.ud.ah) {
+                err = EINVAL;
+                break;
+            }
+            w.ah = reinterpret_cast<Ah*>(wr->wr.ud.ah)->ipv4_be;
+            w.remote_qpn = wr->wr.ud.remote_qpn;
+            w.remote_qkey = wr->wr.ud.remote_qkey;
+        } else if (wr->opcode == IBV_WR_ATOMIC_CMP_AND_SWP ||
+                   wr->opcode == IBV_WR_ATOMIC_FETCH_AND_ADD) {
             w.remote_addr = wr->wr.atomic.remote_addr;
             w.rkey = wr->wr.atomic.rkey;
             w.compare_add = wr->wr.atomic.compare_add;

@@ -125,7 +125,13 @@ void fill_device_attr(const Context* ctx, ibv_device_attr* a) {
     a->max_qp_rd_atom = int(abi::kMaxQpRdAtom);
     a->max_qp_init_rd_atom = int(abi::kMaxQpRdAtom);
     a->max_res_rd_atom = int(abi::kMaxQpRdAtom * abi::kMaxQp);
-    a->atomic_cap = IBV_ATOMIC_NONE;  // atomics arrive with the full RC transport
+    // Every atomic of a device runs on its one engine thread: atomic with respect to
+    // all atomics through this device, not to CPU accesses (IBV_ATOMIC_HCA).
+    a->atomic_cap = IBV_ATOMIC_HCA;
+    a->max_ah = int(abi::kMaxAh);
+    a->max_srq = int(abi::kMaxSrq);
+    a->max_srq_wr = int(abi::kMaxSrqWr);
+    a->max_srq_sge = int(abi::kMaxSge);
     a->max_pkeys = 1;
     a->local_ca_ack_delay = 15;
     a->phys_port_cnt = 1;

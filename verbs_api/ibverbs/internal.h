@@ -40,6 +40,13 @@ struct Mr {
     ibv_mr mr;
 };
 
+// An address handle. On RoCEv2 over IPv4 all it resolves to is the peer's address;
+// the device needs no state for it (the IPv4 address travels in each UD WQE).
+struct Ah {
+    ibv_ah ah;
+    uint32_t ipv4_be = 0;
+};
+
 struct Channel {
     ibv_comp_channel ch;
     uint32_t handle = 0;

@@ -611,27 +611,6 @@ int ibv_resize_cq(struct ibv_cq* cq, int cqe) {
     return unsupported();
 }
 
-struct ibv_ah* ibv_create_ah(struct ibv_pd* pd, struct ibv_ah_attr* attr) {
-    return unsupported_null<ibv_ah>();
-}
-
-int ibv_destroy_ah(struct ibv_ah* ah) {
-    return unsupported();
-}
-
-// Man page: 0 on success, -1 on error. On RoCE the work completion always
-// carries a GRH whose source GID must be matched against the local GID table,
-// so this needs the device.
-int ibv_init_ah_from_wc(struct ibv_context* context, uint8_t port_num, struct ibv_wc* wc,
-                        struct ibv_grh* grh, struct ibv_ah_attr* ah_attr) {
-    return unsupported_minus1();
-}
-
-struct ibv_ah* ibv_create_ah_from_wc(struct ibv_pd* pd, struct ibv_wc* wc, struct ibv_grh* grh,
-                                     uint8_t port_num) {
-    return unsupported_null<ibv_ah>();
-}
-
 int ibv_attach_mcast(struct ibv_qp* qp, const union ibv_gid* gid, uint16_t lid) {
     return unsupported();
 }

@@ -1,0 +1,70 @@
+// Address handles for UD: a RoCEv2 AH names the peer by an IPv4-mapped GID.
+#include <cerrno>
+#include <cstring>
+
+#include "verbs_api/ibverbs/internal.h"
+
+using namespace uroce;
+using namespace uroce::verbs;
+
+namespace {
+const uint8_t kV4Prefix[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+constexpr size_t kGrhIpv4Offset = 20;  // RoCEv2/IPv4: the IPv4 header ends the GRH area
+}  // namespace
+
+extern "C" {
+
+ibv_ah* ibv_create_ah(ibv_pd* pd, ibv_ah_attr* attr) {
+    // RoCE needs a GRH; GID index 0 is the only one; IPv4-mapped GIDs only.
+    if (!attr || !attr->is_global || attr->grh.sgid_index != 0 ||
+        (attr->port_num && attr->port_num != 1) ||
+        std::memcmp(attr->grh.dgid.raw, kV4Prefix, sizeof kV4Prefix) != 0) {
+        errno = EINVAL;
+        return nullptr;
+    }
+    auto* ah = new Ah();
+    ah->ah.context = pd->context;
+    ah->ah.pd = pd;
+    std::memcpy(&ah->ipv4_be, attr->grh.dgid.raw + 12, 4);
+    ah->ah.handle = ah->ipv4_be;
+    return &ah->ah;
+}
+
+int ibv_destroy_ah(ibv_ah* ah) {
+    delete reinterpret_cast<Ah*>(ah);
+    return 0;
+}
+
+// Builds the reply AH of a UD receive: the source address comes from the IPv4 header
+// in the GRH area (see docs/behaviour.md).
+int ibv_init_ah_from_wc(ibv_context* context, uint8_t port_num, ibv_wc* wc, ibv_grh* grh,
+                        ibv_ah_attr* ah_attr) {
+    (void)context;
+    if (!(wc->wc_flags & IBV_WC_GRH) || port_num != 1) {
+        errno = EINVAL;
+        return -1;
+    }
+    const auto* ip = reinterpret_cast<const uint8_t*>(grh) + kGrhIpv4Offset;
+    if ((ip[0] >> 4) != 4) {
+        errno = EINVAL;
+        return -1;
+    }
+    std::memset(ah_attr, 0, sizeof *ah_attr);
+    ah_attr->is_global = 1;
+    ah_attr->port_num = port_num;
+    ah_attr->dlid = wc->slid;
+    ah_attr->sl = wc->sl;
+    ah_attr->grh.sgid_index = 0;
+    ah_attr->grh.hop_limit = 0xff;
+    std::memcpy(ah_attr->grh.dgid.raw, kV4Prefix, sizeof kV4Prefix);
+    std::memcpy(ah_attr->grh.dgid.raw + 12, ip + 12, 4);  // the sender's address
+    return 0;
+}
+
+ibv_ah* ibv_create_ah_from_wc(ibv_pd* pd, ibv_wc* wc, ibv_grh* grh, uint8_t port_num) {
+    ibv_ah_attr attr;
+    if (ibv_init_ah_from_wc(pd->context, port_num, wc, grh, &attr)) return nullptr;
+    return ibv_create_ah(pd, &attr);
+}
+
+}  // extern "C"
