@@ -82,15 +82,15 @@ void Device::complete_send(Qp& qp, uint32_t index, ibv_wc_status status) {
     }
 }
 
-bool Device::dma_read(Qp& qp, void* dst, const iovec* remote, int n, size_t total) {
-    if (mem_read(qp.owner->pid, dst, remote, n, total)) return true;
-    if (errno == ESRCH) qp.owner->dead = true;
+bool Device::dma_read(Session* s, void* dst, const iovec* remote, int n, size_t total) {
+    if (mem_read(s->pid, dst, remote, n, total)) return true;
+    if (errno == ESRCH) s->dead = true;
     return false;
 }
 
-bool Device::dma_write(Qp& qp, const void* src, const iovec* remote, int n, size_t total) {
-    if (mem_write(qp.owner->pid, src, remote, n, total)) return true;
-    if (errno == ESRCH) qp.owner->dead = true;
+bool Device::dma_write(Session* s, const void* src, const iovec* remote, int n, size_t total) {
+    if (mem_write(s->pid, src, remote, n, total)) return true;
+    if (errno == ESRCH) s->dead = true;
     return false;
 }
 
@@ -130,14 +130,14 @@ void Device::flush_queues(Qp& qp) {
     }
 }
 
-bool Device::check_local_sges(const Qp& qp, abi::Sge* sge, uint32_t n, bool write,
-                              uint64_t* total) const {
+bool Device::check_local_sges(const Session* owner, uint32_t pd, abi::Sge* sge, uint32_t n,
+                              bool write, uint64_t* total) const {
     uint64_t sum = 0;
     for (uint32_t i = 0; i < n; ++i) {
         sum += sge[i].length;
         if (sge[i].length == 0) continue;
         Mr* mr = mr_for_key(sge[i].lkey);
-        if (!mr || mr->pd != qp.pd || mr->owner != qp.owner) return false;
+        if (!mr || mr->pd != pd || mr->owner != owner) return false;
         if (write && !(mr->access & IBV_ACCESS_LOCAL_WRITE)) return false;
         uint64_t a = sge[i].addr, len = sge[i].length;
         if (a < mr->iova || a + len < a || a + len > mr->iova + mr->length) return false;

@@ -7,8 +7,10 @@
 
 #include <cerrno>
 #include <cstddef>
+#include <cstdio>
 #include <cstring>
 
+#include "emu/abi/cm_protocol.h"
 #include "emu/abi/runtime.h"
 
 namespace uroce::emu {
@@ -21,6 +23,33 @@ struct ControlServer::Conn {
 };
 
 namespace {
+// Receives one message; keeps at most one passed fd (in *fd, else -1), closes others.
+ssize_t recv_msg(int sock, void* buf, size_t len, int* fd) {
+    iovec iov{buf, len};
+    msghdr msg{};
+    msg.msg_iov = &iov;
+    msg.msg_iovlen = 1;
+    alignas(cmsghdr) char cbuf[CMSG_SPACE(sizeof(int) * abi::kMaxFds)];
+    msg.msg_control = cbuf;
+    msg.msg_controllen = sizeof cbuf;
+    *fd = -1;
+    ssize_t n = recvmsg(sock, &msg, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+    if (n < 0) return n;
+    for (cmsghdr* cm = CMSG_FIRSTHDR(&msg); cm; cm = CMSG_NXTHDR(&msg, cm)) {
+        if (cm->cmsg_level != SOL_SOCKET || cm->cmsg_type != SCM_RIGHTS) continue;
+        size_t k = (cm->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+        for (size_t i = 0; i < k; ++i) {
+            int f;
+            std::memcpy(&f, CMSG_DATA(cm) + i * sizeof(int), sizeof f);
+            if (*fd < 0)
+                *fd = f;
+            else
+                close(f);
+        }
+    }
+    return n;
+}
+
 bool send_msg(int fd, const void* data, size_t len, const std::vector<int>& fds) {
     iovec iov{const_cast<void*>(data), len};
     msghdr msg{};
@@ -121,9 +150,19 @@ bool ControlServer::serve(Conn& c) {
     union {
         abi::Request req;
         abi::CaptureReq capture;
+        abi::FaultsReq faults;
+        abi::CmReq cm;
     } msg;
     std::memset(&msg, 0, sizeof msg);
-    ssize_t n = recv(c.sd.native_handle(), &msg, sizeof msg, MSG_DONTWAIT);
+    int in_fd = -1;
+    ssize_t n = recv_msg(c.sd.native_handle(), &msg, sizeof msg, &in_fd);
+    // Only kOpenXrcd carries an fd, and only for the duration of the call.
+    struct FdCloser {
+        int fd;
+        ~FdCloser() {
+            if (fd >= 0) close(fd);
+        }
+    } closer{in_fd};
     if (n < 0) return errno == EAGAIN || errno == EINTR;
     if (n == 0) return false;                        // the application went away
     if (size_t(n) < offsetof(abi::Request, u)) return false;  // not our protocol
@@ -169,6 +208,36 @@ bool ControlServer::serve(Conn& c) {
         resp.err = run_capture(dev_, msg.capture, &resp.u.capture.packets);
         break;
     }
+    case abi::Op::kFaults: {
+        // Like kDump, no session; the spec is checked again here (the CLI checks it too).
+        net::FaultSpec spec;
+        std::string why;
+        if (size_t(n) < sizeof(abi::FaultsReq) ||
+            std::memchr(msg.faults.spec, 0, sizeof msg.faults.spec) == nullptr ||
+            !net::parse_fault_spec(msg.faults.spec, &spec, &why)) {
+            resp.err = EINVAL;
+            break;
+        }
+        std::string now;
+        dev_.call([&] {
+            resp.u.faults.seed = dev_.set_faults(spec);
+            now = net::format_fault_spec(dev_.config().faults);
+        });
+        std::fprintf(stderr, "uroced: faults %s\n", now.c_str());  // the log: how to replay
+        break;
+    }
+    case abi::Op::kCm: {
+        // Connection manager (emu/cm_agent.h): its own reply type.
+        abi::CmResp cr{};
+        if (!c.session || size_t(n) != sizeof(abi::CmReq)) {
+            cr.err = c.session ? EINVAL : EPROTO;
+        } else {
+            dev_.call([&] { dev_.cm().request(*c.session, msg.cm, cr, fds); });
+        }
+        bool sent = send_msg(c.sd.native_handle(), &cr, sizeof cr, fds);
+        for (int fd : fds) close(fd);
+        return sent;
+    }
     case abi::Op::kShutdown:
         shutdown_ = true;
         send_msg(c.sd.native_handle(), &resp, sizeof resp, {});
@@ -179,7 +248,7 @@ bool ControlServer::serve(Conn& c) {
             resp.err = EPROTO;
             break;
         }
-        dev_.call([&] { dev_.handle(*c.session, req, resp, fds); });
+        dev_.call([&] { dev_.handle(*c.session, req, resp, fds, in_fd); });
     }
     bool ok = send_msg(c.sd.native_handle(), &resp, sizeof resp, fds);
     for (int fd : fds) close(fd);

@@ -56,6 +56,9 @@ int Device::start() {
         std::string why;
         if (!pcap_.open(cfg_.pcap, cfg_.pcap_max, &why)) return errno ? errno : EIO;
     }
+    if (cfg_.faults.any()) set_faults(cfg_.faults);
+    // A 4 KiB datagram costs about 8 KiB of receive buffer (truesize).
+    self_budget_ = std::max(16, io_.rcvbuf() / 8192);
     cmd_fd_ = eventfd(0, EFD_CLOEXEC);
     if (cmd_fd_ < 0) return errno;
     io_.watch_eventfd(cmd_fd_, kCmdTag);
@@ -115,8 +118,11 @@ void Device::loop() {
     while (!stop_requested_) {
         uint64_t now = now_ns();
         run_timers(now);
+        cm_.run_timers(now);
+        if (faults_.holding()) release_faults(now);  // packets the fault injector held back
         run_ready();
         uint64_t wait = ready_.empty() ? next_timeout(now_ns()) : kStallRetryNs;
+        if (faults_.holding()) wait = std::min(wait, faults_.next_release_in(now_ns()));
         // Packets recorded during the last turn reach the file before the engine may sleep:
         // one write per turn at most, and an idle device's capture is always complete on disk.
         pcap_.flush();
@@ -183,6 +189,7 @@ uint64_t Device::next_timeout(uint64_t now) const {
     uint64_t best = 1000000000ull;  // wake at least once a second
     for (const Qp* qp : timers_)
         if (qp->deadline_ns) best = std::min(best, qp->deadline_ns > now ? qp->deadline_ns - now : 1);
+    best = std::min(best, cm_.next_timeout(now));
     return best;
 }
 
@@ -206,10 +213,17 @@ void Device::transmit(uint32_t slot, size_t len_no_icrc, const sockaddr_in& to, 
     counters_.tx_bytes += len;
     counters_.tx_op.add(buf[0], len);
     if (qp) qp->tx_op.add(buf[0], len);
+    if (faults_.armed(net::kFaultTx) && !fault_tx(slot, len, to)) return;  // docs/faults.md
+    if (to_self(to)) ++self_inflight_;
     io_.tx_send(slot, len, to);
 }
 
 void Device::on_packet(const sockaddr_in& from, uint8_t* data, size_t len) {
+    if (from.sin_addr.s_addr == cfg_.ipv4_be && from.sin_port == self_.sin_port) {
+        if (self_inflight_) --self_inflight_;
+        last_self_rx_ns_ = now_ns();
+    }
+    if (faults_.armed(net::kFaultRx) && !fault_rx(from, data, len)) return;  // docs/faults.md
     ++counters_.rx_pkts;
     counters_.rx_bytes += len;
     if (len) counters_.rx_op.add(data[0], len);
@@ -227,16 +241,24 @@ void Device::on_packet(const sockaddr_in& from, uint8_t* data, size_t len) {
         return count_drop(net::DropReason::kBadIcrc);
     if ((p.bth.pkey & 0x7fff) != (net::kDefaultPkey & 0x7fff))
         return count_drop(net::DropReason::kBadPkey);
+    if (p.bth.dqpn == 1) return cm_.on_mad(from, p);  // the GSI QP: CM MADs (cm_agent.cpp)
     Qp* qp = qps_.get(p.bth.dqpn);
     if (!qp || qp->owner->dead) return count_drop(net::DropReason::kBadQp);
     const net::OpInfo* info = net::op_info(p.bth.opcode);
     bool rc = info->cls == net::QpClass::RC && qp->type == IBV_QPT_RC;
     bool uc = info->cls == net::QpClass::UC && qp->type == IBV_QPT_UC;
     bool ud = info->cls == net::QpClass::UD && qp->type == IBV_QPT_UD;
-    if (!rc && !uc && !ud) return count_drop(net::DropReason::kOpNotForQp, *qp);
+    // XRC: requests go to TGT QPs, responses to INI QPs.
+    bool request = info->flags & net::kRequest;
+    bool xrc = info->cls == net::QpClass::XRC &&
+               ((qp->type == IBV_QPT_XRC_RECV && request) ||
+                (qp->type == IBV_QPT_XRC_SEND && !request));
+    if (!rc && !uc && !ud && !xrc) return count_drop(net::DropReason::kOpNotForQp, *qp);
     ++qp->rx_pkts;
     qp->rx_op.add(p.bth.opcode, len);
-    if (ud)
+    if (xrc && request)
+        xrc_receive(*qp, p);
+    else if (ud)
         ud_receive(*qp, p, from);
     else if (uc)
         uc_responder_receive(*qp, p);
@@ -279,9 +301,20 @@ Session* Device::open_session(pid_t pid, int fds_out[2], int* err) {
 }
 
 void Device::close_session(Session* s) {
+    cm_.close_session(*s);  // its connections end (DREQ/REJ) as rdma_destroy_id ends them
     // Children first, as the kernel's uverbs cleanup does.
-    for (uint32_t qpn : std::vector<uint32_t>(s->qps)) destroy_qp_now(qpn);
-    for (uint32_t h : s->srqs) srqs_.remove(h);
+    // A shared XRC TGT QP survives while other processes hold it.
+    for (uint32_t qpn : std::vector<uint32_t>(s->qps)) release_qp(*s, qpn);
+    for (uint32_t h : std::vector<uint32_t>(s->srqs)) destroy_srq(*s, h);
+    for (uint32_t h : std::vector<uint32_t>(s->xrcd_handles)) {
+        // Objects made through this handle that outlive it (a TGT QP another process
+        // holds) now count only against the domain.
+        qps_.for_each([&](uint32_t, Qp& qp) {
+            if (qp.xrcd_handle == h) qp.xrcd_handle = 0;
+        });
+        if (XrcdHandle* hh = xrcd_handles_.get(h)) hh->objects = 0;
+        close_xrcd(*s, h);
+    }
     for (uint32_t h : s->cqs) cqs_.remove(h);
     for (uint32_t h : s->channels) channels_.remove(h);
     for (uint32_t h : s->mrs) mrs_.remove(h >> 8);

@@ -16,8 +16,10 @@
 
 #include "emu/abi/caps.h"
 #include "emu/abi/protocol.h"
+#include "emu/cm_agent.h"
 #include "emu/handle_table.h"
 #include "emu/objects.h"
+#include "net/fault_injector.h"
 #include "net/headers.h"
 #include "net/opcodes.h"
 #include "net/pcap_tap.h"
@@ -25,18 +27,22 @@
 
 namespace uroce::emu {
 
+uint64_t now_ns();
+
 struct DeviceConfig {
     std::string name = "uroce0";
     uint32_t ipv4_be = 0;  // network order
     uint16_t port = 4791;
     std::string pcap;       // capture file, empty: none
     uint64_t pcap_max = 0;  // rotation size in bytes, 0: unlimited
+    net::FaultSpec faults;  // fault injection from the start (docs/faults.md)
 };
 
 struct DeviceCounters {
     uint64_t tx_pkts = 0, rx_pkts = 0, tx_bytes = 0, rx_bytes = 0;
     uint64_t drops[size_t(net::DropReason::kCount)] = {};
     uint64_t retransmits = 0, tx_stalls = 0;
+    uint64_t xrc_bad_srqn = 0;  // XRC requests naming an SRQ outside the TGT QP's domain
     // By opcode (counters_op lines of `uroce counters`). rx counts every datagram of at least
     // one byte under its first byte, dropped ones included, as rx_pkts does.
     OpCounters tx_op, rx_op;
@@ -58,12 +64,18 @@ public:
     // Engine thread only (wrap in call()).
     Session* open_session(pid_t pid, int fds_out[2], int* err);
     void close_session(Session* s);
-    void handle(Session& s, const abi::Request& req, abi::Response& resp, std::vector<int>& fds);
+    // `in_fd` is an fd that came with the request (or -1); the caller closes it.
+    void handle(Session& s, const abi::Request& req, abi::Response& resp, std::vector<int>& fds,
+                int in_fd = -1);
     std::string dump() const;
     // Starts (path non-empty; replaces a running capture) or stops the capture. 0 or errno.
     int set_capture(const std::string& path, uint64_t max_bytes);
     // Packets written by the current (or last) capture, rotated files included.
     uint64_t capture_packets() const;
+    // Replaces the fault injection spec (off: !spec.any()). Returns the seed in use.
+    uint64_t set_faults(const net::FaultSpec& spec);
+    // The connection manager agent (emu/cm_agent.h). Engine thread only.
+    CmAgent& cm() { return cm_; }
 
 private:
     // Control operations (device_verbs.cpp).
@@ -83,6 +95,15 @@ private:
     int modify_srq(Session& s, const abi::ModifySrqReq& r);
     int query_srq(Session& s, uint32_t handle, abi::QuerySrqResp* out);
     int destroy_srq(Session& s, uint32_t handle);
+    // XRC (xrc.cpp).
+    int open_xrcd(Session& s, int fd, int oflags, uint32_t* handle);
+    int close_xrcd(Session& s, uint32_t handle);
+    int open_qp(Session& s, const abi::OpenQpReq& r, abi::OpenQpResp* out);
+    bool holds(const Session& s, const Qp* qp) const;
+    void release_qp(Session& s, uint32_t qpn);  // a holder lets go; the last destroys
+    void xrc_object_gone(uint32_t xrcd, uint32_t handle);
+    void xrc_receive(Qp& qp, const net::Packet& p);
+    void post_qp_async(Qp& qp, ibv_event_type type);  // to every holder
     void destroy_qp_now(uint32_t qpn);
     template <typename T>
     static bool owned(const Session& s, const T* obj) { return obj && obj->owner == &s; }
@@ -104,6 +125,11 @@ private:
     // sends it, for its per-opcode counters (nullptr: the device's counters only).
     void transmit(uint32_t slot, size_t len_no_icrc, const sockaddr_in& to, Qp* qp = nullptr);
     void count_drop(net::DropReason r) { ++counters_.drops[size_t(r)]; }
+    // Fault injection (device_faults.cpp): false when the packet must go no further.
+    bool fault_rx(const sockaddr_in& from, uint8_t* data, size_t len);
+    bool fault_tx(uint32_t slot, size_t len, const sockaddr_in& to);
+    void release_faults(uint64_t now);
+    std::string fault_lines() const;  // the "faults ..." lines of dump()
     // A drop once the packet has reached a QP: counted for the device and for the QP.
     void count_drop(net::DropReason r, Qp& qp) {
         ++counters_.drops[size_t(r)];
@@ -113,8 +139,8 @@ private:
     // DMA into the QP owner's memory. A failure because the process has exited marks
     // its session dead: from then on its QPs neither answer nor report errors, as
     // hardware whose QPs the kernel is tearing down (completion.cpp).
-    bool dma_read(Qp& qp, void* dst, const iovec* remote, int n, size_t total);
-    bool dma_write(Qp& qp, const void* src, const iovec* remote, int n, size_t total);
+    bool dma_read(Session* s, void* dst, const iovec* remote, int n, size_t total);
+    bool dma_write(Session* s, const void* src, const iovec* remote, int n, size_t total);
 
     // Completion and error paths (completion.cpp).
     void push_cqe(uint32_t cq_handle, const abi::Cqe& cqe, bool solicited);
@@ -127,8 +153,8 @@ private:
     Mr* mr_for_key(uint32_t key) const;
     // Checks keys, PD, access and bounds of an SGE list and rewrites each address
     // from the MR's iova space to the owning process's address space.
-    bool check_local_sges(const Qp& qp, abi::Sge* sge, uint32_t n, bool write,
-                          uint64_t* total) const;
+    bool check_local_sges(const Session* owner, uint32_t pd, abi::Sge* sge, uint32_t n,
+                          bool write, uint64_t* total) const;
 
     // RC transport.
     void requester_progress(Qp& qp);                                       // rc_requester.cpp
@@ -138,7 +164,7 @@ private:
     void responder_receive(Qp& qp, const net::Packet& p);                  // rc_responder.cpp
     void send_ack(Qp& qp, uint8_t syndrome, uint32_t psn);                 // rc_responder.cpp
     uint64_t remote_target(const Qp& qp, uint32_t rkey, uint64_t va, uint64_t len,
-                           uint32_t access) const;                        // rc_responder.cpp
+                           uint32_t access, Session** owner) const;       // rc_responder.cpp
     void execute_read(Qp& qp, const net::Packet& p, bool duplicate);       // rc_responder.cpp
     void execute_atomic(Qp& qp, const net::Packet& p, bool duplicate);     // rc_responder.cpp
     void execute_write(Qp& qp, const net::Packet& p, const net::OpInfo* info);
@@ -164,6 +190,7 @@ private:
     sockaddr_in self_{};
     net::UdpUring io_;
     net::PcapTap pcap_;
+    net::FaultInjector faults_;
 
     HandleTable<Session> sessions_{4096};
     HandleTable<Pd> pds_{abi::kMaxPd};
@@ -172,11 +199,34 @@ private:
     HandleTable<Cq> cqs_{abi::kMaxCq};
     HandleTable<Qp> qps_{abi::kMaxQp, abi::kFirstQpn};
     HandleTable<Srq> srqs_{abi::kMaxSrq};
+    HandleTable<Xrcd> xrcds_{abi::kMaxXrcd};
+    HandleTable<XrcdHandle> xrcd_handles_{abi::kMaxXrcd * 4};
     uint8_t key_gen_ = 0;  // low byte of MR keys, bumped per registration
 
     std::vector<Qp*> ready_;   // QPs with send work to push
     std::vector<Qp*> timers_;  // QPs with a deadline
     DeviceCounters counters_;
+    // Packets this device sent to itself that it has not received back yet. They sit in
+    // its own socket's receive buffer, so requesters pause at a budget that fits there
+    // instead of overrunning it (a loopback link has no PFC to push back).
+    uint32_t self_inflight_ = 0;
+    uint32_t self_budget_ = 64;
+    uint64_t last_self_rx_ns_ = 0;
+    bool to_self(const sockaddr_in& to) const {
+        return to.sin_addr.s_addr == cfg_.ipv4_be && to.sin_port == self_.sin_port;
+    }
+
+public:
+    // True when a requester should wait before sending more to `to`. A count that
+    // stops moving (the kernel dropped some of them after all) is forgotten after 2 ms.
+    bool self_paced(const sockaddr_in& to) {
+        if (!to_self(to) || self_inflight_ < self_budget_) return false;
+        if (now_ns() - last_self_rx_ns_ < 2000000) return true;
+        self_inflight_ = 0;
+        return false;
+    }
+
+private:
 
     std::thread thread_;
     bool running_ = false;
@@ -184,6 +234,10 @@ private:
     int cmd_fd_ = -1;
     std::mutex cmd_mu_;
     std::deque<std::function<void()>> cmds_;
+
+    // Last: it holds a reference to the device and uses its packet I/O.
+    friend class CmAgent;
+    CmAgent cm_{*this};
 };
 
 uint64_t now_ns();

@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <cstring>
 #include <sstream>
+#include <sys/sysmacros.h>
 
 #include "emu/device.h"
 #include "emu/qp_state.h"
@@ -177,18 +178,26 @@ int Device::destroy_cq(Session& s, uint32_t h) {
 }
 
 int Device::create_qp(Session& s, const abi::CreateQpReq& r, abi::CreateQpResp* out, int fds[2]) {
-    if (r.qp_type != IBV_QPT_RC && r.qp_type != IBV_QPT_UC && r.qp_type != IBV_QPT_UD)
-        return EOPNOTSUPP;  // XRC: see docs/verbs-support.md
-    Pd* pd = pds_.get(r.pd);
-    Cq* scq = cqs_.get(r.send_cq);
-    Cq* rcq = cqs_.get(r.recv_cq);
-    if (!owned(s, pd) || !owned(s, scq) || !owned(s, rcq)) return EINVAL;
+    bool ini = r.qp_type == IBV_QPT_XRC_SEND, tgt = r.qp_type == IBV_QPT_XRC_RECV;
+    if (r.qp_type != IBV_QPT_RC && r.qp_type != IBV_QPT_UC && r.qp_type != IBV_QPT_UD && !ini &&
+        !tgt)
+        return EOPNOTSUPP;
+    // An XRC INI QP only sends (PD and send CQ); an XRC TGT QP only has its domain:
+    // its receives, PD and CQ come from the XRC SRQ each message names.
+    Pd* pd = tgt ? nullptr : pds_.get(r.pd);
+    Cq* scq = tgt ? nullptr : cqs_.get(r.send_cq);
+    Cq* rcq = tgt || ini ? nullptr : cqs_.get(r.recv_cq);
+    XrcdHandle* xh = tgt ? xrcd_handles_.get(r.xrcd) : nullptr;
+    if (tgt ? !owned(s, xh) : (!owned(s, pd) || !owned(s, scq) || (!ini && !owned(s, rcq))))
+        return EINVAL;
     Srq* srq = nullptr;
-    if (r.srq) {
+    if (r.srq && !ini && !tgt) {
         srq = srqs_.get(r.srq);
-        if (!owned(s, srq)) return EINVAL;
+        if (!owned(s, srq) || srq->xrc) return EINVAL;
     }
-    const ibv_qp_cap& c = r.cap;
+    ibv_qp_cap c = r.cap;
+    if (tgt) c = ibv_qp_cap{};
+    if (ini) c.max_recv_wr = c.max_recv_sge = 0;
     if (c.max_send_wr > abi::kMaxQpWr || c.max_recv_wr > abi::kMaxQpWr ||
         c.max_send_sge > abi::kMaxSge || c.max_recv_sge > abi::kMaxSge ||
         c.max_inline_data > abi::kMaxInline)
@@ -197,10 +206,18 @@ int Device::create_qp(Session& s, const abi::CreateQpReq& r, abi::CreateQpResp* 
     auto qp = std::make_unique<Qp>();
     qp->owner = &s;
     qp->type = ibv_qp_type(r.qp_type);
-    qp->pd = r.pd;
-    qp->send_cq = r.send_cq;
-    qp->recv_cq = r.recv_cq;
-    qp->srq = r.srq;
+    qp->transport = ini || tgt ? net::kTransportXrc
+                    : r.qp_type == IBV_QPT_UC ? net::kTransportUc
+                    : r.qp_type == IBV_QPT_UD ? net::kTransportUd
+                                               : net::kTransportRc;
+    qp->pd = pd ? r.pd : 0;
+    qp->send_cq = scq ? r.send_cq : 0;
+    qp->recv_cq = rcq ? r.recv_cq : 0;
+    qp->srq = srq ? r.srq : 0;
+    if (tgt) {
+        qp->xrcd = xh->xrcd;
+        qp->xrcd_handle = r.xrcd;
+    }
     qp->sq_sig_all = r.sq_sig_all != 0;
     qp->cookie = r.cookie;
 
@@ -236,10 +253,15 @@ int Device::create_qp(Session& s, const abi::CreateQpReq& r, abi::CreateQpResp* 
     Qp* q = qps_.add(std::move(qp), &qpn);
     if (!q) return ENOMEM;
     q->qpn = qpn;
-    ++pd->users;
-    ++scq->users;
-    ++rcq->users;
+    if (pd) ++pd->users;
+    if (scq) ++scq->users;
+    if (rcq) ++rcq->users;
     if (srq) ++srq->users;
+    if (tgt) {
+        q->holders.push_back({&s, r.cookie});
+        ++xh->objects;
+        ++xrcds_.get(xh->xrcd)->objects;
+    }
     s.qps.push_back(qpn);
     out->qpn = qpn;
     out->cap = q->cap;
@@ -254,7 +276,7 @@ int Device::create_qp(Session& s, const abi::CreateQpReq& r, abi::CreateQpResp* 
 
 int Device::modify_qp(Session& s, const abi::ModifyQpReq& r) {
     Qp* qp = qps_.get(r.qpn);
-    if (!owned(s, qp)) return EINVAL;
+    if (!holds(s, qp)) return EINVAL;
     const ibv_qp_attr& a = r.attr;
     uint64_t m = r.mask;
     ibv_qp_state cur = qp->state;
@@ -358,7 +380,7 @@ int Device::modify_qp(Session& s, const abi::ModifyQpReq& r) {
 
 int Device::query_qp(Session& s, const abi::QueryQpReq& r, abi::QueryQpResp* out) {
     Qp* qp = qps_.get(r.qpn);
-    if (!owned(s, qp)) return EINVAL;
+    if (!holds(s, qp)) return EINVAL;
     out->attr = qp->attr;
     out->attr.qp_state = qp->state;
     out->attr.cur_qp_state = qp->state;
@@ -371,8 +393,8 @@ int Device::query_qp(Session& s, const abi::QueryQpReq& r, abi::QueryQpResp* out
 
 int Device::destroy_qp(Session& s, uint32_t qpn) {
     Qp* qp = qps_.get(qpn);
-    if (!owned(s, qp)) return EINVAL;
-    destroy_qp_now(qpn);
+    if (!holds(s, qp)) return EINVAL;
+    release_qp(s, qpn);  // a shared XRC TGT QP lives on while others hold it
     return 0;
 }
 
@@ -381,16 +403,18 @@ void Device::destroy_qp_now(uint32_t qpn) {
     if (!qp) return;
     if (qp->on_ready_list) ready_.erase(std::find(ready_.begin(), ready_.end(), qp));
     if (qp->on_timer_list) timers_.erase(std::find(timers_.begin(), timers_.end(), qp));
-    if (Pd* pd = pds_.get(qp->pd)) --pd->users;
+    // A TGT QP holds no PD: its `pd` is the one of the SRQ serving the current message.
+    if (Pd* pd = pds_.get(qp->pd); pd && qp->type != IBV_QPT_XRC_RECV) --pd->users;
     if (Cq* c = cqs_.get(qp->send_cq)) --c->users;
     if (Cq* c = cqs_.get(qp->recv_cq)) --c->users;
-    if (Srq* q = srqs_.get(qp->srq)) --q->users;
+    if (Srq* q = srqs_.get(qp->srq); q && qp->type != IBV_QPT_XRC_RECV) --q->users;
+    if (qp->type == IBV_QPT_XRC_RECV) xrc_object_gone(qp->xrcd, qp->xrcd_handle);
     erase_handle(qp->owner->qps, qpn);
     qps_.remove(qpn);
 }
 
 void Device::handle(Session& s, const abi::Request& req, abi::Response& resp,
-                    std::vector<int>& fds) {
+                    std::vector<int>& fds, int in_fd) {
     using abi::Op;
     int err = 0;
     switch (req.op) {
@@ -454,6 +478,19 @@ void Device::handle(Session& s, const abi::Request& req, abi::Response& resp,
     case Op::kDestroySrq:
         err = destroy_srq(s, req.u.handle.handle);
         break;
+    case Op::kOpenXrcd:
+        if (req.u.open_xrcd.has_fd && in_fd < 0)
+            err = EBADF;
+        else
+            err = open_xrcd(s, req.u.open_xrcd.has_fd ? in_fd : -1, req.u.open_xrcd.oflags,
+                            &resp.u.xrcd.handle);
+        break;
+    case Op::kCloseXrcd:
+        err = close_xrcd(s, req.u.handle.handle);
+        break;
+    case Op::kOpenQp:
+        err = open_qp(s, req.u.open_qp, &resp.u.open_qp);
+        break;
     default:
         err = EOPNOTSUPP;
     }
@@ -504,12 +541,31 @@ std::string Device::dump() const {
           << qp_state_name(qp.state) << " pid " << qp.owner->pid << " dest_qpn 0x" << std::hex
           << qp.attr.dest_qp_num << " sq_psn 0x" << qp.next_psn << " una 0x" << qp.una_psn
           << " epsn 0x" << qp.epsn << std::dec << " tx " << qp.tx_pkts << " rx "
-          << qp.rx_pkts << " retx " << qp.retransmits << "\n";
+          << qp.rx_pkts << " retx " << qp.retransmits;
+        if (qp.type == IBV_QPT_XRC_RECV) {
+            o << " xrcd " << qp.xrcd << " holders";
+            for (const auto& h : qp.holders) o << " " << h.session->pid;
+        }
+        o << "\n";
     });
     srqs_.for_each([&](uint32_t h, const Srq& q) {
-        o << "srq " << h << " max_wr " << q.max_wr << " limit " << q.limit << " qps "
-          << q.users << " pid " << q.owner->pid << "\n";
+        o << "srq " << h << (q.xrc ? " type XRC xrcd " + std::to_string(q.xrcd) : " type BASIC")
+          << " max_wr " << q.max_wr << " limit " << q.limit << " qps " << q.users << " pid "
+          << q.owner->pid << "\n";
     });
+    xrcds_.for_each([&](uint32_t h, const Xrcd& x) {
+        o << "xrcd " << h << " inode ";
+        if (x.has_inode)
+            o << major(x.dev) << ":" << minor(x.dev) << ":" << x.ino;
+        else
+            o << "-";
+        o << " handles " << x.handles << " objects " << x.objects << " pids";
+        xrcd_handles_.for_each([&](uint32_t, const XrcdHandle& hh) {
+            if (hh.xrcd == h) o << " " << hh.owner->pid;
+        });
+        o << "\n";
+    });
+    o << cm_.dump();  // connection manager ids (cm_agent.cpp)
     o << "counters tx_pkts " << counters_.tx_pkts << " rx_pkts " << counters_.rx_pkts
       << " tx_bytes " << counters_.tx_bytes << " rx_bytes " << counters_.rx_bytes
       << " retransmits " << counters_.retransmits << " tx_stalls " << counters_.tx_stalls
@@ -517,6 +573,7 @@ std::string Device::dump() const {
     for (size_t i = 1; i < size_t(net::DropReason::kCount); ++i)
         o << "drop " << net::drop_reason_name(net::DropReason(i)) << " " << counters_.drops[i]
           << "\n";
+    o << fault_lines();  // docs/faults.md
     dump_ops(o, "counters_op", "tx", counters_.tx_op);
     dump_ops(o, "counters_op", "rx", counters_.rx_op);
     qps_.for_each([&](uint32_t qpn, const Qp& qp) {

@@ -4,6 +4,7 @@
 
 #include <infiniband/verbs.h>
 #include <netinet/in.h>
+#include <sys/stat.h>
 #include <sys/types.h>
 
 #include <cstdint>
@@ -80,6 +81,7 @@ struct SendWr {
     uint32_t ud_ip = 0;   // UD: destination IPv4 (network order), from the AH
     uint32_t ud_qpn = 0;  // UD: destination QP
     uint32_t ud_qkey = 0; // UD: Q_Key to send with
+    uint32_t xrc_srqn = 0;  // XRC INI: the remote SRQ (XRCETH)
     uint32_t num_sge = 0;
     uint32_t first_psn = 0;
     uint32_t last_psn = 0;
@@ -96,9 +98,28 @@ struct RecvWr {
     abi::Sge sge[abi::kMaxSge];
 };
 
+// An XRC domain. Processes share it by opening the same file (same inode); each open
+// is an XrcdHandle. It lives while any handle or any object in it does.
+struct Xrcd {
+    bool has_inode = false;
+    dev_t dev = 0;
+    ino_t ino = 0;
+    uint32_t handles = 0;
+    uint32_t objects = 0;  // XRC SRQs and TGT QPs
+};
+
+struct XrcdHandle {
+    Session* owner = nullptr;
+    uint32_t xrcd = 0;
+    uint32_t objects = 0;  // created through this handle: it cannot close before them
+};
+
 struct Srq {
     Session* owner = nullptr;
     uint32_t pd = 0;
+    bool xrc = false;
+    uint32_t xrcd = 0, xrcd_handle = 0;
+    uint32_t cq = 0;  // XRC: receives complete here
     SharedRegion region;
     abi::RingHeader* ring = nullptr;
     uint32_t mask = 0, stride = 0, max_wr = 0, max_sge = 0;
@@ -112,6 +133,15 @@ struct Qp {
     Session* owner = nullptr;
     uint32_t qpn = 0;
     ibv_qp_type type = IBV_QPT_RC;
+    uint8_t transport = 0;  // BTH opcode transport bits: RC 0x00, UC 0x20, UD 0x60, XRC 0xa0
+    // XRC TGT: the domain, and every process holding the QP (ibv_create_qp_ex or
+    // ibv_open_qp) with the cookie its events carry. The first holder is `owner`.
+    uint32_t xrcd = 0, xrcd_handle = 0;
+    struct Holder {
+        Session* session;
+        uint64_t cookie;
+    };
+    std::vector<Holder> holders;
     ibv_qp_state state = IBV_QPS_RESET;
     uint32_t pd = 0, send_cq = 0, recv_cq = 0, srq = 0;
     bool sq_sig_all = false;
@@ -151,6 +181,10 @@ struct Qp {
     uint32_t rq_next = 0;   // next ring index to take (published as rq->cons on completion)
     bool have_rwr = false;  // a receive is in progress (multi-packet SEND)
     bool rwr_ok = false;    // its SGEs passed the key/bounds/access checks
+    // Where the receive in progress came from: the QP's own RQ (its owner, its recv
+    // CQ) or an SRQ (the SRQ's owner and, for XRC, the SRQ's CQ).
+    Session* rx_owner = nullptr;
+    uint32_t rx_cq = 0;
     RecvWr rwr;
     uint32_t rwr_off = 0;
     uint32_t epsn = 0;
@@ -162,6 +196,7 @@ struct Qp {
     uint64_t write_va = 0;     // process address
     uint32_t write_left = 0;
     uint32_t write_total = 0;  // the WRITE's DMA length, reported with WRITE_WITH_IMM
+    Session* write_owner = nullptr;  // whose memory the WRITE lands in
     bool write_imm_pending = false;
     // Replay state for atomics (responder), so a duplicate is answered, not re-executed.
     struct AtomicReplay {
@@ -187,7 +222,7 @@ struct Session {
     int doorbell_fd = -1;
     int async_write_fd = -1;
     bool dead = false;  // the process is gone; cleanup follows when its socket closes
-    std::vector<uint32_t> pds, mrs, cqs, qps, channels, srqs;
+    std::vector<uint32_t> pds, mrs, cqs, qps, channels, srqs, xrcd_handles;
     ~Session();
 };
 

@@ -74,7 +74,7 @@ void Device::read_atomic_response(Qp& qp, const net::Packet& p) {
     ack_upto(qp, net::psn_add(psn, -1));
     if (qp.state == IBV_QPS_ERR || qp.sq_done == qp.sq_fetch) return;
     SendWr& w = qp.swr[qp.sq_done & qp.sq_mask];
-    bool atomic_ack = p.bth.opcode == net::kRcAtomicAck;
+    bool atomic_ack = p.bth.opcode == net::op_on(qp.transport, net::kOpAtomicAck);
     bool read = w.opcode == IBV_WR_RDMA_READ;
     if (read == atomic_ack || net::psn_lt(psn, w.first_psn) || net::psn_lt(w.last_psn, psn))
         return count_drop(net::DropReason::kOpNotForQp, qp);  // not what we asked for
@@ -83,12 +83,12 @@ void Device::read_atomic_response(Qp& qp, const net::Packet& p) {
         if (p.payload_len > w.length - off) return fail_oldest(qp, IBV_WC_REM_OP_ERR);
         iovec iov[abi::kMaxSge];
         int n = sge_iov(w.sge, w.num_sge, off, p.payload_len, iov);
-        if (!dma_write(qp, p.payload, iov, n, p.payload_len))
+        if (!dma_write(qp.owner, p.payload, iov, n, p.payload_len))
             return fail_oldest(qp, IBV_WC_LOC_PROT_ERR);
     } else {
         uint64_t orig = p.atomic_ack.orig;
         iovec iov{reinterpret_cast<void*>(w.sge[0].addr), 8};
-        if (!dma_write(qp, &orig, &iov, 1, 8))
+        if (!dma_write(qp.owner, &orig, &iov, 1, 8))
             return fail_oldest(qp, IBV_WC_LOC_PROT_ERR);
     }
     qp.una_psn = net::psn_add(psn, 1);
@@ -108,7 +108,7 @@ void Device::completer_receive(Qp& qp, const net::Packet& p) {
         if (!(info->flags & net::kReadResp) || !(info->hdrs & net::kAETH) ||
             net::aeth::type(p.aeth.syndrome) == net::aeth::kAck)
             return read_atomic_response(qp, p);
-    } else if (p.bth.opcode != net::kRcAck) {
+    } else if (p.bth.opcode != net::op_on(qp.transport, net::kOpAck)) {
         return count_drop(net::DropReason::kOpNotForQp, qp);
     }
     uint8_t syn = p.aeth.syndrome;

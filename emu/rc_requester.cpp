@@ -12,7 +12,7 @@ namespace uroce::emu {
 
 namespace {
 constexpr uint32_t kUdMtu = 4096;  // the port's active MTU
-constexpr uint32_t kMaxOutstandingPkts = 1024;  // unacknowledged packets per QP
+constexpr uint32_t kMaxOutstandingPkts = 512;  // unacknowledged packets per QP
 constexpr uint32_t kAckReqEvery = 64;           // ask for an ACK at least this often
 
 bool opcode_allowed(ibv_qp_type type, uint32_t op) {
@@ -26,7 +26,7 @@ bool opcode_allowed(ibv_qp_type type, uint32_t op) {
     case IBV_WR_RDMA_READ:
     case IBV_WR_ATOMIC_CMP_AND_SWP:
     case IBV_WR_ATOMIC_FETCH_AND_ADD:
-        return type == IBV_QPT_RC;
+        return type == IBV_QPT_RC || type == IBV_QPT_XRC_SEND;
     default:
         return false;
     }
@@ -65,7 +65,7 @@ bool Device::fetch_send_wqe(Qp& qp) {
         // behind sq_fetch would make us run on through unposted slots, overwriting the
         // shadows of outstanding WQEs); something scribbled on it.
         if (qp.state != IBV_QPS_ERR) {
-            post_async(qp.owner, IBV_EVENT_QP_FATAL, qp.cookie);
+            post_qp_async(qp, IBV_EVENT_QP_FATAL);
             qp_to_error(qp);
         }
         return false;
@@ -85,6 +85,7 @@ bool Device::fetch_send_wqe(Qp& qp) {
     w.ud_ip = h.ah;
     w.ud_qpn = h.remote_qpn & 0xffffff;
     w.ud_qkey = h.remote_qkey;
+    w.xrc_srqn = h.remote_srqn & 0xffffff;
     w.status = IBV_WC_SUCCESS;
     w.is_inline = (h.send_flags & IBV_SEND_INLINE) != 0;
     bool rd_atomic = is_rd_atomic(w.opcode);
@@ -108,7 +109,7 @@ bool Device::fetch_send_wqe(Qp& qp) {
         w.num_sge = h.num_sge;
         std::memcpy(w.sge, slot + sizeof h, sizeof(abi::Sge) * h.num_sge);
         // READ and ATOMIC results are written into the local SGEs.
-        if (!check_local_sges(qp, w.sge, w.num_sge, rd_atomic, &total))
+        if (!check_local_sges(qp.owner, qp.pd, w.sge, w.num_sge, rd_atomic, &total))
             w.status = IBV_WC_LOC_PROT_ERR;
     }
     if (w.status == IBV_WC_SUCCESS && total > abi::kMaxMsgSize) w.status = IBV_WC_LOC_LEN_ERR;
@@ -156,7 +157,7 @@ void Device::requester_progress(Qp& qp) {
     if (qp.state != IBV_QPS_RTS || qp.rnr_wait || qp.owner->dead) return;
     if (qp.type == IBV_QPT_UD) return ud_requester_progress(qp);
     bool uc = qp.type == IBV_QPT_UC;
-    uint8_t transport = uc ? net::kTransportUc : net::kTransportRc;
+    uint8_t transport = qp.transport;
     for (;;) {
         if (qp.sq_send == qp.sq_fetch && !fetch_send_wqe(qp)) break;
         if (qp.state == IBV_QPS_ERR) return;
@@ -168,6 +169,10 @@ void Device::requester_progress(Qp& qp) {
         if (net::psn_diff(qp.next_psn, qp.una_psn) >= int32_t(kMaxOutstandingPkts)) break;
         bool rd_atomic = is_rd_atomic(w.opcode);
         if (rd_atomic && qp.sq_send_off == 0 && rd_atomic_window_full(qp)) break;
+        if (self_paced(qp.dest)) {
+            mark_ready(qp);  // resume once this device has drained its own socket
+            break;
+        }
         uint32_t slot;
         uint8_t* buf = tx_begin(&slot);
         if (!buf) {
@@ -179,18 +184,20 @@ void Device::requester_progress(Qp& qp) {
         p.bth.pkey = net::kDefaultPkey;
         p.bth.dqpn = qp.attr.dest_qp_num;
         p.bth.psn = qp.next_psn;
+        p.xrc.srqn = w.xrc_srqn;  // written only for XRC opcodes
         uint32_t len = 0, npsn = 1;
         bool last = true;
         if (w.opcode == IBV_WR_RDMA_READ) {
             // One request for everything not yet received; the responses use the PSNs
             // up to the WQE's last.
-            p.bth.opcode = net::kRcReadReq;
+            p.bth.opcode = net::op_on(transport, net::kOpReadReq);
             p.reth = {w.remote_addr + off, w.rkey, w.length - off};
             npsn = uint32_t(net::psn_diff(w.last_psn, qp.next_psn)) + 1;
             p.bth.ackreq = true;
         } else if (rd_atomic) {
-            p.bth.opcode = w.opcode == IBV_WR_ATOMIC_CMP_AND_SWP ? net::kRcCmpSwap
-                                                                 : net::kRcFetchAdd;
+            p.bth.opcode = net::op_on(transport, w.opcode == IBV_WR_ATOMIC_CMP_AND_SWP
+                                                     ? net::kOpCmpSwap
+                                                     : net::kOpFetchAdd);
             p.atomic = {w.remote_addr, w.rkey, w.opcode == IBV_WR_ATOMIC_CMP_AND_SWP ? w.swap
                                                                                      : w.compare_add,
                         w.compare_add};
@@ -213,7 +220,7 @@ void Device::requester_progress(Qp& qp) {
         } else if (len) {
             iovec iov[abi::kMaxSge];
             int n = sge_iov(w.sge, w.num_sge, off, len, iov);
-            if (!dma_read(qp, payload, iov, n, len)) {
+            if (!dma_read(qp.owner, payload, iov, n, len)) {
                 // The application unmapped registered memory under the device.
                 io_.tx_free(slot);
                 w.status = IBV_WC_LOC_PROT_ERR;
@@ -228,7 +235,9 @@ void Device::requester_progress(Qp& qp) {
         if (uc) {
             // Unreliable: nothing is acknowledged, a WQE is done once it is sent.
             qp.una_psn = qp.next_psn;
-        } else if (qp.deadline_ns == 0) {
+        } else {
+            // The ACK timer runs from the last transmission: the time spent building a long
+            // burst (sent when the engine submits it) must not count as the peer's silence.
             arm_timer(qp, now_ns() + ack_timeout_ns(qp.attr.timeout));
         }
         if (last) {

@@ -26,7 +26,7 @@ void Device::send_ack(Qp& qp, uint8_t syndrome, uint32_t psn) {
     uint8_t* buf = tx_begin(&slot);
     if (!buf) return;  // the requester's timer recovers a lost ACK
     net::Packet p{};
-    p.bth.opcode = net::kRcAck;
+    p.bth.opcode = net::op_on(qp.transport, net::kOpAck);
     p.bth.pkey = net::kDefaultPkey;
     p.bth.dqpn = qp.attr.dest_qp_num;
     p.bth.psn = psn;
@@ -44,7 +44,7 @@ void Device::responder_error(Qp& qp, ibv_wc_status status, uint8_t nak, uint32_t
     if (qp.owner->dead) return;  // its process is gone: nobody to tell, nothing to NAK
     if (qp.have_rwr) complete_recv(qp, net::Packet{}, status);
     send_ack(qp, nak, psn);
-    post_async(qp.owner, event, qp.cookie);
+    post_qp_async(qp, event);
     qp_to_error(qp);
 }
 
@@ -52,11 +52,12 @@ void Device::responder_error(Qp& qp, ibv_wc_status status, uint8_t nak, uint32_t
 // QP's PD and allow `access`, and the QP must allow it too. Returns the process
 // address, or 0 when access is denied.
 uint64_t Device::remote_target(const Qp& qp, uint32_t rkey, uint64_t va, uint64_t len,
-                               uint32_t access) const {
+                               uint32_t access, Session** owner) const {
     Mr* mr = mr_for_key(rkey);
     if (!mr || mr->pd != qp.pd || !(mr->access & access) || !(qp.attr.qp_access_flags & access))
         return 0;
     if (va < mr->iova || va + len < va || va + len > mr->iova + mr->length) return 0;
+    *owner = mr->owner;  // an XRC target's MRs belong to the SRQ owner, not the QP's
     return mr->addr + (va - mr->iova);
 }
 
@@ -64,8 +65,9 @@ uint64_t Device::remote_target(const Qp& qp, uint32_t rkey, uint64_t va, uint64_
 void Device::execute_read(Qp& qp, const net::Packet& p, bool duplicate) {
     uint32_t len = p.reth.dma_len;
     uint64_t src = 0;
+    Session* mem = qp.owner;
     if (len) {
-        src = remote_target(qp, p.reth.rkey, p.reth.va, len, IBV_ACCESS_REMOTE_READ);
+        src = remote_target(qp, p.reth.rkey, p.reth.va, len, IBV_ACCESS_REMOTE_READ, &mem);
         if (!src) {
             if (duplicate) return;
             return responder_error(qp, IBV_WC_REM_ACCESS_ERR, kNakRemAccess, p.bth.psn,
@@ -84,10 +86,10 @@ void Device::execute_read(Qp& qp, const net::Packet& p, bool duplicate) {
         uint32_t off = i * qp.mtu;
         uint32_t n = len - off < qp.mtu ? len - off : qp.mtu;
         net::Packet r{};
-        r.bth.opcode = npkts == 1       ? net::kRcReadRespOnly
-                       : i == 0         ? net::kRcReadRespFirst
-                       : i == npkts - 1 ? net::kRcReadRespLast
-                                        : net::kRcReadRespMiddle;
+        r.bth.opcode = net::op_on(qp.transport, npkts == 1       ? net::kOpReadRespOnly
+                                                : i == 0         ? net::kOpReadRespFirst
+                                                : i == npkts - 1 ? net::kOpReadRespLast
+                                                                 : net::kOpReadRespMiddle);
         r.bth.pkey = net::kDefaultPkey;
         r.bth.dqpn = qp.attr.dest_qp_num;
         r.bth.psn = net::psn_add(p.bth.psn, i);
@@ -96,7 +98,7 @@ void Device::execute_read(Qp& qp, const net::Packet& p, bool duplicate) {
         r.aeth.msn = qp.msn;
         size_t hdr = net::encode_headers(r, buf);
         iovec iov{reinterpret_cast<void*>(src + off), n};
-        if (n && !dma_read(qp, buf + hdr, &iov, 1, n)) {
+        if (n && !dma_read(mem, buf + hdr, &iov, 1, n)) {
             io_.tx_free(slot);
             if (duplicate) return;
             return responder_error(qp, IBV_WC_REM_ACCESS_ERR, kNakRemAccess, p.bth.psn,
@@ -113,7 +115,7 @@ void Device::send_atomic_ack(Qp& qp, uint32_t psn, uint64_t orig) {
     uint8_t* buf = tx_begin(&slot);
     if (!buf) return;  // the requester's timer recovers, and the replay answers
     net::Packet r{};
-    r.bth.opcode = net::kRcAtomicAck;
+    r.bth.opcode = net::op_on(qp.transport, net::kOpAtomicAck);
     r.bth.pkey = net::kDefaultPkey;
     r.bth.dqpn = qp.attr.dest_qp_num;
     r.bth.psn = psn;
@@ -138,7 +140,9 @@ void Device::execute_atomic(Qp& qp, const net::Packet& p, bool duplicate) {
     if (p.atomic.va & 7)
         return responder_error(qp, IBV_WC_REM_INV_REQ_ERR, kNakInvReq, p.bth.psn,
                                IBV_EVENT_QP_REQ_ERR);
-    uint64_t addr = remote_target(qp, p.atomic.rkey, p.atomic.va, 8, IBV_ACCESS_REMOTE_ATOMIC);
+    Session* mem = nullptr;
+    uint64_t addr =
+        remote_target(qp, p.atomic.rkey, p.atomic.va, 8, IBV_ACCESS_REMOTE_ATOMIC, &mem);
     if (!addr)
         return responder_error(qp, IBV_WC_REM_ACCESS_ERR, kNakRemAccess, p.bth.psn,
                                IBV_EVENT_QP_ACCESS_ERR);
@@ -146,13 +150,13 @@ void Device::execute_atomic(Qp& qp, const net::Packet& p, bool duplicate) {
     // with respect to all other atomics through it (IBV_ATOMIC_HCA).
     uint64_t orig;
     iovec iov{reinterpret_cast<void*>(addr), 8};
-    if (!dma_read(qp, &orig, &iov, 1, 8))
+    if (!dma_read(mem, &orig, &iov, 1, 8))
         return responder_error(qp, IBV_WC_REM_ACCESS_ERR, kNakRemAccess, p.bth.psn,
                                IBV_EVENT_QP_ACCESS_ERR);
-    bool cas = p.bth.opcode == net::kRcCmpSwap;
+    bool cas = (p.bth.opcode & 0x1f) == net::kOpCmpSwap;
     uint64_t val = cas ? (orig == p.atomic.compare ? p.atomic.swap_add : orig)
                        : orig + p.atomic.swap_add;
-    if (val != orig && !dma_write(qp, &val, &iov, 1, 8))
+    if (val != orig && !dma_write(mem, &val, &iov, 1, 8))
         return responder_error(qp, IBV_WC_REM_ACCESS_ERR, kNakRemAccess, p.bth.psn,
                                IBV_EVENT_QP_ACCESS_ERR);
     auto& r = qp.atomic_replay[qp.atomic_replay_next++ % slots];
@@ -173,7 +177,7 @@ void Device::execute_write(Qp& qp, const net::Packet& p, const net::OpInfo* info
         uint64_t dst = 0;
         if (p.reth.dma_len) {
             dst = remote_target(qp, p.reth.rkey, p.reth.va, p.reth.dma_len,
-                                IBV_ACCESS_REMOTE_WRITE);
+                                IBV_ACCESS_REMOTE_WRITE, &qp.write_owner);
             if (!dst)
                 return responder_error(qp, IBV_WC_REM_ACCESS_ERR, kNakRemAccess, p.bth.psn,
                                        IBV_EVENT_QP_ACCESS_ERR);
@@ -196,7 +200,7 @@ void Device::execute_write(Qp& qp, const net::Packet& p, const net::OpInfo* info
     }
     if (p.payload_len) {
         iovec iov{reinterpret_cast<void*>(qp.write_va), p.payload_len};
-        if (!dma_write(qp, p.payload, &iov, 1, p.payload_len))
+        if (!dma_write(qp.write_owner, p.payload, &iov, 1, p.payload_len))
             return responder_error(qp, IBV_WC_REM_ACCESS_ERR, kNakRemAccess, p.bth.psn,
                                    IBV_EVENT_QP_ACCESS_ERR);
     }

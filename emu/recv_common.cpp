@@ -29,6 +29,10 @@ bool Device::take_recv(Qp& qp) {
     }
     uint32_t prod = ring->prod.load(std::memory_order_acquire);
     if (prod == *next) return false;
+    Session* owner = srq ? srq->owner : qp.owner;
+    uint32_t pd = srq ? srq->pd : qp.pd;
+    qp.rx_owner = owner;
+    qp.rx_cq = srq && srq->cq ? srq->cq : qp.recv_cq;
     const uint8_t* slot = abi::ring_slot(ring, stride, mask, *next);
     abi::RecvWqe h;
     std::memcpy(&h, slot, sizeof h);
@@ -42,7 +46,7 @@ bool Device::take_recv(Qp& qp) {
     qp.rwr_off = 0;
     uint64_t total = 0;
     qp.rwr_ok = h.num_sge <= max_sge &&
-                check_local_sges(qp, qp.rwr.sge, qp.rwr.num_sge, true, &total);
+                check_local_sges(owner, pd, qp.rwr.sge, qp.rwr.num_sge, true, &total);
     qp.rwr.length = uint32_t(total > abi::kMaxMsgSize ? abi::kMaxMsgSize : total);
     if (srq && srq->limit && uint32_t(prod - *next) < srq->limit) {
         // The limit event fires once per arming (ibv_modify_srq).
@@ -57,7 +61,7 @@ bool Device::place_payload(Qp& qp, const net::Packet& p) {
     if (!p.payload_len) return true;
     iovec iov[abi::kMaxSge];
     int n = sge_iov(qp.rwr.sge, qp.rwr.num_sge, qp.rwr_off, p.payload_len, iov);
-    if (!dma_write(qp, p.payload, iov, n, p.payload_len)) return false;
+    if (!dma_write(qp.rx_owner, p.payload, iov, n, p.payload_len)) return false;
     qp.rwr_off += p.payload_len;
     return true;
 }
@@ -77,7 +81,7 @@ void Device::complete_recv(Qp& qp, const net::Packet& p, ibv_wc_status status) {
         c.imm_data = htobe32(p.imm);
         c.wc_flags = IBV_WC_WITH_IMM;
     }
-    push_cqe(qp.recv_cq, c, p.bth.se);
+    push_cqe(qp.rx_cq, c, p.bth.se);
     qp.have_rwr = false;
 }
 

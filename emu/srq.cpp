@@ -11,6 +11,15 @@ int Device::create_srq(Session& s, const abi::CreateSrqReq& r, abi::CreateSrqRes
                        int* fd) {
     Pd* pd = pds_.get(r.pd);
     if (!owned(s, pd)) return EINVAL;
+    bool xrc = r.srq_type == IBV_SRQT_XRC;
+    if (r.srq_type != IBV_SRQT_BASIC && !xrc) return EOPNOTSUPP;  // tag matching
+    XrcdHandle* xh = nullptr;
+    Cq* cq = nullptr;
+    if (xrc) {
+        xh = xrcd_handles_.get(r.xrcd);
+        cq = cqs_.get(r.cq);
+        if (!owned(s, xh) || !owned(s, cq)) return EINVAL;
+    }
     if (r.max_wr == 0 || r.max_wr > abi::kMaxSrqWr || r.max_sge == 0 ||
         r.max_sge > abi::kMaxSge || r.srq_limit > r.max_wr)
         return EINVAL;
@@ -27,10 +36,21 @@ int Device::create_srq(Session& s, const abi::CreateSrqReq& r, abi::CreateSrqRes
     srq->max_sge = r.max_sge;
     srq->limit = r.srq_limit;
     srq->cookie = r.cookie;
+    if (xrc) {
+        srq->xrc = true;
+        srq->xrcd = xh->xrcd;
+        srq->xrcd_handle = r.xrcd;
+        srq->cq = r.cq;
+    }
     uint32_t h;
     Srq* q = srqs_.add(std::move(srq), &h);
     if (!q) return ENOMEM;
     ++pd->users;
+    if (xrc) {
+        ++cq->users;
+        ++xh->objects;
+        ++xrcds_.get(xh->xrcd)->objects;
+    }
     s.srqs.push_back(h);
     out->handle = h;
     out->max_wr = q->max_wr;
@@ -68,6 +88,10 @@ int Device::destroy_srq(Session& s, uint32_t handle) {
     if (!owned(s, q)) return EINVAL;
     if (q->users) return EBUSY;
     if (Pd* pd = pds_.get(q->pd)) --pd->users;
+    if (q->xrc) {
+        if (Cq* cq = cqs_.get(q->cq)) --cq->users;
+        xrc_object_gone(q->xrcd, q->xrcd_handle);
+    }
     srqs_.remove(handle);
     auto it = std::find(s.srqs.begin(), s.srqs.end(), handle);
     if (it != s.srqs.end()) s.srqs.erase(it);

@@ -37,13 +37,13 @@ void Device::uc_responder_receive(Qp& qp, const net::Packet& p) {
     }
     if (!qp.rwr_ok || p.payload_len > qp.rwr.length - qp.rwr_off) {
         complete_recv(qp, p, qp.rwr_ok ? IBV_WC_LOC_LEN_ERR : IBV_WC_LOC_PROT_ERR);
-        post_async(qp.owner, IBV_EVENT_QP_REQ_ERR, qp.cookie);
+        post_qp_async(qp, IBV_EVENT_QP_REQ_ERR);
         return qp_to_error(qp);
     }
     if (!place_payload(qp, p)) {
         if (qp.owner->dead) return;
         complete_recv(qp, p, IBV_WC_LOC_PROT_ERR);
-        post_async(qp.owner, IBV_EVENT_QP_ACCESS_ERR, qp.cookie);
+        post_qp_async(qp, IBV_EVENT_QP_ACCESS_ERR);
         return qp_to_error(qp);
     }
     if (last) complete_recv(qp, p, IBV_WC_SUCCESS);

@@ -39,6 +39,14 @@ void Device::ud_requester_progress(Qp& qp) {
             complete_blocked(qp);
             return;
         }
+        sockaddr_in to{};
+        to.sin_family = AF_INET;
+        to.sin_addr.s_addr = w.ud_ip;
+        to.sin_port = htons(cfg_.port);
+        if (self_paced(to)) {
+            mark_ready(qp);
+            break;
+        }
         uint32_t slot;
         uint8_t* buf = tx_begin(&slot);
         if (!buf) {
@@ -63,7 +71,7 @@ void Device::ud_requester_progress(Qp& qp) {
         } else if (w.length) {
             iovec iov[abi::kMaxSge];
             int n = sge_iov(w.sge, w.num_sge, 0, w.length, iov);
-            if (!dma_read(qp, buf + hdr, iov, n, w.length)) {
+            if (!dma_read(qp.owner, buf + hdr, iov, n, w.length)) {
                 io_.tx_free(slot);
                 w.status = IBV_WC_LOC_PROT_ERR;
                 complete_blocked(qp);
@@ -71,11 +79,7 @@ void Device::ud_requester_progress(Qp& qp) {
             }
         }
         std::memset(buf + hdr + w.length, 0, p.bth.pad);
-        sockaddr_in to{};
-        to.sin_family = AF_INET;
-        to.sin_addr.s_addr = w.ud_ip;
-        to.sin_port = htons(cfg_.port);
-        transmit(slot, hdr + w.length + p.bth.pad, to);
+        transmit(slot, hdr + w.length + p.bth.pad, to, &qp);
         ++qp.tx_pkts;
         qp.next_psn = qp.una_psn = net::psn_add(qp.next_psn, 1);
         ++qp.sq_send;
@@ -98,7 +102,7 @@ void Device::ud_receive(Qp& qp, const net::Packet& p, const sockaddr_in& from) {
                 net::op_info(p.bth.opcode)->hdr_len + p.payload_len + p.bth.pad + 4);
     iovec iov[abi::kMaxSge];
     int n = sge_iov(qp.rwr.sge, qp.rwr.num_sge, 0, kGrhLen, iov);
-    if (!dma_write(qp, grh, iov, n, kGrhLen)) {
+    if (!dma_write(qp.rx_owner, grh, iov, n, kGrhLen)) {
         if (!qp.owner->dead) complete_recv(qp, p, IBV_WC_LOC_PROT_ERR);
         return;
     }
@@ -119,7 +123,7 @@ void Device::ud_receive(Qp& qp, const net::Packet& p, const sockaddr_in& from) {
         c.imm_data = htobe32(p.imm);
         c.wc_flags |= IBV_WC_WITH_IMM;
     }
-    push_cqe(qp.recv_cq, c, p.bth.se);
+    push_cqe(qp.rx_cq, c, p.bth.se);
     qp.have_rwr = false;
 }
 

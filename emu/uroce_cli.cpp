@@ -21,6 +21,7 @@
 
 #include "emu/abi/client.h"
 #include "emu/abi/runtime.h"
+#include "net/fault_injector.h"
 
 using namespace uroce;
 
@@ -40,6 +41,7 @@ int usage() {
                  "usage:\n"
                  "  uroce start [--name N] [--addr IPV4] [--port P] [--pcap FILE] "
                  "[--pcap-max BYTES]\n"
+                 "              [--faults SPEC]\n"
                  "  uroce stop [NAME]          stop NAME, or every device\n"
                  "  uroce list\n"
                  "  uroce res [NAME]           objects of a device (QPs, CQs, MRs, PDs)\n"
@@ -48,6 +50,10 @@ int usage() {
                  "                             record every packet sent and received to a pcap;\n"
                  "                             with --max-bytes, FILE rotates to FILE.1\n"
                  "  uroce capture stop [NAME]  close the capture of NAME, or of every device\n"
+                 "  uroce faults SPEC [NAME]   inject faults on NAME (or every device), e.g.\n"
+                 "                             loss=0.02,dup=0.02,reorder=0.02,delay=100,\n"
+                 "                             corrupt=0.01,seed=N,dir=rx|tx|both\n"
+                 "  uroce faults off [NAME]    stop injecting faults\n"
                  "  uroce run [--name N] -- CMD [ARGS...]\n"
                  "environment: UROCE_RUNTIME_DIR (where devices live), UROCE_UDP_PORT\n");
     return 2;
@@ -72,7 +78,7 @@ std::string free_name() {
 
 // Starts a device and returns once it accepts work. Prints its name.
 int cmd_start(std::vector<std::string> args, bool quiet = false) {
-    std::string name, addr = "127.0.0.1", port, pcap, pcap_max;
+    std::string name, addr = "127.0.0.1", port, pcap, pcap_max, faults;
     if (const char* p = getenv("UROCE_UDP_PORT")) port = p;
     for (size_t i = 0; i < args.size(); ++i) {
         auto val = [&](std::string& out) {
@@ -86,8 +92,17 @@ int cmd_start(std::vector<std::string> args, bool quiet = false) {
         else if (args[i] == "--port") ok = val(port);
         else if (args[i] == "--pcap") ok = val(pcap);
         else if (args[i] == "--pcap-max") ok = val(pcap_max);
+        else if (args[i] == "--faults") ok = val(faults);
         else ok = false;
         if (!ok) return usage();
+    }
+    if (!faults.empty()) {
+        net::FaultSpec spec;
+        std::string why;
+        if (!net::parse_fault_spec(faults, &spec, &why)) {
+            std::fprintf(stderr, "uroce: bad --faults: %s\n", why.c_str());
+            return 2;
+        }
     }
     abi::runtime_dir(true);
     if (name.empty()) name = free_name();
@@ -107,6 +122,7 @@ int cmd_start(std::vector<std::string> args, bool quiet = false) {
     if (!port.empty()) argv.insert(argv.end(), {"--port", port});
     if (!pcap.empty()) argv.insert(argv.end(), {"--pcap", pcap});
     if (!pcap_max.empty()) argv.insert(argv.end(), {"--pcap-max", pcap_max});
+    if (!faults.empty()) argv.insert(argv.end(), {"--faults", faults});
     std::string log = abi::runtime_dir() + "/" + name + ".log";
 
     pid_t child = fork();
@@ -212,7 +228,7 @@ int cmd_dump(const std::vector<std::string>& args, bool counters_only) {
             std::string line = text.substr(pos, nl - pos);
             // counters, counters_op (by opcode), drop (by reason), qp_counters (per QP).
             if (line.rfind("counters", 0) == 0 || line.rfind("drop", 0) == 0 ||
-                line.rfind("qp_counters", 0) == 0)
+                line.rfind("qp_counters", 0) == 0 || line.rfind("faults", 0) == 0)
                 std::printf("%s\n", line.c_str());
             pos = nl == std::string::npos ? text.size() : nl + 1;
         }
@@ -333,6 +349,64 @@ int cmd_capture(const std::vector<std::string>& args) {
     return usage();
 }
 
+// uroce faults SPEC|off [NAME]: sends a kFaults message to NAME, or to every device.
+int cmd_faults(const std::vector<std::string>& args) {
+    if (args.empty() || args.size() > 2) return usage();
+    net::FaultSpec spec;
+    std::string why;
+    if (!net::parse_fault_spec(args[0], &spec, &why)) {
+        std::fprintf(stderr, "uroce: bad fault spec: %s\n", why.c_str());
+        return 2;
+    }
+    if (args[0].size() >= abi::kMaxFaultSpec) {
+        std::fprintf(stderr, "uroce: fault spec too long\n");
+        return 2;
+    }
+    auto devs = select(std::vector<std::string>(args.begin() + 1, args.end()));
+    if (devs.empty()) {
+        std::fprintf(stderr, "uroce: no device %s\n", args.size() > 1 ? args[1].c_str() : "running");
+        return 1;
+    }
+    int rc = 0;
+    for (auto& d : devs) {
+        abi::FaultsReq req{};
+        req.op = abi::Op::kFaults;
+        std::memcpy(req.spec, args[0].data(), args[0].size());
+        abi::Response resp{};
+        int e = 0;
+        int fd = abi::connect_device(d.name);
+        if (fd < 0) {
+            e = -fd;
+        } else {
+            ssize_t n;
+            do {
+                n = send(fd, &req, sizeof req, MSG_NOSIGNAL);
+            } while (n < 0 && errno == EINTR);
+            if (n != ssize_t(sizeof req)) e = n < 0 ? errno : EPROTO;
+            if (!e) {
+                do {
+                    n = recv(fd, &resp, sizeof resp, 0);
+                } while (n < 0 && errno == EINTR);
+                if (n < 0) e = errno;
+                else if (n < ssize_t(offsetof(abi::Response, u) + sizeof(abi::FaultsResp)))
+                    e = ENODEV;
+                else
+                    e = resp.err;
+            }
+            close(fd);
+        }
+        if (e) {
+            std::fprintf(stderr, "uroce: %s: faults: %s\n", d.name.c_str(), std::strerror(e));
+            rc = 1;
+            continue;
+        }
+        spec.seed = resp.u.faults.seed;
+        spec.has_seed = true;
+        std::printf("%s: faults %s\n", d.name.c_str(), net::format_fault_spec(spec).c_str());
+    }
+    return rc;
+}
+
 int cmd_run(std::vector<std::string> args) {
     std::vector<std::string> start_args;
     size_t i = 0;
@@ -370,5 +444,6 @@ int main(int argc, char** argv) {
     if (cmd == "counters") return cmd_dump(args, true);
     if (cmd == "run") return cmd_run(args);
     if (cmd == "capture") return cmd_capture(args);
+    if (cmd == "faults") return cmd_faults(args);
     return usage();
 }

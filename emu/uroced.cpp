@@ -19,7 +19,7 @@ using namespace uroce;
 static void usage() {
     std::fprintf(stderr,
                  "usage: uroced [--name NAME] [--addr IPV4] [--port UDP_PORT]\n"
-                 "              [--pcap FILE] [--pcap-max BYTES]\n");
+                 "              [--pcap FILE] [--pcap-max BYTES] [--faults SPEC]\n");
 }
 
 int main(int argc, char** argv) {
@@ -39,6 +39,13 @@ int main(int argc, char** argv) {
         else if (a == "--port") cfg.port = uint16_t(std::strtoul(val(), nullptr, 10));
         else if (a == "--pcap") cfg.pcap = val();
         else if (a == "--pcap-max") cfg.pcap_max = std::strtoull(val(), nullptr, 10);
+        else if (a == "--faults") {
+            std::string why;
+            if (!net::parse_fault_spec(val(), &cfg.faults, &why)) {
+                std::fprintf(stderr, "uroced: bad --faults: %s\n", why.c_str());
+                return 2;
+            }
+        }
         else {
             usage();
             return 2;
@@ -81,6 +88,9 @@ int main(int argc, char** argv) {
     signals.async_wait([&](asio::error_code, int) { io.stop(); });
     std::fprintf(stderr, "uroced: %s up on %s:%u (pid %d)\n", cfg.name.c_str(), addr.c_str(),
                  cfg.port, int(getpid()));
+    if (dev.config().faults.any())  // with the seed the device chose, so a run can be replayed
+        std::fprintf(stderr, "uroced: faults %s\n",
+                     net::format_fault_spec(dev.config().faults).c_str());
     io.run();
     unlink(abi::info_path(cfg.name).c_str());
     unlink(sock.c_str());

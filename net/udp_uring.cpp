@@ -98,6 +98,13 @@ int UdpUring::open(uint32_t ip_be, uint16_t port) {
     return 0;
 }
 
+int UdpUring::rcvbuf() const {
+    int v = 0;
+    socklen_t len = sizeof v;
+    if (getsockopt(sock_, SOL_SOCKET, SO_RCVBUF, &v, &len) != 0) return 0;
+    return v;
+}
+
 io_uring_sqe* UdpUring::sqe() {
     io_uring_sqe* s = io_uring_get_sqe(&ring_);
     if (!s) {
@@ -143,6 +150,14 @@ void UdpUring::tx_send(uint32_t slot, size_t len, const sockaddr_in& to) {
     io_uring_sqe* s = sqe();
     io_uring_prep_sendmsg(s, sock_, &t.msg, 0);
     io_uring_sqe_set_data64(s, tag(kSend, slot));
+    // A long burst (a window of requests, the responses to a large READ) leaves in batches
+    // while the engine builds the rest, instead of all at once at the end of the turn: the
+    // peer starts working (and acknowledging) at once, and the burst's first packets do not
+    // wait behind its last ones for longer than the peer's ACK timeout.
+    if (++sends_queued_ >= kSendBatch) {
+        io_uring_submit(&ring_);
+        sends_queued_ = 0;
+    }
 }
 
 void UdpUring::watch_eventfd(int fd, uint64_t t) {
@@ -179,6 +194,7 @@ void UdpUring::post_watch_read(uint32_t idx) {
 
 void UdpUring::run_once(uint64_t timeout_ns, Handler& h) {
     io_uring_cqe* cqe = nullptr;
+    sends_queued_ = 0;  // submitted just below
     if (timeout_ns == 0) {
         io_uring_submit(&ring_);
     } else {

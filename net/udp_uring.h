@@ -18,6 +18,7 @@ public:
     static constexpr size_t kBufSize = 4608;  // largest RoCEv2 packet (4096 MTU) + slack
     static constexpr uint32_t kTxBufs = 2048;
     static constexpr uint32_t kRxBufs = 1024;
+    static constexpr uint32_t kSendBatch = 32;  // sends queued before a submission mid-turn
 
     class Handler {
     public:
@@ -51,6 +52,8 @@ public:
     void run_once(uint64_t timeout_ns, Handler& h);
 
     uint64_t rx_nobufs() const { return rx_nobufs_; }
+    // The socket's receive buffer in bytes, as the kernel granted it.
+    int rcvbuf() const;
 
 private:
     struct Tx {
@@ -84,6 +87,7 @@ private:
     std::vector<Watch> watches_;
     std::vector<uint32_t> watch_free_;
     uint64_t rx_nobufs_ = 0;
+    uint32_t sends_queued_ = 0;  // sendmsg SQEs not yet submitted
 };
 
 }  // namespace uroce::net

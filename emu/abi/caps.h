@@ -18,6 +18,7 @@ constexpr uint32_t kMaxPd = 65536;
 constexpr uint32_t kMaxQpRdAtom = 16;
 constexpr uint32_t kMaxSrq = 65536;
 constexpr uint32_t kMaxSrqWr = 16384;
+constexpr uint32_t kMaxXrcd = 4096;
 constexpr uint32_t kMaxAh = 1 << 20;  // AHs live in the library; this is only reported
 constexpr uint32_t kMaxChannels = 4096;
 constexpr uint32_t kMaxMsgSize = 1u << 31;

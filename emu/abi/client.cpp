@@ -54,10 +54,24 @@ static ssize_t recv_with_fds(int fd, void* buf, size_t len, int* fds, int* nfds)
     return n;
 }
 
-int transact(int fd, const Request& req, Response* resp, int* fds, int* nfds) {
+int transact(int fd, const Request& req, Response* resp, int* fds, int* nfds, int send_fd) {
+    iovec iov{const_cast<Request*>(&req), sizeof req};
+    msghdr msg{};
+    msg.msg_iov = &iov;
+    msg.msg_iovlen = 1;
+    alignas(cmsghdr) char cbuf[CMSG_SPACE(sizeof(int))];
+    if (send_fd >= 0) {
+        msg.msg_control = cbuf;
+        msg.msg_controllen = sizeof cbuf;
+        cmsghdr* cm = CMSG_FIRSTHDR(&msg);
+        cm->cmsg_level = SOL_SOCKET;
+        cm->cmsg_type = SCM_RIGHTS;
+        cm->cmsg_len = CMSG_LEN(sizeof(int));
+        std::memcpy(CMSG_DATA(cm), &send_fd, sizeof(int));
+    }
     ssize_t n;
     do {
-        n = send(fd, &req, sizeof req, MSG_NOSIGNAL);
+        n = sendmsg(fd, &msg, MSG_NOSIGNAL);
     } while (n < 0 && errno == EINTR);
     if (n != ssize_t(sizeof req)) return n < 0 ? errno : EPROTO;
     std::memset(resp, 0, sizeof *resp);

@@ -4,11 +4,11 @@
 // The library opens its own control connection to each device it uses for connections
 // (kOpen, as ibv_open_device does) and sends CmReq messages (op = Op::kCm) on it; the device
 // answers each with one CmResp. Events travel the other way, asynchronously, as fixed-size
-// CmEventRec records written into the event channel's pipe: the library creates the pipe
-// (one per rdma_event_channel), keeps the read end as the channel's fd and hands the write
-// end to every device the channel has ids on (CmOp::kChannel, fd with SCM_RIGHTS). The
-// library writes its own locally generated events (address and route resolution) into the
-// same pipe, so the application sees one ordered stream.
+// CmEventRec records written into pipes: for every (event channel, device) pair the library
+// registers the channel (CmOp::kChannel) and the device answers with the read end of a pipe
+// it writes that channel's events into. The library's rdma_event_channel fd is an epoll fd
+// over those pipes plus one local pipe, where the library itself writes the events it
+// generates (address and route resolution) and events it moves between channels.
 #pragma once
 
 #include <cstdint>
@@ -18,8 +18,8 @@
 namespace uroce::abi {
 
 enum class CmOp : uint32_t {
-    kChannel = 1,   // register event channel `channel` (fd attached: the pipe's write end);
-                    // the device stamps `dev_tag` on every event it writes there
+    kChannel = 1,   // register event channel `channel`; the response carries the read end of
+                    // the pipe its events arrive in, each stamped with `dev_tag`
     kChannelClose,  // forget channel `channel`
     kBind,          // new CM id bound to (local_ip, local_port) in port space `ps`; port 0
                     // picks a free port. Resp: handle, port. local_ip 0 = wildcard.

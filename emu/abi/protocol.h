@@ -33,6 +33,11 @@ enum class Op : uint32_t {
     kModifySrq,
     kQuerySrq,
     kDestroySrq,
+    kFaults,  // set the fault injection spec (uroce faults); a FaultsReq, no session
+    kOpenXrcd,   // an fd may travel with it (SCM_RIGHTS): the file whose inode names the XRCD
+    kCloseXrcd,
+    kOpenQp,     // ibv_open_qp: another handle on an XRC TGT QP
+    kCm,         // connection manager: a CmReq answered by a CmResp (emu/abi/cm_protocol.h)
 };
 
 struct OpenReq {
@@ -91,6 +96,8 @@ struct CreateQpReq {
     uint32_t sq_sig_all;
     ibv_qp_cap cap;
     uint64_t cookie;  // the library's struct ibv_qp *
+    uint32_t xrcd;    // XRC TGT: the XRCD handle it is created through
+    uint32_t reserved;
 };
 struct CreateQpResp {
     uint32_t qpn;
@@ -132,12 +139,28 @@ struct CaptureResp {
     uint64_t packets;  // written by the capture just stopped (or replaced)
 };
 
+// kFaults travels as its own message too: op, reserved, then the spec text
+// (net/fault_injector.h; "off" stops injecting). docs/faults.md.
+constexpr size_t kMaxFaultSpec = 512;
+struct FaultsReq {
+    Op op;  // kFaults
+    uint32_t reserved;
+    char spec[kMaxFaultSpec];  // NUL-terminated
+};
+struct FaultsResp {
+    uint64_t seed;  // the seed in use (chosen by the device if the spec has none)
+};
+
 struct CreateSrqReq {
     uint32_t pd;
     uint32_t max_wr;
     uint32_t max_sge;
     uint32_t srq_limit;
     uint64_t cookie;  // the library's struct ibv_srq *
+    uint32_t srq_type;  // enum ibv_srq_type
+    uint32_t xrcd;      // XRC: XRCD handle
+    uint32_t cq;        // XRC: the CQ its receives complete on
+    uint32_t reserved;
 };
 struct CreateSrqResp {
     uint32_t handle;
@@ -156,6 +179,23 @@ struct QuerySrqResp {
     ibv_srq_attr attr;
 };
 
+struct OpenXrcdReq {
+    int32_t has_fd;  // 0: fd == -1, a domain with no inode
+    int32_t oflags;
+};
+struct XrcdResp { uint32_t handle; };
+struct OpenQpReq {
+    uint32_t xrcd;  // XRCD handle
+    uint32_t qpn;
+    uint32_t qp_type;
+    uint32_t reserved;
+    uint64_t cookie;
+};
+struct OpenQpResp {
+    uint32_t qpn;
+    uint32_t state;
+};
+
 struct Request {
     Op op;
     uint32_t reserved;
@@ -170,6 +210,8 @@ struct Request {
         QueryQpReq query_qp;
         CreateSrqReq create_srq;
         ModifySrqReq modify_srq;
+        OpenXrcdReq open_xrcd;
+        OpenQpReq open_qp;
     } u;
 };
 
@@ -186,7 +228,10 @@ struct Response {
         QueryQpResp query_qp;
         CreateSrqResp create_srq;
         QuerySrqResp query_srq;
+        XrcdResp xrcd;
+        OpenQpResp open_qp;
         CaptureResp capture;
+        FaultsResp faults;
     } u;
 };
 

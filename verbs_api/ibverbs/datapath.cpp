@@ -21,8 +21,9 @@ void ring_doorbell(int fd) {
 int post_send(ibv_qp* qp_pub, ibv_send_wr* wr, ibv_send_wr** bad) {
     Qp* qp = qp_of(qp_pub);
     // As rxe: the send queue accepts work only from RTS on (and in ERR, to be flushed).
-    if (qp_pub->state != IBV_QPS_RTS && qp_pub->state != IBV_QPS_SQD &&
-        qp_pub->state != IBV_QPS_ERR) {
+    if ((qp_pub->state != IBV_QPS_RTS && qp_pub->state != IBV_QPS_SQD &&
+         qp_pub->state != IBV_QPS_ERR) ||
+        !qp->sq.base || qp_pub->qp_type == IBV_QPT_XRC_RECV) {  // a TGT QP has no SQ
         *bad = wr;
         return EINVAL;
     }
@@ -49,6 +50,7 @@ int post_send(ibv_qp* qp_pub, ibv_send_wr* wr, ibv_send_wr** bad) {
         w.imm_data = wr->imm_data;
         w.rkey = wr->wr.rdma.rkey;
         w.remote_addr = wr->wr.rdma.remote_addr;
+        if (qp_pub->qp_type == IBV_QPT_XRC_SEND) w.remote_srqn = wr->qp_type.xrc.remote_srqn;
         if (qp_pub->qp_type == IBV_QPT_UD) {
             if (!wr->wr.ud.ah) {
                 err = EINVAL;
@@ -125,7 +127,8 @@ static int post_to_ring(Ring& ring, SpinLock& lock, uint32_t max_sge, ibv_recv_w
 
 int post_recv(ibv_qp* qp_pub, ibv_recv_wr* wr, ibv_recv_wr** bad) {
     Qp* qp = qp_of(qp_pub);
-    if (qp_pub->state == IBV_QPS_RESET || qp_pub->srq) {
+    if (qp_pub->state == IBV_QPS_RESET || qp_pub->srq || qp_pub->qp_type == IBV_QPT_XRC_SEND ||
+        qp_pub->qp_type == IBV_QPT_XRC_RECV) {
         *bad = wr;
         return EINVAL;
     }

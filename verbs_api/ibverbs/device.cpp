@@ -115,7 +115,7 @@ void fill_device_attr(const Context* ctx, ibv_device_attr* a) {
     a->max_qp = int(abi::kMaxQp);
     a->max_qp_wr = int(abi::kMaxQpWr);
     a->device_cap_flags = IBV_DEVICE_RC_RNR_NAK_GEN | IBV_DEVICE_SYS_IMAGE_GUID |
-                          IBV_DEVICE_PORT_ACTIVE_EVENT;
+                          IBV_DEVICE_PORT_ACTIVE_EVENT | IBV_DEVICE_XRC;
     a->max_sge = int(abi::kMaxSge);
     a->max_sge_rd = int(abi::kMaxSge);
     a->max_cq = int(abi::kMaxCq);
@@ -141,9 +141,10 @@ void fill_device_attr(const Context* ctx, ibv_device_attr* a) {
 
 namespace uroce::verbs {
 
-int request(Context* ctx, abi::Request& req, abi::Response& resp, int* fds, int* nfds) {
+int request(Context* ctx, abi::Request& req, abi::Response& resp, int* fds, int* nfds,
+            int send_fd) {
     std::lock_guard<std::mutex> g(ctx->mu);
-    int err = abi::transact(ctx->sock, req, &resp, fds, nfds);
+    int err = abi::transact(ctx->sock, req, &resp, fds, nfds, send_fd);
     return err ? err : resp.err;
 }
 
@@ -270,6 +271,12 @@ ibv_context* ibv_open_device(ibv_device* device) {
     v.sz = sizeof(verbs_context);
     v.query_port = query_port;
     v.query_device_ex = query_device_ex;
+    v.open_xrcd = open_xrcd;
+    v.close_xrcd = close_xrcd;
+    v.create_srq_ex = create_srq_ex;
+    v.get_srq_num = get_srq_num;
+    v.create_qp_ex = create_qp_ex;
+    v.open_qp = open_qp;
     ibv_context& c = v.context;
     c.device = device;
     c.cmd_fd = sock;

@@ -108,11 +108,28 @@ inline Qp* qp_of(ibv_qp* q) { return reinterpret_cast<Qp*>(q); }
 // Runs one control request on the context's socket. Returns 0 or a positive errno
 // (transport failure or the device's verdict).
 int request(Context* ctx, abi::Request& req, abi::Response& resp, int* fds = nullptr,
-            int* nfds = nullptr);
+            int* nfds = nullptr, int send_fd = -1);
 
 // Maps a ring memfd received from the device (and closes the fd).
 bool map_ring(int fd, size_t bytes, uint32_t slots, uint32_t stride, Ring* out);
 void unmap_ring(Ring& r);
+
+struct Xrcd {
+    ibv_xrcd xrcd;
+    uint32_t handle = 0;
+};
+
+ibv_qp* create_qp(ibv_context* context, ibv_pd* pd, ibv_qp_init_attr* attr, uint32_t xrcd);
+
+// Extended verbs (xrc.cpp), installed in verbs_context.
+ibv_xrcd* open_xrcd(ibv_context* c, ibv_xrcd_init_attr* attr);
+int close_xrcd(ibv_xrcd* x);
+ibv_srq* create_srq_ex(ibv_context* c, ibv_srq_init_attr_ex* attr);
+int get_srq_num(ibv_srq* srq, uint32_t* num);
+ibv_qp* create_qp_ex(ibv_context* c, ibv_qp_init_attr_ex* attr);
+ibv_qp* open_qp(ibv_context* c, ibv_qp_open_attr* attr);
+ibv_srq* create_srq(ibv_context* c, ibv_pd* pd, ibv_srq_type type, uint32_t xrcd, ibv_cq* cq,
+                    ibv_srq_attr* attr, void* srq_context);
 
 // Data path (datapath.cpp), installed in ibv_context.ops.
 int post_send(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad);

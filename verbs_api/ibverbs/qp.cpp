@@ -9,28 +9,27 @@
 using namespace uroce;
 using namespace uroce::verbs;
 
-extern "C" {
+namespace uroce::verbs {
 
-ibv_qp* ibv_create_qp(ibv_pd* pd, ibv_qp_init_attr* attr) {
-    if (!attr->send_cq || !attr->recv_cq) {
-        errno = EINVAL;
-        return nullptr;
-    }
+// The one creation path behind ibv_create_qp and ibv_create_qp_ex. `attr` is the
+// common prefix of ibv_qp_init_attr and ibv_qp_init_attr_ex; its cap is updated.
+ibv_qp* create_qp(ibv_context* context, ibv_pd* pd, ibv_qp_init_attr* attr, uint32_t xrcd) {
     auto* qp = new Qp();
     abi::Request req{};
     req.op = abi::Op::kCreateQp;
     auto& r = req.u.create_qp;
-    r.pd = pd->handle;
-    r.send_cq = attr->send_cq->handle;
-    r.recv_cq = attr->recv_cq->handle;
+    r.pd = pd ? pd->handle : 0;
+    r.send_cq = attr->send_cq ? attr->send_cq->handle : 0;
+    r.recv_cq = attr->recv_cq ? attr->recv_cq->handle : 0;
     r.srq = attr->srq ? attr->srq->handle : 0;
     r.qp_type = attr->qp_type;
     r.sq_sig_all = uint32_t(attr->sq_sig_all);
     r.cap = attr->cap;
     r.cookie = reinterpret_cast<uint64_t>(&qp->qpx.qp_base);
+    r.xrcd = xrcd;
     abi::Response resp{};
     int fds[abi::kMaxFds], nfds = 0;
-    Context* ctx = ctx_of(pd->context);
+    Context* ctx = ctx_of(context);
     int e = request(ctx, req, resp, fds, &nfds);
     const auto& o = resp.u.create_qp;
     if (!e && nfds != 2) e = EPROTO;
@@ -61,7 +60,7 @@ ibv_qp* ibv_create_qp(ibv_pd* pd, ibv_qp_init_attr* attr) {
     qp->doorbell = ctx->doorbell;
     attr->cap = o.cap;  // the verbs contract: report what was granted
     ibv_qp& q = qp->qpx.qp_base;
-    q.context = pd->context;
+    q.context = context;
     q.qp_context = attr->qp_context;
     q.pd = pd;
     q.send_cq = attr->send_cq;
@@ -74,6 +73,21 @@ ibv_qp* ibv_create_qp(ibv_pd* pd, ibv_qp_init_attr* attr) {
     pthread_mutex_init(&q.mutex, nullptr);
     pthread_cond_init(&q.cond, nullptr);
     return &q;
+}
+
+}  // namespace uroce::verbs
+
+extern "C" {
+
+ibv_qp* ibv_create_qp(ibv_pd* pd, ibv_qp_init_attr* attr) {
+    // verbs.h sends ibv_create_qp_ex with only a PD here, XRC INI QPs included (they
+    // have no receive CQ). A TGT QP needs its XRCD, which only ibv_create_qp_ex carries.
+    bool ini = attr->qp_type == IBV_QPT_XRC_SEND;
+    if (!attr->send_cq || (!ini && !attr->recv_cq) || attr->qp_type == IBV_QPT_XRC_RECV) {
+        errno = EINVAL;
+        return nullptr;
+    }
+    return create_qp(pd->context, pd, attr, 0);
 }
 
 int ibv_modify_qp(ibv_qp* qp, ibv_qp_attr* attr, int attr_mask) {

@@ -9,20 +9,25 @@
 using namespace uroce;
 using namespace uroce::verbs;
 
-extern "C" {
+namespace uroce::verbs {
 
-ibv_srq* ibv_create_srq(ibv_pd* pd, ibv_srq_init_attr* attr) {
+// The one creation path behind ibv_create_srq and ibv_create_srq_ex.
+ibv_srq* create_srq(ibv_context* context, ibv_pd* pd, ibv_srq_type type, uint32_t xrcd,
+                    ibv_cq* cq, ibv_srq_attr* attr, void* srq_context) {
     auto* srq = new Srq();
     abi::Request req{};
     req.op = abi::Op::kCreateSrq;
     req.u.create_srq.pd = pd->handle;
-    req.u.create_srq.max_wr = attr->attr.max_wr;
-    req.u.create_srq.max_sge = attr->attr.max_sge;
-    req.u.create_srq.srq_limit = attr->attr.srq_limit;
+    req.u.create_srq.max_wr = attr->max_wr;
+    req.u.create_srq.max_sge = attr->max_sge;
+    req.u.create_srq.srq_limit = attr->srq_limit;
     req.u.create_srq.cookie = reinterpret_cast<uint64_t>(&srq->srq);
+    req.u.create_srq.srq_type = type;
+    req.u.create_srq.xrcd = xrcd;
+    req.u.create_srq.cq = cq ? cq->handle : 0;
     abi::Response resp{};
     int fds[abi::kMaxFds], nfds = 0;
-    int e = request(ctx_of(pd->context), req, resp, fds, &nfds);
+    int e = request(ctx_of(context), req, resp, fds, &nfds);
     const auto& o = resp.u.create_srq;
     if (!e && nfds != 1) e = EPROTO;
     if (!e) {
@@ -38,16 +43,25 @@ ibv_srq* ibv_create_srq(ibv_pd* pd, ibv_srq_init_attr* attr) {
         return nullptr;
     }
     srq->max_sge = o.max_sge;
-    attr->attr.max_wr = o.max_wr;  // report what was granted
-    attr->attr.max_sge = o.max_sge;
+    attr->max_wr = o.max_wr;  // report what was granted
+    attr->max_sge = o.max_sge;
     ibv_srq& s = srq->srq;
-    s.context = pd->context;
-    s.srq_context = attr->srq_context;
+    s.context = context;
+    s.srq_context = srq_context;
     s.pd = pd;
     s.handle = o.handle;
     pthread_mutex_init(&s.mutex, nullptr);
     pthread_cond_init(&s.cond, nullptr);
     return &s;
+}
+
+}  // namespace uroce::verbs
+
+extern "C" {
+
+ibv_srq* ibv_create_srq(ibv_pd* pd, ibv_srq_init_attr* attr) {
+    return create_srq(pd->context, pd, IBV_SRQT_BASIC, 0, nullptr, &attr->attr,
+                      attr->srq_context);
 }
 
 int ibv_modify_srq(ibv_srq* srq, ibv_srq_attr* attr, int mask) {

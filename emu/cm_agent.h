@@ -1,0 +1,153 @@
+// The device's connection manager agent: the IB CM protocol on QP1 (the GSI QP) over
+// RoCEv2, on behalf of librdmacm. It owns the CM ids of every session (listeners, connection
+// requests, connections), sends and retransmits REQ/REP/RTU/REJ/MRA/DREQ/DREP and
+// SIDR_REQ/SIDR_REP MADs, and reports what happens as rdma_cm events written into the
+// sessions' event channel pipes. Everything here runs on the engine thread. See docs/cm.md.
+#pragma once
+
+#include <netinet/in.h>
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "emu/abi/cm_protocol.h"
+#include "net/headers.h"
+
+namespace uroce::emu {
+
+class Device;
+struct Session;
+
+class CmAgent {
+public:
+    // MAD retransmission: every request MAD (REQ, REP, DREQ, SIDR_REQ) is sent again after
+    // kMadTimeoutNs without an answer, kMadRetries times; then the operation fails (REQ:
+    // RDMA_CM_EVENT_UNREACHABLE, 2.5 s after rdma_connect). An MRA stretches the wait.
+    static constexpr uint64_t kMadTimeoutNs = 500'000'000;
+    static constexpr int kMadRetries = 4;
+    static constexpr uint8_t kMadTimeoutCode = 17;   // 4.096 us * 2^17 = 537 ms, as sent in REQ
+    static constexpr uint8_t kMraServiceTimeout = 20;  // 4.3 s: what we ask for in an MRA
+    static constexpr uint64_t kMaxMraWaitNs = 16'000'000'000ull;
+    // A connection stays in TimeWait this long after DREQ/DREP before TIMEWAIT_EXIT.
+    static constexpr uint64_t kTimewaitNs = 200'000'000;
+    static constexpr int kDefaultBacklog = 1024;
+
+    explicit CmAgent(Device& dev);
+    ~CmAgent();
+    CmAgent(const CmAgent&) = delete;
+    CmAgent& operator=(const CmAgent&) = delete;
+
+    // A CmReq from session s. fds: descriptors to send back with the response (the caller
+    // sends and closes them).
+    void request(Session& s, const abi::CmReq& r, abi::CmResp& out, std::vector<int>& fds);
+    // A packet for QP1 that passed the ICRC and P_Key checks.
+    void on_mad(const sockaddr_in& from, const net::Packet& p);
+    // The session is gone: its ids end as rdma_destroy_id would end them, its channels close.
+    void close_session(Session& s);
+    void run_timers(uint64_t now);
+    // Nanoseconds until the next CM timer from now (~0 when there is none).
+    uint64_t next_timeout(uint64_t now) const;
+    std::string dump() const;
+
+private:
+    enum class St : uint8_t {
+        kIdle,
+        kListen,
+        kReqSent,
+        kMraReqRcvd,  // REQ sent, the peer asked for more time
+        kReqRcvd,     // reported to the application, not answered yet
+        kRepSent,
+        kRepRcvd,     // reported to the application, RTU not sent yet
+        kEstablished,
+        kDreqSent,
+        kDreqRcvd,
+        kTimewait,
+        kSidrReqSent,
+        kSidrReqRcvd,
+        kSidrDone,
+    };
+    struct Id {
+        uint32_t handle = 0;
+        Session* owner = nullptr;  // nullptr: destroyed by the application, finishing the protocol
+        uint32_t channel = 0;
+        uint32_t ps = 0, qp_type = 0;
+        St st = St::kIdle;
+        bool bound = false;
+        uint32_t local_ip = 0, remote_ip = 0;       // network order
+        uint16_t local_port = 0, remote_port = 0;   // network order
+        int backlog = 0;
+        uint32_t pending = 0;   // listener: requests not yet established or failed
+        uint32_t listener = 0;  // connection request: the listening id
+        uint32_t local_comm_id = 0, remote_comm_id = 0;
+        uint32_t local_qpn = 0, remote_qpn = 0, local_psn = 0, remote_psn = 0, qkey = 0;
+        uint8_t resp_res = 0, init_depth = 0, flow = 0, retry = 0, rnr_retry = 0, srq = 0;
+        uint8_t mtu = 3;
+        uint64_t tid = 0;
+        // The last request MAD, for retransmission (and the last SIDR_REP, for duplicates).
+        uint8_t mad[256] = {};
+        int retries_left = 0;
+        uint64_t wait_ns = kMadTimeoutNs;
+        uint64_t deadline = 0;  // 0: no timer
+    };
+    struct Channel {
+        int fd = -1;
+        uint32_t dev_tag = 0;
+    };
+
+    Id* find(Session& s, uint32_t handle);
+    Id* by_comm(uint32_t comm_id);
+    uint32_t new_comm_id();
+    uint64_t new_tid();
+    int bind(Session& s, const abi::CmReq& r, abi::CmResp& out);
+    int connect(Id& id, const abi::CmReq& r);
+    int accept(Id& id, const abi::CmReq& r);
+    int reject(Id& id, const abi::CmReq& r);
+    int disconnect(Id& id);
+    void destroy(Id& id);
+    void erase(uint32_t handle);
+    void release_port(Id& id);
+    void leave_pending(Id& id);
+
+    void send_mad(uint32_t ip_be, const uint8_t* mad);
+    void send_request(Id& id);  // id.mad, armed for retransmission
+    void arm(Id& id, uint64_t deadline);
+    void timeout(Id& id, uint64_t now);
+    void enter_timewait(Id& id);
+
+    void on_req(const sockaddr_in& from, const uint8_t* mad, uint64_t tid);
+    void on_rep(const uint8_t* mad, uint64_t tid);
+    void on_rtu(const uint8_t* mad);
+    void on_rej(const uint8_t* mad);
+    void on_mra(const uint8_t* mad);
+    void on_dreq(const sockaddr_in& from, const uint8_t* mad, uint64_t tid);
+    void on_drep(const uint8_t* mad);
+    void on_sidr_req(const sockaddr_in& from, const uint8_t* mad, uint64_t tid);
+    void on_sidr_rep(const uint8_t* mad);
+    void send_rej(uint32_t ip, uint32_t local_comm, uint32_t remote_comm, uint8_t msg,
+                  uint16_t reason, uint64_t tid, const uint8_t* pd, size_t pd_len,
+                  bool ari_guid);
+
+    abi::CmEventRec event_for(const Id& id, uint32_t type, int32_t status) const;
+    void post(const Id& id, abi::CmEventRec& ev);
+
+    Device& dev_;
+    std::map<uint32_t, std::unique_ptr<Id>> ids_;
+    std::map<uint32_t, uint32_t> comm_;  // local comm ID -> handle
+    std::map<std::pair<uint32_t, uint32_t>, uint32_t> remote_;  // (peer IP, peer comm ID/request ID)
+    std::map<std::pair<const Session*, uint32_t>, Channel> channels_;
+    std::map<std::pair<uint32_t, uint16_t>, uint32_t> ports_;  // (ps, port host order) -> handle
+    std::multimap<uint64_t, uint32_t> timers_;  // deadline -> handle (stale entries skipped)
+    uint32_t next_handle_ = 1;
+    uint32_t next_comm_ = 0;
+    uint64_t tid_hi_ = 0;
+    uint32_t tid_lo_ = 0;
+    uint32_t gsi_psn_ = 0;
+    std::mt19937 rng_;
+    uint64_t mads_tx_ = 0, mads_rx_ = 0, mads_bad_ = 0, retransmits_ = 0;
+};
+
+}  // namespace uroce::emu

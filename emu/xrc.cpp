@@ -1,0 +1,143 @@
+// XRC: domains shared through a file's inode, XRC SRQs (device-wide numbers), and
+// TGT QPs that several processes hold at once (ibv_open_qp). The errno values are the
+// Linux kernel's (drivers/infiniband/core/uverbs_cmd.c); see docs/xrc.md.
+#include <fcntl.h>
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <cerrno>
+
+#include "emu/device.h"
+#include "net/opcodes.h"
+
+namespace uroce::emu {
+
+int Device::open_xrcd(Session& s, int fd, int oflags, uint32_t* handle) {
+    uint32_t id = 0;
+    if (fd >= 0) {
+        struct stat st;
+        if (fstat(fd, &st) != 0) return EBADF;
+        xrcds_.for_each([&](uint32_t h, const Xrcd& x) {
+            if (x.has_inode && x.dev == st.st_dev && x.ino == st.st_ino) id = h;
+        });
+        if (!id && !(oflags & O_CREAT)) return EAGAIN;  // no domain yet, and no O_CREAT
+        if (id && (oflags & O_EXCL)) return EINVAL;     // O_CREAT|O_EXCL on an existing one
+        if (!id) {
+            auto x = std::make_unique<Xrcd>();
+            x->has_inode = true;
+            x->dev = st.st_dev;
+            x->ino = st.st_ino;
+            if (!xrcds_.add(std::move(x), &id)) return ENOMEM;
+        }
+    } else if (!xrcds_.add(std::make_unique<Xrcd>(), &id)) {  // fd -1: a private domain
+        return ENOMEM;
+    }
+    auto hh = std::make_unique<XrcdHandle>();
+    hh->owner = &s;
+    hh->xrcd = id;
+    if (!xrcd_handles_.add(std::move(hh), handle)) {
+        if (xrcds_.get(id)->handles == 0) xrcds_.remove(id);
+        return ENOMEM;
+    }
+    ++xrcds_.get(id)->handles;
+    s.xrcd_handles.push_back(*handle);
+    return 0;
+}
+
+// Drops one reference (a handle or an object) and frees the domain after the last.
+static void drop_xrcd_ref(HandleTable<Xrcd>& xrcds, uint32_t id) {
+    Xrcd* x = xrcds.get(id);
+    if (x && x->handles == 0 && x->objects == 0) xrcds.remove(id);
+}
+
+int Device::close_xrcd(Session& s, uint32_t handle) {
+    XrcdHandle* hh = xrcd_handles_.get(handle);
+    if (!owned(s, hh)) return EINVAL;
+    if (hh->objects) return EBUSY;  // SRQs or TGT QPs created through it still exist
+    uint32_t id = hh->xrcd;
+    --xrcds_.get(id)->handles;
+    xrcd_handles_.remove(handle);
+    auto it = std::find(s.xrcd_handles.begin(), s.xrcd_handles.end(), handle);
+    if (it != s.xrcd_handles.end()) s.xrcd_handles.erase(it);
+    drop_xrcd_ref(xrcds_, id);
+    return 0;
+}
+
+// Called when an XRC object (SRQ or TGT QP) created through `handle` goes away.
+void Device::xrc_object_gone(uint32_t xrcd, uint32_t handle) {
+    if (XrcdHandle* hh = xrcd_handles_.get(handle); hh && hh->xrcd == xrcd) --hh->objects;
+    if (Xrcd* x = xrcds_.get(xrcd)) --x->objects;
+    drop_xrcd_ref(xrcds_, xrcd);
+}
+
+bool Device::holds(const Session& s, const Qp* qp) const {
+    if (!qp) return false;
+    if (qp->type != IBV_QPT_XRC_RECV) return qp->owner == &s;
+    for (const auto& h : qp->holders)
+        if (h.session == &s) return true;
+    return false;
+}
+
+int Device::open_qp(Session& s, const abi::OpenQpReq& r, abi::OpenQpResp* out) {
+    XrcdHandle* hh = xrcd_handles_.get(r.xrcd);
+    if (!owned(s, hh)) return EINVAL;
+    Qp* qp = qps_.get(r.qpn);
+    // As the kernel's ib_open_qp: only a TGT QP of that same domain can be opened.
+    if (!qp || qp->type != IBV_QPT_XRC_RECV || qp->xrcd != hh->xrcd ||
+        r.qp_type != IBV_QPT_XRC_RECV)
+        return EINVAL;
+    if (holds(s, qp)) return EINVAL;  // one handle per process
+    qp->holders.push_back({&s, r.cookie});
+    s.qps.push_back(r.qpn);
+    out->qpn = r.qpn;
+    out->state = qp->state;
+    return 0;
+}
+
+void Device::release_qp(Session& s, uint32_t qpn) {
+    Qp* qp = qps_.get(qpn);
+    if (!qp) return;
+    if (qp->type == IBV_QPT_XRC_RECV && qp->holders.size() > 1) {
+        auto& hs = qp->holders;
+        hs.erase(std::remove_if(hs.begin(), hs.end(),
+                                [&](const Qp::Holder& h) { return h.session == &s; }),
+                 hs.end());
+        auto it = std::find(s.qps.begin(), s.qps.end(), qpn);
+        if (it != s.qps.end()) s.qps.erase(it);
+        // The QP outlives its creator: it now belongs to the next holder.
+        qp->owner = hs.front().session;
+        qp->cookie = hs.front().cookie;
+        return;
+    }
+    destroy_qp_now(qpn);
+}
+
+void Device::post_qp_async(Qp& qp, ibv_event_type type) {
+    if (qp.type != IBV_QPT_XRC_RECV) return post_async(qp.owner, type, qp.cookie);
+    for (const auto& h : qp.holders) post_async(h.session, type, h.cookie);
+}
+
+// An XRC request at a TGT QP: the XRCETH names the SRQ whose receives (and PD, and
+// CQ) serve this message. It must be an XRC SRQ of the TGT QP's own domain.
+void Device::xrc_receive(Qp& qp, const net::Packet& p) {
+    const net::OpInfo* info = net::op_info(p.bth.opcode);
+    bool in_order = p.bth.psn == qp.epsn;
+    bool starts = info->flags & (net::kFirst | net::kReadReq | net::kAtomicOp);
+    if (in_order && starts) {
+        Srq* srq = srqs_.get(p.xrc.srqn);
+        if (!srq || !srq->xrc || srq->xrcd != qp.xrcd) {
+            ++counters_.xrc_bad_srqn;
+            return responder_error(qp, IBV_WC_REM_INV_REQ_ERR, 0x61, p.bth.psn,
+                                   IBV_EVENT_QP_REQ_ERR);
+        }
+        qp.srq = p.xrc.srqn;
+        qp.pd = srq->pd;
+    } else if (in_order && p.xrc.srqn != qp.srq) {
+        ++counters_.xrc_bad_srqn;
+        return responder_error(qp, IBV_WC_REM_INV_REQ_ERR, 0x61, p.bth.psn,
+                               IBV_EVENT_QP_REQ_ERR);
+    }
+    responder_receive(qp, p);
+}
+
+}  // namespace uroce::emu

@@ -1,0 +1,88 @@
+// The drop-in librdmacm's own objects. Each public struct (rdma_cm_id, rdma_event_channel,
+// rdma_cm_event) is the first member of ours, so the pointer an application holds converts
+// back with a cast. docs/cm.md describes the design.
+#pragma once
+
+#include <infiniband/verbs.h>
+#include <rdma/rdma_cma.h>
+
+#include <condition_variable>
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "emu/abi/cm_protocol.h"
+
+namespace uroce::rdmacm {
+
+// One uroce device as this process uses it for connections: its verbs context (shared by
+// every id on it, like rdma-core's cma_device), a default PD, and a control connection of
+// the library's own for CM requests.
+struct DevConn {
+    std::string name;
+    uint32_t ipv4 = 0;  // network order
+    uint32_t tag = 0;   // index in the device table; devices stamp it on their events
+    ibv_device* ibdev = nullptr;
+    ibv_context* verbs = nullptr;
+    ibv_pd* pd = nullptr;
+    ibv_mtu mtu = IBV_MTU_1024;  // path MTU for connections from this device
+    int sock = -1;
+    int session_fds[2] = {-1, -1};  // what kOpen returned; kept for the connection's life
+    bool open = false;
+    std::mutex open_mu;  // ensure_open
+    std::mutex mu;       // one request at a time on sock
+};
+
+struct Channel {
+    rdma_event_channel ch;  // first: ch.fd is an epoll fd over the pipes below
+    uint32_t id = 0;
+    int local_rd = -1, local_wr = -1;  // events the library writes itself
+    std::map<DevConn*, int> dev_pipes;  // guarded by the global lock
+};
+
+struct Id {
+    rdma_cm_id id;  // first: applications hold &id
+    uint32_t lid = 0;        // library-local number, the key of locally generated events
+    Channel* chan = nullptr;
+    bool sync = false;       // created with a NULL channel: calls wait for their event
+    DevConn* dev = nullptr;  // the device the id is bound to (nullptr: none or wildcard)
+    uint32_t handle = 0;     // the device's CM id (0: none yet)
+    std::vector<std::pair<DevConn*, uint32_t>> listens;  // wildcard listener, per device
+    bool bound = false;      // rdma_bind_addr (or an implicit bind) happened
+    bool listening = false;
+    bool addr_resolved = false, route_resolved = false;
+    bool conn_req = false;   // created by a connection request, not answered yet
+    bool have_conn = false;  // the peer's parameters are known (REQ or REP seen)
+    bool connect_error = false;
+    uint16_t port = 0;       // bound port, network order
+    // Connection parameters (docs/cm.md: which MAD field each comes from).
+    uint32_t local_psn = 0, remote_qpn = 0, remote_psn = 0, qkey = 0;
+    uint32_t remote_ip = 0;  // network order
+    uint8_t resp_res = 0, init_depth = 0, retry_count = 7, rnr_retry_count = 7;
+    uint8_t mtu = IBV_MTU_1024;
+    uint8_t ack_timeout = 14;  // local ACK timeout for the QP (RDMA_OPTION_ID_ACK_TIMEOUT)
+    uint8_t tos = 0;
+    ibv_qp_init_attr* qp_init_attr = nullptr;  // rdma_create_ep on a passive id
+    std::vector<uint8_t> connect_data;         // rdma_addrinfo ai_connect
+    ibv_ece local_ece{};
+    // Events handed out and acknowledged; rdma_destroy_id waits for them to match.
+    std::mutex mu;
+    std::condition_variable cv;
+    uint32_t reported = 0, completed = 0;
+};
+
+struct Event {
+    rdma_cm_event ev;  // first
+    uint8_t private_data[abi::kCmPrivateMax];
+    Id* owner = nullptr;  // whose counter rdma_ack_cm_event advances
+};
+
+inline Id* id_of(rdma_cm_id* id) { return reinterpret_cast<Id*>(id); }
+inline Channel* chan_of(rdma_event_channel* c) { return reinterpret_cast<Channel*>(c); }
+
+// Device table (cma.cpp). Refreshes it from the running devices; false when there is none.
+bool sync_devices();
+
+}  // namespace uroce::rdmacm
