@@ -179,7 +179,7 @@ private:
     void ud_requester_progress(Qp& qp);                                    // ud_transport.cpp
     void ud_receive(Qp& qp, const net::Packet& p, const sockaddr_in& from);  // ud_transport.cpp
     void completer_receive(Qp& qp, const net::Packet& p);                  // rc_completer.cpp
-    void ack_upto(Qp& qp, uint32_t psn);                                   // rc_completer.cpp
+    void ack_upto(Qp& qp, uint32_t psn, bool implicit = false);            // rc_completer.cpp
     void after_progress(Qp& qp, bool rerequest);                           // rc_completer.cpp
     void read_atomic_response(Qp& qp, const net::Packet& p);               // rc_completer.cpp
     void fail_oldest(Qp& qp, ibv_wc_status status);                        // rc_completer.cpp

@@ -258,7 +258,7 @@ int Device::create_qp(Session& s, const abi::CreateQpReq& r, abi::CreateQpResp* 
     if (rcq) ++rcq->users;
     if (srq) ++srq->users;
     if (tgt) {
-        q->holders.push_back({&s, r.cookie});
+        q->holders.push_back({&s, r.cookie, r.xrcd});
         ++xh->objects;
         ++xrcds_.get(xh->xrcd)->objects;
     }

@@ -140,6 +140,7 @@ struct Qp {
     struct Holder {
         Session* session;
         uint64_t cookie;
+        uint32_t xrcd_handle = 0;  // the handle it was created or opened through (it pins it)
     };
     std::vector<Holder> holders;
     ibv_qp_state state = IBV_QPS_RESET;
@@ -210,6 +211,7 @@ struct Qp {
 
     // Counters for `uroce res`.
     uint64_t tx_pkts = 0, rx_pkts = 0, retransmits = 0;
+    uint64_t rx_at_arm = 0;  // rx_pkts when the retransmit timer was last armed
     // By opcode, for `uroce counters` (qp_counters lines): packets transmit() sent for this QP
     // and packets on_packet() delivered to it.
     OpCounters tx_op, rx_op;

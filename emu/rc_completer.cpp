@@ -12,14 +12,15 @@ bool is_rd_atomic(uint32_t op);
 
 // Everything up to and including `psn` reached the responder. READ and ATOMIC WQEs
 // complete only with their response data: an ACK beyond one means its responses were
-// lost, so it is requested again.
-void Device::ack_upto(Qp& qp, uint32_t psn) {
+// lost, so it is requested again. A READ response itself (`implicit`) acknowledges only
+// what precedes the READ.
+void Device::ack_upto(Qp& qp, uint32_t psn, bool implicit) {
     bool lost_response = false;
     while (qp.sq_done != qp.sq_fetch) {
         const SendWr& w = qp.swr[qp.sq_done & qp.sq_mask];
         if (w.status != IBV_WC_SUCCESS || net::psn_lt(psn, w.first_psn)) break;
         if (is_rd_atomic(w.opcode)) {
-            lost_response = true;
+            lost_response = !implicit;
             break;
         }
         if (net::psn_lt(psn, w.last_psn)) break;
@@ -27,6 +28,7 @@ void Device::ack_upto(Qp& qp, uint32_t psn) {
         qp.una_psn = net::psn_add(w.last_psn, 1);
         qp.retry_left = qp.attr.retry_cnt;  // progress restores the retry budget
     }
+    if (implicit) return;  // the caller goes on with the response
     if (!lost_response && qp.sq_done != qp.sq_fetch) {
         const SendWr& w = qp.swr[qp.sq_done & qp.sq_mask];
         // Part of a multi-packet SEND/WRITE acknowledged.
@@ -71,7 +73,7 @@ void Device::read_atomic_response(Qp& qp, const net::Packet& p) {
     }
     qp.read_gap_nak = false;
     // Responses acknowledge every SEND/WRITE before them.
-    ack_upto(qp, net::psn_add(psn, -1));
+    ack_upto(qp, net::psn_add(psn, -1), true);
     if (qp.state == IBV_QPS_ERR || qp.sq_done == qp.sq_fetch) return;
     SendWr& w = qp.swr[qp.sq_done & qp.sq_mask];
     bool atomic_ack = p.bth.opcode == net::op_on(qp.transport, net::kOpAtomicAck);
@@ -165,6 +167,13 @@ void Device::retransmit_timeout(Qp& qp) {
     }
     if (qp.una_psn == qp.next_psn && qp.sq_send == qp.sq_done) return;
     if (qp.attr.timeout == 0) return;  // infinite: never give up, never resend
+    // The peer kept talking during the whole period (READ responses still streaming,
+    // duplicate ACKs): it is alive but slow, as a loaded host makes it. Wait another
+    // period rather than resend everything and spend a retry.
+    if (qp.rx_pkts != qp.rx_at_arm) {
+        arm_timer(qp, now_ns() + ack_timeout_ns(qp.attr.timeout));
+        return;
+    }
     if (qp.retry_left <= 0) return fail_oldest(qp, IBV_WC_RETRY_EXC_ERR);
     --qp.retry_left;
     ++qp.retransmits;

@@ -12,7 +12,7 @@ namespace uroce::emu {
 
 namespace {
 constexpr uint32_t kUdMtu = 4096;  // the port's active MTU
-constexpr uint32_t kMaxOutstandingPkts = 512;  // unacknowledged packets per QP
+constexpr uint32_t kMaxOutstandingPkts = 128;  // unacknowledged packets per QP
 constexpr uint32_t kAckReqEvery = 64;           // ask for an ACK at least this often
 
 bool opcode_allowed(ibv_qp_type type, uint32_t op) {

@@ -44,7 +44,9 @@ int usage() {
                  "              [--faults SPEC]\n"
                  "  uroce stop [NAME]          stop NAME, or every device\n"
                  "  uroce list\n"
-                 "  uroce res [NAME]           objects of a device (QPs, CQs, MRs, PDs)\n"
+                 "  uroce res [NAME] [xrcd|srq|qp]...\n"
+                 "                             objects of a device (QPs, CQs, MRs, PDs, SRQs,\n"
+                 "                             XRC domains); kind words keep only those lines\n"
                  "  uroce counters [NAME]      packets/bytes by opcode and QP, drops\n"
                  "  uroce capture start FILE [--max-bytes N] [NAME]\n"
                  "                             record every packet sent and received to a pcap;\n"
@@ -205,7 +207,12 @@ int cmd_list() {
     return 0;
 }
 
-int cmd_dump(const std::vector<std::string>& args, bool counters_only) {
+int cmd_dump(const std::vector<std::string>& all_args, bool counters_only) {
+    // `uroce res [NAME] [xrcd|srq|qp]...`: the kind words keep only the lines that start
+    // with them (docs/xrc.md); the other words name devices.
+    std::vector<std::string> args, kinds;
+    for (const auto& a : all_args)
+        (!counters_only && (a == "xrcd" || a == "srq" || a == "qp") ? kinds : args).push_back(a);
     auto devs = select(args);
     if (devs.empty()) {
         std::fprintf(stderr, "uroce: no device running\n");
@@ -216,6 +223,17 @@ int cmd_dump(const std::vector<std::string>& args, bool counters_only) {
         if (int e = abi::simple_request(d.name, abi::Op::kDump, &text)) {
             std::fprintf(stderr, "uroce: %s: %s\n", d.name.c_str(), std::strerror(e));
             return 1;
+        }
+        if (!counters_only && !kinds.empty()) {
+            for (size_t pos = 0; pos < text.size();) {
+                size_t nl = text.find('\n', pos);
+                std::string line = text.substr(pos, nl - pos);
+                std::string first = line.substr(0, line.find(' '));
+                for (const auto& k : kinds)
+                    if (first == k) std::printf("%s\n", line.c_str());
+                pos = nl == std::string::npos ? text.size() : nl + 1;
+            }
+            continue;
         }
         if (!counters_only) {
             std::fputs(text.c_str(), stdout);

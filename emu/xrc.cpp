@@ -87,7 +87,10 @@ int Device::open_qp(Session& s, const abi::OpenQpReq& r, abi::OpenQpResp* out) {
         r.qp_type != IBV_QPT_XRC_RECV)
         return EINVAL;
     if (holds(s, qp)) return EINVAL;  // one handle per process
-    qp->holders.push_back({&s, r.cookie});
+    // As the kernel's ib_uverbs_open_qp: an opened QP pins the XRCD handle it was opened
+    // through (ibv_close_xrcd on it is EBUSY until the QP is destroyed).
+    qp->holders.push_back({&s, r.cookie, r.xrcd});
+    ++hh->objects;
     s.qps.push_back(r.qpn);
     out->qpn = r.qpn;
     out->state = qp->state;
@@ -99,14 +102,23 @@ void Device::release_qp(Session& s, uint32_t qpn) {
     if (!qp) return;
     if (qp->type == IBV_QPT_XRC_RECV && qp->holders.size() > 1) {
         auto& hs = qp->holders;
+        // This holder's XRCD handle is free again (as the kernel's uxrcd refcnt), even though
+        // the QP lives on: its creator can destroy it and close its domain handle.
+        for (const auto& h : hs)
+            if (h.session == &s)
+                if (XrcdHandle* hh = xrcd_handles_.get(h.xrcd_handle);
+                    hh && hh->xrcd == qp->xrcd && hh->objects)
+                    --hh->objects;
         hs.erase(std::remove_if(hs.begin(), hs.end(),
                                 [&](const Qp::Holder& h) { return h.session == &s; }),
                  hs.end());
         auto it = std::find(s.qps.begin(), s.qps.end(), qpn);
         if (it != s.qps.end()) s.qps.erase(it);
-        // The QP outlives its creator: it now belongs to the next holder.
+        // The QP outlives its creator: it now belongs to the next holder, and the domain
+        // reference it keeps is counted against that holder's handle.
         qp->owner = hs.front().session;
         qp->cookie = hs.front().cookie;
+        qp->xrcd_handle = hs.front().xrcd_handle;
         return;
     }
     destroy_qp_now(qpn);

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The whole test suite, from a fresh Debian machine: installs what is needed, builds,
-# runs every test (unit and integration) in a normal build, then the unit and
-# integration tests again in an ASan/UBSan build.
+# runs every test (unit and integration) in a normal build, then again in an ASan/UBSan
+# build (without the long throughput runs); the fuzz targets run for a minute each between.
 # usage: scripts/test.sh [--no-sanitize]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -10,7 +10,12 @@ scripts/setup.sh
 scripts/build.sh build
 (cd build && ctest -j2 --output-on-failure --timeout 300)
 
+scripts/fuzz.sh 60  # libFuzzer targets, 60 s each (docs/fuzzing.md)
+
 if [ "${1:-}" != "--no-sanitize" ]; then
     scripts/build.sh build-asan -DUROCE_SANITIZE=ON
-    (cd build-asan && ctest -j2 --output-on-failure --timeout 300)
+    # Everything but the long throughput runs, which the normal build already covered:
+    # under ASan they only take longer, they reach no code the short runs do not.
+    (cd build-asan && ctest -j2 --output-on-failure --timeout 300 \
+        -E '\.many$|small_many|rc_pingpong\.large|faults\.transfer|perftest\.read_bw_1m|capture\.runtime')
 fi

@@ -298,17 +298,17 @@ void ibv_ack_async_event(ibv_async_event* event) {
     case IBV_EVENT_SQ_DRAINED:
     case IBV_EVENT_PATH_MIG:
     case IBV_EVENT_PATH_MIG_ERR:
-    case IBV_EVENT_SRQ_ERR:
-    case IBV_EVENT_SRQ_LIMIT_REACHED: {
-        ibv_srq* q = event->element.srq;
+    case IBV_EVENT_QP_LAST_WQE_REACHED: {  // QP events: element.qp (not the SRQ case below)
+        ibv_qp* q = event->element.qp;
         pthread_mutex_lock(&q->mutex);
         ++q->events_completed;
         pthread_cond_signal(&q->cond);
         pthread_mutex_unlock(&q->mutex);
         break;
     }
-    case IBV_EVENT_QP_LAST_WQE_REACHED: {
-        ibv_qp* q = event->element.qp;
+    case IBV_EVENT_SRQ_ERR:
+    case IBV_EVENT_SRQ_LIMIT_REACHED: {
+        ibv_srq* q = event->element.srq;
         pthread_mutex_lock(&q->mutex);
         ++q->events_completed;
         pthread_cond_signal(&q->cond);

@@ -36,9 +36,12 @@ constexpr uint8_t kHopLimit = 64;
 constexpr uint8_t kPacketLifeTime = 16;  // as the kernel's RDMA CM reports for RoCE
 constexpr uint8_t kRate = 16;            // 100 Gb/s (IB rate enum), what the port reports
 
+// The tables live as long as the process (never destroyed, so no exit-time destruction
+// races a thread still in the library): devices keep their verbs context, PD and control
+// connection open until the process ends, as rdma-core keeps its cma_devices.
 std::mutex g_mu;  // the tables below
-std::vector<std::unique_ptr<DevConn>> g_devs;
-std::map<uint64_t, Id*> g_ids;  // (dev_tag, handle) -> id; (kLocalTag, lid) too
+auto& g_devs = *new std::vector<std::unique_ptr<DevConn>>();
+auto& g_ids = *new std::map<uint64_t, Id*>();  // (dev_tag, handle) -> id; (kLocalTag, lid) too
 uint32_t g_next_lid = 1;
 std::atomic<uint32_t> g_next_chan{1};
 std::mutex g_chan_mu;  // ensure_channel
@@ -339,6 +342,10 @@ Id* new_id(Channel* chan, void* context, rdma_port_space ps, ibv_qp_type qp_type
     id->id.context = context;
     id->id.ps = ps;
     id->id.qp_type = qp_type;
+    // The starting PSN of our send queue, fixed for the id's life (the kernel's CMA picks
+    // its seq_num when the id is created): rdma_init_qp_attr may hand it out (RTS) before
+    // rdma_connect or rdma_accept put it into the REQ or REP.
+    id->local_psn = random_psn();
     std::lock_guard<std::mutex> g(g_mu);
     id->lid = g_next_lid++;
     g_ids[key(kLocalTag, id->lid)] = id;
@@ -1104,7 +1111,6 @@ int rdma_connect(rdma_cm_id* idp, rdma_conn_param* p) {
                        ? p->responder_resources
                        : uint8_t(abi::kMaxQpRdAtom);
     id->retry_count = p ? p->retry_count & 7 : 7;
-    id->local_psn = random_psn();
     abi::CmReq r = cm_req(abi::CmOp::kConnect, id->handle);
     r.qp_type = idp->qp_type;
     r.remote_ip = id->remote_ip;
@@ -1246,7 +1252,6 @@ int rdma_accept(rdma_cm_id* idp, rdma_conn_param* p) {
         id->resp_res = std::min<uint8_t>(id->resp_res, abi::kMaxQpRdAtom);
     else
         id->resp_res = p->responder_resources;
-    id->local_psn = random_psn();
     if (!is_ud(id)) {
         int e = modify_rtr(id, id->resp_res);
         if (!e) e = modify_rts(id, id->init_depth);

@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# Checks that uroce's librdmacm.so.1 is link-compatible with rdma-core's:
+#   1. the exported (name, version, default|compat, type) tuples and the version nodes equal
+#      those of the system's librdmacm.so.1 (check_exports.sh --reference does the work);
+#   2. every RDMACM_*-versioned symbol and version node that the rdmacm-utils programs
+#      import is provided (they are linked with BIND_NOW: one missing symbol and they do
+#      not start).
+# usage: check_rdmacm_exports.sh OUR_LIB [REFERENCE_LIB]
+# Exit status: 0 = compatible, 1 = differences found, 2 = usage/tool error.
+set -euo pipefail
+
+ours=${1:?usage: check_rdmacm_exports.sh OUR_LIB [REFERENCE_LIB]}
+multiarch=$(dpkg-architecture -qDEB_HOST_MULTIARCH 2>/dev/null ||
+            gcc -print-multiarch 2>/dev/null || echo x86_64-linux-gnu)
+ref=${2:-${UROCE_REF_LIBRDMACM:-/usr/lib/$multiarch/librdmacm.so.1}}
+[[ -r $ref ]] || { echo "reference library not readable: $ref" >&2; exit 2; }
+command -v readelf >/dev/null || { echo "readelf (binutils) is required" >&2; exit 2; }
+
+status=0
+bash "$(dirname "$0")/check_exports.sh" --reference "$ref" "$ours" || status=1
+
+# "name version" for every symbol our library defines.
+provided=$(LC_ALL=C readelf --dyn-syms -W "$ours" | awk '
+    $1 ~ /^[0-9]+:$/ && NF >= 8 && $7 != "UND" {
+        n = $8; p = index(n, "@"); if (p == 0) next
+        v = substr(n, p + 1); sub(/^@/, "", v); print substr(n, 1, p - 1), v
+    }' | LC_ALL=C sort -u)
+nodes=$(LC_ALL=C readelf -V -W "$ours" | awk '
+    /^Version definition section/ { d = 1; next }
+    /^Version (needs|symbols) section/ { d = 0 }
+    d && /Name:/ && !/Flags: BASE/ { sub(/.*Name: */, ""); sub(/ .*/, ""); print }' |
+    LC_ALL=C sort -u)
+
+for prog in rping rdma_server rdma_client ucmatose udaddy mckey cmtime riostream rstream \
+            rdma_xserver rdma_xclient rcopy udpong; do
+    bin=$(command -v "$prog" || true)
+    [[ -n $bin ]] || continue
+    bin=$(readlink -f "$bin")
+    imports=$(LC_ALL=C readelf --dyn-syms -W "$bin" | awk '
+        $1 ~ /^[0-9]+:$/ && NF >= 8 && $7 == "UND" {
+            n = $8; p = index(n, "@"); if (p == 0) next
+            v = substr(n, p + 1); sub(/^@/, "", v)
+            if (v ~ /^RDMACM_/) print substr(n, 1, p - 1), v
+        }' | LC_ALL=C sort -u)
+    needed=$(LC_ALL=C readelf -V -W "$bin" | awk '
+        /^Version needs section/ { d = 1; next }
+        /^Version (definition|symbols) section/ { d = 0 }
+        d && /File:/ { f = $0; sub(/.*File: */, "", f); sub(/ .*/, "", f); next }
+        d && /Name:/ && f ~ /^librdmacm\.so/ { n = $0; sub(/.*Name: */, "", n); sub(/ .*/, "", n); print n }' |
+        LC_ALL=C sort -u)
+    missing=$(LC_ALL=C comm -23 <(echo "$imports") <(echo "$provided") | sed '/^$/d')
+    bad_nodes=$(LC_ALL=C comm -23 <(echo "$needed") <(echo "$nodes") | sed '/^$/d')
+    if [[ -z $missing && -z $bad_nodes ]]; then
+        echo "OK   $prog: $(echo "$imports" | sed '/^$/d' | wc -l) RDMACM symbols"
+    else
+        echo "FAIL $prog:"
+        [[ -n $missing ]] && sed 's/^/  missing symbol: /' <<<"$missing"
+        [[ -n $bad_nodes ]] && sed 's/^/  missing version node: /' <<<"$bad_nodes"
+        status=1
+    fi
+done
+exit $status

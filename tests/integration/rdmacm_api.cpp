@@ -1,0 +1,339 @@
+// The librdmacm API over uroce, checked against what rdma_cm(7) and the rdma_* man pages
+// promise (built against the system's <rdma/rdma_cma.h>, linked to the drop-in library).
+// One process plays server and client on one device, each with its own event channel:
+//   - private data arrives intact and at the IB CM sizes (REQ 56, REP 196, REJ 148 bytes
+//     after the RDMA CM header); one byte more is EINVAL;
+//   - rdma_reject gives the client RDMA_CM_EVENT_REJECTED with status 28 (consumer reject);
+//   - a server slower than the REQ retries (the device answers the repeated REQ with an MRA)
+//     still connects;
+//   - rdma_init_qp_attr reports what the CM negotiated; data moves over the connection;
+//   - rdma_destroy_id blocks while an event of the id is not acknowledged;
+//   - an O_NONBLOCK channel gives EAGAIN; port 0 binds a free port; a port in use is
+//     EADDRINUSE; DISCONNECTED and TIMEWAIT_EXIT follow rdma_disconnect.
+// usage: rdmacm_api ADDR
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <rdma/rdma_cma.h>
+#include <rdma/rdma_verbs.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <thread>
+#include <vector>
+
+namespace {
+
+#define CHECK(c)                                                                       \
+    do {                                                                               \
+        if (!(c)) {                                                                    \
+            std::fprintf(stderr, "FAIL %s:%d: %s (errno %d %s)\n", __FILE__, __LINE__, \
+                         #c, errno, std::strerror(errno));                             \
+            std::exit(1);                                                              \
+        }                                                                              \
+    } while (0)
+
+sockaddr_in g_addr;
+
+// The next event on ch, which must be `type` (waits up to timeout_ms).
+rdma_cm_event* expect(rdma_event_channel* ch, rdma_cm_event_type type, int timeout_ms = 10000) {
+    pollfd p{ch->fd, POLLIN, 0};
+    int r = poll(&p, 1, timeout_ms);
+    if (r != 1) {
+        std::fprintf(stderr, "FAIL: no event within %d ms, expected %s\n", timeout_ms,
+                     rdma_event_str(type));
+        std::exit(1);
+    }
+    rdma_cm_event* ev = nullptr;
+    CHECK(rdma_get_cm_event(ch, &ev) == 0);
+    if (ev->event != type) {
+        std::fprintf(stderr, "FAIL: got %s (status %d), expected %s\n", rdma_event_str(ev->event),
+                     ev->status, rdma_event_str(type));
+        std::exit(1);
+    }
+    std::printf("  %s status %d\n", rdma_event_str(ev->event), ev->status);
+    return ev;
+}
+
+struct Server {
+    rdma_event_channel* ch = nullptr;
+    rdma_cm_id* listen = nullptr;
+    uint16_t port = 0;
+};
+
+Server listen_on_free_port() {
+    Server s;
+    s.ch = rdma_create_event_channel();
+    CHECK(s.ch);
+    CHECK(rdma_create_id(s.ch, &s.listen, nullptr, RDMA_PS_TCP) == 0);
+    sockaddr_in a = g_addr;
+    a.sin_port = 0;
+    CHECK(rdma_bind_addr(s.listen, reinterpret_cast<sockaddr*>(&a)) == 0);
+    s.port = ntohs(rdma_get_src_port(s.listen));
+    CHECK(s.port != 0);
+    CHECK(s.listen->verbs != nullptr);
+    CHECK(rdma_listen(s.listen, 4) == 0);
+    return s;
+}
+
+rdma_cm_id* resolved_client(rdma_event_channel* ch, uint16_t port) {
+    rdma_cm_id* id;
+    CHECK(rdma_create_id(ch, &id, nullptr, RDMA_PS_TCP) == 0);
+    sockaddr_in d = g_addr;
+    d.sin_port = htons(port);
+    CHECK(rdma_resolve_addr(id, nullptr, reinterpret_cast<sockaddr*>(&d), 2000) == 0);
+    rdma_ack_cm_event(expect(ch, RDMA_CM_EVENT_ADDR_RESOLVED));
+    CHECK(rdma_resolve_route(id, 2000) == 0);
+    rdma_ack_cm_event(expect(ch, RDMA_CM_EVENT_ROUTE_RESOLVED));
+    CHECK(id->verbs && id->pd && id->port_num == 1);
+    CHECK(id->route.num_paths == 1 && id->route.path_rec);
+    return id;
+}
+
+void make_qp(rdma_cm_id* id) {
+    ibv_qp_init_attr a{};
+    a.cap.max_send_wr = a.cap.max_recv_wr = 4;
+    a.cap.max_send_sge = a.cap.max_recv_sge = 1;
+    a.qp_type = IBV_QPT_RC;
+    a.sq_sig_all = 1;
+    CHECK(rdma_create_qp(id, nullptr, &a) == 0);  // default PD, CQs made by the library
+    CHECK(id->qp && id->send_cq && id->recv_cq && id->send_cq_channel && id->recv_cq_channel);
+    CHECK(id->qp->state == IBV_QPS_INIT);
+}
+
+void fill(uint8_t* p, size_t n, uint8_t seed) {
+    for (size_t i = 0; i < n; ++i) p[i] = uint8_t(seed + i * 7);
+}
+
+bool same(const void* p, size_t n, uint8_t seed) {
+    std::vector<uint8_t> want(n);
+    fill(want.data(), n, seed);
+    return std::memcmp(p, want.data(), n) == 0;
+}
+
+void test_private_data_and_data() {
+    std::printf("private data, rdma_init_qp_attr, a SEND each way\n");
+    Server s = listen_on_free_port();
+    rdma_event_channel* cch = rdma_create_event_channel();
+    CHECK(cch);
+    rdma_cm_id* c = resolved_client(cch, s.port);
+    make_qp(c);
+
+    uint8_t req_pd[57], rep_pd[197];
+    fill(req_pd, sizeof req_pd, 1);
+    fill(rep_pd, sizeof rep_pd, 2);
+    rdma_conn_param p{};
+    p.private_data = req_pd;
+    p.private_data_len = 57;
+    p.responder_resources = 1;
+    p.initiator_depth = 1;
+    p.retry_count = 7;
+    p.rnr_retry_count = 7;
+    errno = 0;
+    CHECK(rdma_connect(c, &p) == -1 && errno == EINVAL);  // one byte over the REQ's room
+    p.private_data_len = 56;
+    CHECK(rdma_connect(c, &p) == 0);
+
+    rdma_cm_event* ev = expect(s.ch, RDMA_CM_EVENT_CONNECT_REQUEST);
+    CHECK(ev->listen_id == s.listen);
+    rdma_cm_id* child = ev->id;
+    CHECK(child != s.listen && child->verbs == s.listen->verbs);
+    CHECK(ev->param.conn.private_data_len == 56);
+    CHECK(same(ev->param.conn.private_data, 56, 1));
+    CHECK(ev->param.conn.qp_num == c->qp->qp_num);
+    CHECK(ev->param.conn.initiator_depth == 1 && ev->param.conn.responder_resources == 1);
+    auto* peer = reinterpret_cast<sockaddr_in*>(rdma_get_peer_addr(child));
+    CHECK(peer->sin_family == AF_INET && peer->sin_port == rdma_get_src_port(c));
+    CHECK(ntohs(rdma_get_src_port(child)) == s.port);
+    rdma_ack_cm_event(ev);
+
+    make_qp(child);
+    // Receives first, on both sides.
+    char cbuf[64] = {}, sbuf[64] = {};
+    ibv_mr* cmr = rdma_reg_msgs(c, cbuf, sizeof cbuf);
+    ibv_mr* smr = rdma_reg_msgs(child, sbuf, sizeof sbuf);
+    CHECK(cmr && smr);
+    CHECK(rdma_post_recv(c, nullptr, cbuf, 32, cmr) == 0);
+    CHECK(rdma_post_recv(child, nullptr, sbuf, 32, smr) == 0);
+
+    rdma_conn_param ap{};
+    ap.private_data = rep_pd;
+    ap.private_data_len = 197;
+    ap.responder_resources = 1;
+    ap.initiator_depth = 1;
+    errno = 0;
+    CHECK(rdma_accept(child, &ap) == -1 && errno == EINVAL);  // one byte over the REP's room
+    ap.private_data_len = 196;
+    CHECK(rdma_accept(child, &ap) == 0);
+    CHECK(child->qp->state == IBV_QPS_RTS);
+
+    ev = expect(cch, RDMA_CM_EVENT_ESTABLISHED);  // the REP, turned into RTR/RTS/RTU
+    CHECK(ev->param.conn.private_data_len == 196);
+    CHECK(same(ev->param.conn.private_data, 196, 2));
+    rdma_ack_cm_event(ev);
+    rdma_ack_cm_event(expect(s.ch, RDMA_CM_EVENT_ESTABLISHED));  // the RTU
+
+    // What the CM negotiated, as rdma_init_qp_attr reports it and the QPs have it.
+    ibv_qp_attr a{};
+    int mask = 0;
+    a.qp_state = IBV_QPS_RTR;
+    CHECK(rdma_init_qp_attr(c, &a, &mask) == 0);
+    CHECK(mask & IBV_QP_DEST_QPN);
+    CHECK(a.dest_qp_num == child->qp->qp_num);
+    CHECK(a.ah_attr.is_global && a.ah_attr.grh.dgid.raw[10] == 0xff &&
+          std::memcmp(&a.ah_attr.grh.dgid.raw[12], &g_addr.sin_addr, 4) == 0);
+    ibv_qp_attr qa{}, qb{};
+    ibv_qp_init_attr ia{};
+    CHECK(ibv_query_qp(c->qp, &qa, IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_RQ_PSN, &ia) == 0);
+    CHECK(ibv_query_qp(child->qp, &qb, IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_RQ_PSN, &ia) == 0);
+    CHECK(qa.qp_state == IBV_QPS_RTS && qb.qp_state == IBV_QPS_RTS);
+    CHECK(qa.sq_psn == qb.rq_psn && qb.sq_psn == qa.rq_psn);
+    CHECK(qa.qp_access_flags & IBV_ACCESS_REMOTE_READ);
+
+    std::strcpy(cbuf + 32, "client to server");
+    std::strcpy(sbuf + 32, "server to client");
+    CHECK(rdma_post_send(c, nullptr, cbuf + 32, 32, cmr, 0) == 0);
+    CHECK(rdma_post_send(child, nullptr, sbuf + 32, 32, smr, 0) == 0);
+    ibv_wc wc;
+    CHECK(rdma_get_send_comp(c, &wc) == 1 && wc.status == IBV_WC_SUCCESS);
+    CHECK(rdma_get_recv_comp(child, &wc) == 1 && wc.status == IBV_WC_SUCCESS);
+    CHECK(std::strcmp(sbuf, "client to server") == 0);
+    CHECK(rdma_get_send_comp(child, &wc) == 1 && wc.status == IBV_WC_SUCCESS);
+    CHECK(rdma_get_recv_comp(c, &wc) == 1 && wc.status == IBV_WC_SUCCESS);
+    CHECK(std::strcmp(cbuf, "server to client") == 0);
+
+    // Disconnect: the client's DREQ, the server's DREP; then TimeWait ends on both.
+    CHECK(rdma_disconnect(c) == 0);
+    CHECK(c->qp->state == IBV_QPS_ERR);
+    rdma_ack_cm_event(expect(s.ch, RDMA_CM_EVENT_DISCONNECTED));
+    CHECK(rdma_disconnect(child) == 0);
+    rdma_ack_cm_event(expect(cch, RDMA_CM_EVENT_DISCONNECTED));
+    rdma_ack_cm_event(expect(cch, RDMA_CM_EVENT_TIMEWAIT_EXIT));
+    rdma_ack_cm_event(expect(s.ch, RDMA_CM_EVENT_TIMEWAIT_EXIT));
+
+    rdma_dereg_mr(cmr);
+    rdma_dereg_mr(smr);
+    rdma_destroy_qp(c);
+    rdma_destroy_qp(child);
+    CHECK(rdma_destroy_id(c) == 0);
+    CHECK(rdma_destroy_id(child) == 0);
+    CHECK(rdma_destroy_id(s.listen) == 0);
+    rdma_destroy_event_channel(cch);
+    rdma_destroy_event_channel(s.ch);
+}
+
+void test_reject_and_slow_accept() {
+    std::printf("reject with private data; accept after the REQ retries ran out once\n");
+    Server s = listen_on_free_port();
+    rdma_event_channel* cch = rdma_create_event_channel();
+    CHECK(cch);
+
+    rdma_cm_id* c = resolved_client(cch, s.port);
+    rdma_conn_param p{};
+    p.qp_num = 0x123;  // no QP on the id: the parameters name one
+    CHECK(rdma_connect(c, &p) == 0);
+    rdma_cm_event* ev = expect(s.ch, RDMA_CM_EVENT_CONNECT_REQUEST);
+    rdma_cm_id* child = ev->id;
+    CHECK(ev->param.conn.qp_num == 0x123);
+    rdma_ack_cm_event(ev);
+    uint8_t rej[149];
+    fill(rej, sizeof rej, 3);
+    errno = 0;
+    CHECK(rdma_reject(child, rej, 149) == -1 && errno == EINVAL);
+    CHECK(rdma_reject(child, rej, 148) == 0);
+    ev = expect(cch, RDMA_CM_EVENT_REJECTED);
+    CHECK(ev->status == 28);
+    CHECK(ev->param.conn.private_data_len == 148 && same(ev->param.conn.private_data, 148, 3));
+    rdma_ack_cm_event(ev);
+    CHECK(rdma_destroy_id(child) == 0);
+    CHECK(rdma_destroy_id(c) == 0);
+
+    // The server answers only after 3.5 s: longer than the REQ's 5 transmissions 500 ms
+    // apart. The device answers the repeated REQ with an MRA, so the client waits.
+    c = resolved_client(cch, s.port);
+    make_qp(c);
+    CHECK(rdma_connect(c, nullptr) == 0);
+    std::this_thread::sleep_for(std::chrono::milliseconds(3500));
+    ev = expect(s.ch, RDMA_CM_EVENT_CONNECT_REQUEST);
+    child = ev->id;
+    rdma_ack_cm_event(ev);
+    make_qp(child);
+    CHECK(rdma_accept(child, nullptr) == 0);
+    rdma_ack_cm_event(expect(cch, RDMA_CM_EVENT_ESTABLISHED));
+    rdma_ack_cm_event(expect(s.ch, RDMA_CM_EVENT_ESTABLISHED));
+
+    // rdma_destroy_id of the server side while its DISCONNECTED is not acknowledged: it
+    // waits for the acknowledgement.
+    CHECK(rdma_disconnect(c) == 0);
+    ev = expect(s.ch, RDMA_CM_EVENT_DISCONNECTED);
+    CHECK(ev->id == child);
+    rdma_destroy_qp(child);
+    std::atomic<bool> done{false};
+    std::thread t([&] {
+        CHECK(rdma_destroy_id(child) == 0);
+        done = true;
+    });
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    CHECK(!done);
+    rdma_ack_cm_event(ev);
+    t.join();
+    CHECK(done);
+    // The device answered the DREQ for the destroyed id.
+    rdma_ack_cm_event(expect(cch, RDMA_CM_EVENT_DISCONNECTED));
+    rdma_destroy_qp(c);
+    CHECK(rdma_destroy_id(c) == 0);
+    CHECK(rdma_destroy_id(s.listen) == 0);
+    rdma_destroy_event_channel(cch);
+    rdma_destroy_event_channel(s.ch);
+}
+
+void test_misc() {
+    std::printf("non-blocking channel, ports, devices\n");
+    rdma_event_channel* ch = rdma_create_event_channel();
+    CHECK(ch);
+    CHECK(fcntl(ch->fd, F_SETFL, fcntl(ch->fd, F_GETFL) | O_NONBLOCK) == 0);
+    rdma_cm_event* ev;
+    errno = 0;
+    CHECK(rdma_get_cm_event(ch, &ev) == -1 && errno == EAGAIN);
+
+    rdma_cm_id *a, *b;
+    CHECK(rdma_create_id(ch, &a, nullptr, RDMA_PS_TCP) == 0);
+    CHECK(rdma_create_id(ch, &b, nullptr, RDMA_PS_TCP) == 0);
+    sockaddr_in addr = g_addr;
+    addr.sin_port = 0;
+    CHECK(rdma_bind_addr(a, reinterpret_cast<sockaddr*>(&addr)) == 0);
+    addr.sin_port = rdma_get_src_port(a);
+    errno = 0;
+    CHECK(rdma_bind_addr(b, reinterpret_cast<sockaddr*>(&addr)) == -1 && errno == EADDRINUSE);
+    CHECK(rdma_destroy_id(a) == 0);
+    CHECK(rdma_bind_addr(b, reinterpret_cast<sockaddr*>(&addr)) == 0);  // free again
+    CHECK(rdma_destroy_id(b) == 0);
+
+    int n = 0;
+    ibv_context** devs = rdma_get_devices(&n);
+    CHECK(devs && n >= 1 && devs[0] && !devs[n]);
+    rdma_free_devices(devs);
+    CHECK(std::strcmp(rdma_event_str(RDMA_CM_EVENT_TIMEWAIT_EXIT), "RDMA_CM_EVENT_TIMEWAIT_EXIT") == 0);
+    rdma_destroy_event_channel(ch);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    setvbuf(stdout, nullptr, _IONBF, 0);
+    if (argc != 2) {
+        std::fprintf(stderr, "usage: rdmacm_api ADDR\n");
+        return 2;
+    }
+    g_addr.sin_family = AF_INET;
+    CHECK(inet_pton(AF_INET, argv[1], &g_addr.sin_addr) == 1);
+    test_misc();
+    test_private_data_and_data();
+    test_reject_and_slow_accept();
+    std::printf("PASS\n");
+    return 0;
+}

@@ -1,0 +1,188 @@
+#!/usr/bin/env bash
+# Acceptance for the connection manager (docs/cm.md): unmodified rdmacm-utils programs
+# over the drop-in librdmacm.so.1 and libibverbs.so.1, server and client as separate
+# processes; connections are IB CM MADs on QP1 between the devices' CM agents.
+# usage: rdmacm_test.sh MODE
+#   rping          rping -C 1000 -v -V over one device (127.0.0.1)
+#   rping_two      rping between two devices: server on 127.0.0.2, client on 127.0.0.3
+#   rdma_server    rdma_server / rdma_client (synchronous ids, rdma_create_ep, get_request)
+#   ucmatose       ucmatose -c 10 server and client (10 connections on one event channel)
+#   udaddy         udaddy (UD QPs, SIDR_REQ/SIDR_REP)
+#   rejected       a client connecting to a port nobody listens on: RDMA_CM_EVENT_REJECTED
+#   addr_error     a destination no device can reach: RDMA_CM_EVENT_ADDR_ERROR
+#   unreachable    a destination with no device behind it: RDMA_CM_EVENT_UNREACHABLE after
+#                  the REQ retries (2.5 s), well within 10 s
+#   capture        rping captured: REQ, REP, RTU, data, DREQ, DREP, all decoded by tshark
+#   api BINARY     tests/integration/rdmacm_api.cpp: private data sizes, reject, a slow
+#                  server (MRA), rdma_init_qp_attr, destroy waiting for acks, ports
+. "$(dirname "$0")/lib.sh"
+mode=${1:?usage: rdmacm_test.sh MODE}
+[ -e "$LIBDIR/librdmacm.so.1" ] || fail "$LIBDIR/librdmacm.so.1 is not built"
+UDP=${UROCE_UDP_PORT:-4791}
+PORT=$(tcp_port)
+
+expect() {  # expect FILE REGEX WHAT
+    grep -Eq "$2" "$1" || fail "$3 (no /$2/ in $(basename "$1"))"
+}
+
+# run_alone CMD...: a single program with the drop-in libraries; prints its output and
+# leaves it in $UROCE_RUNTIME_DIR/alone.out; returns its exit status.
+run_alone() {
+    local out=$UROCE_RUNTIME_DIR/alone.out
+    verbs timeout "${ALONE_TIMEOUT:-60}" "$@" >"$out" 2>&1
+    local rc=$?
+    echo "--- $* (exit $rc)"
+    cat "$out"
+    return $rc
+}
+
+case $mode in
+rping)
+    need rping
+    start_device uroce0 127.0.0.1
+    run_pair rping -s -a 127.0.0.1 -p "$PORT" -v -V -- rping -c -a 127.0.0.1 -p "$PORT" -C 1000 -v -V
+    c=$UROCE_RUNTIME_DIR/client.out
+    # (stderr's "client DISCONNECT EVENT..." may land inside a line of stdout: count matches)
+    n=$(grep -o 'rdma-ping-[0-9]*: ' "$c" | sort -u | wc -l)
+    [ "$n" = 1000 ] || fail "client printed $n distinct pings, expected 1000"
+    expect "$c" 'rdma-ping-999: ' "the last ping is missing"
+    expect "$UROCE_RUNTIME_DIR/server.out" 'rdma-ping-999: ' "server did not see ping 999"
+    expect "$UROCE_RUNTIME_DIR/server.out" 'server DISCONNECT EVENT' "server saw no DISCONNECTED event"
+    ;;
+rping_two)
+    need rping
+    start_device uroce0 127.0.0.2
+    start_device uroce1 127.0.0.3
+    run_pair rping -s -a 127.0.0.2 -p "$PORT" -v -- rping -c -I 127.0.0.3 -a 127.0.0.2 -p "$PORT" -C 200 -v -V
+    expect "$UROCE_RUNTIME_DIR/client.out" 'rdma-ping-199: ' "the last ping is missing"
+    # Each device took part: the client's QP on uroce1, the server's on uroce0.
+    for d in uroce0 uroce1; do
+        "$UROCE" counters "$d" | awk '$1 == "counters" && $3 > 0 { ok = 1 } END { exit !ok }' ||
+            fail "$d sent nothing"
+    done
+    ;;
+rdma_server)
+    need rdma_server
+    need rdma_client
+    start_device uroce0 127.0.0.1
+    run_pair rdma_server -p "$PORT" -- rdma_client -s 127.0.0.1 -p "$PORT"
+    expect "$UROCE_RUNTIME_DIR/server.out" '^rdma_server: end 0$' "rdma_server did not end with 0"
+    expect "$UROCE_RUNTIME_DIR/client.out" '^rdma_client: end 0$' "rdma_client did not end with 0"
+    ;;
+ucmatose)
+    need ucmatose
+    start_device uroce0 127.0.0.1
+    run_pair ucmatose -p "$PORT" -c 10 -C 20 -- ucmatose -s 127.0.0.1 -p "$PORT" -c 10 -C 20
+    for f in server.out client.out; do
+        expect "$UROCE_RUNTIME_DIR/$f" '^return status 0$' "ucmatose ($f) did not return 0"
+        expect "$UROCE_RUNTIME_DIR/$f" '^data transfers complete$' "ucmatose ($f) moved no data"
+    done
+    ;;
+udaddy)
+    need udaddy
+    start_device uroce0 127.0.0.1
+    # udaddy has no port option: it always uses 7174 (the device is this test's alone).
+    PAIR_TIMEOUT=60 run_pair udaddy -- udaddy -s 127.0.0.1 || {
+        if grep -qE "unable to create QP|failure creating address handle" \
+            "$UROCE_RUNTIME_DIR"/server.out "$UROCE_RUNTIME_DIR"/client.out; then
+            skip "UD QPs or address handles are not available from the device yet"
+        fi
+        exit 1
+    }
+    for f in server.out client.out; do
+        expect "$UROCE_RUNTIME_DIR/$f" '^return status 0$' "udaddy ($f) did not return 0"
+        expect "$UROCE_RUNTIME_DIR/$f" '^data transfers complete$' "udaddy ($f) moved no data"
+    done
+    ;;
+rejected)
+    need rping
+    start_device uroce0 127.0.0.1
+    run_alone rping -c -a 127.0.0.1 -p "$PORT" -C 1 && fail "rping connected to nobody"
+    # The device answers a REQ for a service nobody listens on with REJ "invalid service
+    # ID" (IBTA reason 8), as the kernel's CM does; rping prints the event and its status.
+    expect "$UROCE_RUNTIME_DIR/alone.out" 'cma event RDMA_CM_EVENT_REJECTED, error 8' \
+        "rping did not report RDMA_CM_EVENT_REJECTED with reason 8"
+    ;;
+addr_error)
+    need rping
+    # The only device is on 127.0.0.2; the host routes 127.0.0.9 from 127.0.0.1, where no
+    # device is: address resolution fails.
+    start_device uroce0 127.0.0.2
+    run_alone rping -c -a 127.0.0.9 -p "$PORT" -C 1 && fail "rping connected to nobody"
+    expect "$UROCE_RUNTIME_DIR/alone.out" 'cma event RDMA_CM_EVENT_ADDR_ERROR, error -19' \
+        "rping did not report RDMA_CM_EVENT_ADDR_ERROR (-ENODEV)"
+    ;;
+unreachable)
+    need rping
+    # The device on 127.0.0.1 reaches 127.0.0.9, but no device answers there: the REQ is
+    # sent 5 times, 500 ms apart, then the connection is UNREACHABLE (-ETIMEDOUT).
+    start_device uroce0 127.0.0.1
+    t0=$(date +%s%N)
+    run_alone rping -c -a 127.0.0.9 -p "$PORT" -C 1 && fail "rping connected to nobody"
+    ms=$(( ($(date +%s%N) - t0) / 1000000 ))
+    echo "failed after $ms ms"
+    expect "$UROCE_RUNTIME_DIR/alone.out" 'cma event RDMA_CM_EVENT_UNREACHABLE, error -110' \
+        "rping did not report RDMA_CM_EVENT_UNREACHABLE (-ETIMEDOUT)"
+    [ "$ms" -ge 2000 ] || fail "UNREACHABLE after $ms ms: the REQ was not retried"
+    [ "$ms" -le 10000 ] || fail "UNREACHABLE only after $ms ms (documented: 2.5 s)"
+    ;;
+capture)
+    need rping
+    need tshark
+    pcap=$UROCE_RUNTIME_DIR/cm.pcap
+    start_device uroce0 127.0.0.1 --pcap "$pcap"
+    run_pair rping -s -a 127.0.0.1 -p "$PORT" -- rping -c -a 127.0.0.1 -p "$PORT" -C 10 -v
+    sleep 0.5  # the TimeWait exit; the engine flushes the capture once per loop turn
+    "$UROCE" capture stop uroce0 >/dev/null || fail "uroce capture stop"
+    ts() { tshark -n -r "$pcap" -d "udp.port==$UDP,infiniband" "$@" 2>/dev/null; }
+    total=$(ts -T fields -e frame.number | wc -l)
+    [ "$total" -gt 0 ] || fail "empty capture"
+    bad=$(ts -Y '_ws.malformed || _ws.expert.severity >= error' -T fields -e frame.number | wc -l)
+    [ "$bad" = 0 ] || { ts -Y '_ws.malformed || _ws.expert.severity >= error' -V | head -60; fail "$bad malformed frames"; }
+    ib=$(ts -Y 'infiniband.bth.opcode && infiniband.invariant.crc' -T fields -e frame.number | wc -l)
+    [ "$ib" = "$total" ] || fail "$ib of $total frames decode as InfiniBand"
+    # The sequence of events, one letter each: CM messages by name, D for data (RC).
+    seq=$(ts -T fields -e infiniband.bth.opcode -e infiniband.mad.mgmtclass -e infiniband.mad.attributeid |
+        awk -F'\t' '
+            BEGIN {
+                name["0x0010"] = "REQ"; name["0x0013"] = "REP"; name["0x0014"] = "RTU"
+                name["0x0015"] = "DREQ"; name["0x0016"] = "DREP"; name["0x0012"] = "REJ"
+                name["0x0011"] = "MRA"
+            }
+            $1 == 100 && $2 == "0x07" {
+                n = ($3 in name) ? name[$3] : ("MAD" $3)
+                if (n != last) printf "%s ", n
+                last = n
+                next
+            }
+            $1 < 32 { if (last != "data") printf "data "; last = "data"; next }
+            { printf "?%s ", $1; last = "" }')
+    echo "sequence: $seq"
+    [ "$seq" = "REQ REP RTU data DREQ DREP " ] || fail "unexpected CM sequence: $seq"
+    # tshark names them as the CM dissector does.
+    for m in ConnectRequest ConnectReply ReadyToUse DisconnectRequest DisconnectReply; do
+        ts -Y "infiniband.mad.mgmtclass == 0x07" | grep -q "CM: $m" || fail "tshark shows no CM $m"
+    done
+    # The REQ carries the RDMA CM IP header: the port rping connected to, the addresses.
+    ts -Y 'infiniband.mad.attributeid == 0x0010' -V | grep -q "IP CM Destination IP: 127.0.0.1" ||
+        fail "the REQ has no RDMA CM IP private data header"
+    dport=$(ts -Y 'infiniband.mad.attributeid == 0x0010' -T fields -e infiniband.cm.req.serviceid.dport | head -1)
+    [ "$((dport))" = "$PORT" ] || fail "REQ service ID port $dport, expected $PORT"
+    # Every ICRC, the MADs' included, as scapy computes it.
+    if [ -x /usr/bin/python3 ] && /usr/bin/python3 -c 'import scapy.contrib.roce' 2>/dev/null; then
+        out=$(/usr/bin/python3 "$(dirname "$0")/../unit/icrc_scapy_check.py" "$pcap" --port "$UDP" 2>&1) ||
+            fail "scapy ICRC check: $out"
+        echo "$out"
+        [ "$out" = "checked $total packets, 0 mismatches" ] || fail "scapy: $out (expected $total packets)"
+    fi
+    ;;
+api)
+    start_device uroce0 127.0.0.1
+    run_alone "${2:?usage: rdmacm_test.sh api BINARY}" 127.0.0.1 || fail "rdmacm_api failed"
+    expect "$UROCE_RUNTIME_DIR/alone.out" '^PASS$' "rdmacm_api did not pass"
+    ;;
+*)
+    fail "unknown mode $mode"
+    ;;
+esac
+echo PASS

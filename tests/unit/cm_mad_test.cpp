@@ -1,0 +1,203 @@
+// The IB CM MAD codec (emu/cm_mad.*): field placement against IBTA vol. 1 chapter 12 (byte
+// offsets within the 256-byte MAD, sub-byte fields packed from the most significant bit),
+// and encode/decode round trips.
+#include <arpa/inet.h>
+#include <gtest/gtest.h>
+#include <rdma/rdma_cma.h>
+
+#include "emu/cm_mad.h"
+
+using namespace uroce::emu::cm;
+
+namespace {
+
+uint32_t be(const uint8_t* p, int n) {
+    uint32_t v = 0;
+    for (int i = 0; i < n; ++i) v = (v << 8) | p[i];
+    return v;
+}
+
+}  // namespace
+
+TEST(CmMad, HeaderIsCmSend) {
+    Short m;
+    m.local_comm_id = 0x11223344;
+    m.remote_comm_id = 0x55667788;
+    uint8_t mad[kMadLen];
+    encode_rtu(m, 0x0102030405060708ull, mad);
+    EXPECT_EQ(mad[0], 1);     // base version
+    EXPECT_EQ(mad[1], 0x07);  // CM class
+    EXPECT_EQ(mad[2], 2);     // class version
+    EXPECT_EQ(mad[3], 0x03);  // Send
+    EXPECT_EQ(be(mad + 8, 4), 0x01020304u);
+    EXPECT_EQ(be(mad + 12, 4), 0x05060708u);
+    EXPECT_EQ(be(mad + 16, 2), kAttrRtu);
+    MadHdr h;
+    ASSERT_TRUE(parse_hdr(mad, &h));
+    EXPECT_EQ(h.attr_id, kAttrRtu);
+    EXPECT_EQ(h.tid, 0x0102030405060708ull);
+    mad[1] = 0x03;  // another class
+    EXPECT_FALSE(parse_hdr(mad, &h));
+}
+
+TEST(CmMad, ReqFieldsWhereTheSpecPutsThem) {
+    Req m;
+    m.local_comm_id = 0xa1b2c3d4;
+    m.service_id = service_id(RDMA_PS_TCP, 7174);
+    m.local_ca_guid = 0x0200'7fff'fe00'0001ull;
+    m.local_qpn = 0x123456;
+    m.responder_resources = 3;
+    m.initiator_depth = 4;
+    m.remote_cm_response_timeout = 17;
+    m.transport = 1;
+    m.flow_control = true;
+    m.starting_psn = 0xabcdef;
+    m.local_cm_response_timeout = 18;
+    m.retry_count = 6;
+    m.path_mtu = 5;
+    m.rnr_retry_count = 7;
+    m.max_cm_retries = 4;
+    m.srq = true;
+    m.local_gid[15] = 1;
+    m.remote_gid[15] = 2;
+    m.hop_limit = 64;
+    m.sl = 3;
+    m.local_ack_timeout = 14;
+    m.private_data[0] = 0xee;
+    m.private_data[91] = 0xef;
+    uint8_t mad[kMadLen];
+    encode(m, 7, mad);
+    const uint8_t* d = mad + kMadHdrLen;
+    EXPECT_EQ(be(d + 0, 4), 0xa1b2c3d4u);
+    EXPECT_EQ(be(d + 8, 4), 0u);
+    EXPECT_EQ(be(d + 12, 4), 0x01061c06u);  // RDMA_IB_IP_PS_TCP | 7174
+    EXPECT_EQ(be(d + 32, 3), 0x123456u);
+    EXPECT_EQ(d[35], 3);
+    EXPECT_EQ(d[39], 4);
+    EXPECT_EQ(d[43], (17 << 3) | (1 << 1) | 1);
+    EXPECT_EQ(be(d + 44, 3), 0xabcdefu);
+    EXPECT_EQ(d[47], (18 << 3) | 6);
+    EXPECT_EQ(be(d + 48, 2), 0xffffu);
+    EXPECT_EQ(d[50], (5 << 4) | 7);
+    EXPECT_EQ(d[51], (4 << 4) | 0x08);
+    EXPECT_EQ(be(d + 52, 2), 0xffffu);  // permissive LIDs: RoCE routes by GID
+    EXPECT_EQ(d[56 + 15], 1);
+    EXPECT_EQ(d[72 + 15], 2);
+    EXPECT_EQ(d[93], 64);
+    EXPECT_EQ(d[94], 3 << 4);
+    EXPECT_EQ(d[95], 14 << 3);
+    EXPECT_EQ(d[140], 0xee);
+    EXPECT_EQ(d[231], 0xef);
+
+    Req r;
+    decode(mad, &r);
+    EXPECT_EQ(r.local_comm_id, m.local_comm_id);
+    EXPECT_EQ(r.service_id, m.service_id);
+    EXPECT_EQ(r.local_ca_guid, m.local_ca_guid);
+    EXPECT_EQ(r.local_qpn, m.local_qpn);
+    EXPECT_EQ(r.responder_resources, 3);
+    EXPECT_EQ(r.initiator_depth, 4);
+    EXPECT_EQ(r.transport, 1);
+    EXPECT_TRUE(r.flow_control);
+    EXPECT_EQ(r.starting_psn, m.starting_psn);
+    EXPECT_EQ(r.retry_count, 6);
+    EXPECT_EQ(r.rnr_retry_count, 7);
+    EXPECT_EQ(r.path_mtu, 5);
+    EXPECT_TRUE(r.srq);
+    EXPECT_EQ(r.local_ack_timeout, 14);
+    EXPECT_EQ(service_ps(r.service_id), uint32_t(RDMA_PS_TCP));
+    EXPECT_EQ(service_port(r.service_id), 7174);
+    EXPECT_EQ(r.private_data[91], 0xef);
+}
+
+TEST(CmMad, RepRejMraDreqSidrRoundTrip) {
+    uint8_t mad[kMadLen];
+    Rep rep;
+    rep.local_comm_id = 1;
+    rep.remote_comm_id = 2;
+    rep.local_qpn = 0x17;
+    rep.starting_psn = 0x654321;
+    rep.responder_resources = 1;
+    rep.initiator_depth = 2;
+    rep.target_ack_delay = 15;
+    rep.rnr_retry_count = 5;
+    rep.srq = true;
+    rep.private_data[195] = 9;
+    encode(rep, 1, mad);
+    const uint8_t* d = mad + kMadHdrLen;
+    EXPECT_EQ(be(d + 12, 3), 0x17u);
+    EXPECT_EQ(be(d + 20, 3), 0x654321u);
+    EXPECT_EQ(d[26], 15 << 3);
+    EXPECT_EQ(d[27], (5 << 5) | 0x10);
+    EXPECT_EQ(d[36 + 195], 9);
+    Rep rep2;
+    decode(mad, &rep2);
+    EXPECT_EQ(rep2.remote_comm_id, 2u);
+    EXPECT_EQ(rep2.starting_psn, 0x654321u);
+    EXPECT_EQ(rep2.rnr_retry_count, 5);
+    EXPECT_TRUE(rep2.srq);
+
+    Rej rej;
+    rej.remote_comm_id = 0x99;
+    rej.msg_rejected = kMsgReq;
+    rej.reason = kRejInvalidServiceId;
+    rej.private_data[147] = 4;
+    encode(rej, 1, mad);
+    EXPECT_EQ(be(d + 10, 2), 8u);
+    EXPECT_EQ(d[84 + 147], 4);
+    Rej rej2;
+    decode(mad, &rej2);
+    EXPECT_EQ(rej2.reason, kRejInvalidServiceId);
+    EXPECT_EQ(rej2.remote_comm_id, 0x99u);
+
+    Mra mra;
+    mra.msg_mraed = kMsgRep;
+    mra.service_timeout = 20;
+    encode(mra, 1, mad);
+    EXPECT_EQ(d[8], kMsgRep << 6);
+    EXPECT_EQ(d[9], 20 << 3);
+
+    Short dreq;
+    dreq.local_comm_id = 5;
+    dreq.remote_comm_id = 6;
+    dreq.remote_qpn = 0x42;
+    encode_dreq(dreq, 1, mad);
+    EXPECT_EQ(be(mad + 16, 2), kAttrDreq);
+    EXPECT_EQ(be(d + 8, 3), 0x42u);
+    Short dreq2;
+    decode_dreq(mad, &dreq2);
+    EXPECT_EQ(dreq2.remote_qpn, 0x42u);
+    EXPECT_EQ(dreq2.local_comm_id, 5u);
+
+    SidrRep sr;
+    sr.request_id = 77;
+    sr.status = kSidrOk;
+    sr.qpn = 0x33;
+    sr.qkey = RDMA_UDP_QKEY;
+    sr.service_id = service_id(RDMA_PS_UDP, 7174);
+    encode(sr, 1, mad);
+    EXPECT_EQ(be(d + 8, 3), 0x33u);
+    EXPECT_EQ(be(d + 20, 4), uint32_t(RDMA_UDP_QKEY));
+    SidrRep sr2;
+    decode(mad, &sr2);
+    EXPECT_EQ(sr2.request_id, 77u);
+    EXPECT_EQ(sr2.qkey, uint32_t(RDMA_UDP_QKEY));
+}
+
+TEST(CmMad, IpHeader) {
+    uint8_t pd[kIpHdrLen + 4] = {};
+    IpHdr h{htons(4000), htonl(0x7f000002), htonl(0x7f000003)};
+    put_ip_hdr(h, pd);
+    EXPECT_EQ(pd[0], 0);
+    EXPECT_EQ(pd[1], 0x40);
+    EXPECT_EQ(be(pd + 2, 2), 4000u);
+    EXPECT_EQ(be(pd + 16, 4), 0x7f000002u);
+    EXPECT_EQ(be(pd + 32, 4), 0x7f000003u);
+    IpHdr g;
+    ASSERT_TRUE(get_ip_hdr(pd, &g));
+    EXPECT_EQ(g.src_ip, h.src_ip);
+    EXPECT_EQ(g.dst_ip, h.dst_ip);
+    EXPECT_EQ(g.src_port, h.src_port);
+    pd[1] = 0x60;  // IPv6: not what uroce speaks
+    EXPECT_FALSE(get_ip_hdr(pd, &g));
+}
