@@ -32,8 +32,11 @@ public:
     static constexpr uint8_t kMadTimeoutCode = 17;   // 4.096 us * 2^17 = 537 ms, as sent in REQ
     static constexpr uint8_t kMraServiceTimeout = 20;  // 4.3 s: what we ask for in an MRA
     static constexpr uint64_t kMaxMraWaitNs = 16'000'000'000ull;
-    // A connection stays in TimeWait this long after DREQ/DREP before TIMEWAIT_EXIT.
-    static constexpr uint64_t kTimewaitNs = 200'000'000;
+    // A connection stays in TimeWait this long after DREQ/DREP before TIMEWAIT_EXIT. Like
+    // the kernel's (about twice the ACK timeout), long enough that a program which exits
+    // right after rdma_disconnect is gone before the event: rping 44 tears its event
+    // channel down under its CM thread, which an early TIMEWAIT_EXIT would wake.
+    static constexpr uint64_t kTimewaitNs = 1'000'000'000;
     static constexpr int kDefaultBacklog = 1024;
 
     explicit CmAgent(Device& dev);

@@ -12,7 +12,9 @@
 #   addr_error     a destination no device can reach: RDMA_CM_EVENT_ADDR_ERROR
 #   unreachable    a destination with no device behind it: RDMA_CM_EVENT_UNREACHABLE after
 #                  the REQ retries (2.5 s), well within 10 s
-#   capture        rping captured: REQ, REP, RTU, data, DREQ, DREP, all decoded by tshark
+#   capture        rping between two devices, captured on the client's: REQ, REP, RTU, data,
+#                  DREQ, DREP, all decoded by tshark
+#   perftest       perftest's ib_write_bw and ib_read_lat with -R (connection setup by rdma_cm)
 #   api BINARY     tests/integration/rdmacm_api.cpp: private data sizes, reject, a slow
 #                  server (MRA), rdma_init_qp_attr, destroy waiting for acks, ports
 . "$(dirname "$0")/lib.sh"
@@ -36,11 +38,38 @@ run_alone() {
     return $rc
 }
 
+# cm_pair LISTEN_PORT SERVER_CMD... -- CLIENT_CMD...: run_pair (lib.sh), except that the
+# client starts as soon as the server's CM id listens on LISTEN_PORT (as `uroce res` shows
+# it on any device of this test), not after a fixed pause: a loaded machine may take longer
+# than that to start the server, and a REQ for a port nobody listens on is rejected.
+cm_pair() {
+    local port=$1 timeout_s=${PAIR_TIMEOUT:-120} server=() client=() seen=0 i
+    shift
+    for a in "$@"; do
+        if [ "$a" = "--" ] && [ $seen = 0 ]; then seen=1; continue; fi
+        if [ $seen = 0 ]; then server+=("$a"); else client+=("$a"); fi
+    done
+    local slog=$UROCE_RUNTIME_DIR/server.out clog=$UROCE_RUNTIME_DIR/client.out
+    verbs timeout "$timeout_s" "${server[@]}" >"$slog" 2>&1 &
+    local spid=$!
+    for i in $(seq 1 200); do
+        "$UROCE" res 2>/dev/null | grep -Eq "^cm_id .* state listen .*:$port remote" && break
+        sleep 0.05
+    done
+    verbs timeout "$timeout_s" "${client[@]}" >"$clog" 2>&1
+    local crc=$?
+    wait $spid
+    local src=$?
+    echo "--- server: ${server[*]} (exit $src)"; cat "$slog"
+    echo "--- client: ${client[*]} (exit $crc)"; cat "$clog"
+    [ $src = 0 ] && [ $crc = 0 ] || fail "server exit $src, client exit $crc"
+}
+
 case $mode in
 rping)
     need rping
     start_device uroce0 127.0.0.1
-    run_pair rping -s -a 127.0.0.1 -p "$PORT" -v -V -- rping -c -a 127.0.0.1 -p "$PORT" -C 1000 -v -V
+    cm_pair "$PORT" rping -s -a 127.0.0.1 -p "$PORT" -v -V -- rping -c -a 127.0.0.1 -p "$PORT" -C 1000 -v -V
     c=$UROCE_RUNTIME_DIR/client.out
     # (stderr's "client DISCONNECT EVENT..." may land inside a line of stdout: count matches)
     n=$(grep -o 'rdma-ping-[0-9]*: ' "$c" | sort -u | wc -l)
@@ -53,7 +82,7 @@ rping_two)
     need rping
     start_device uroce0 127.0.0.2
     start_device uroce1 127.0.0.3
-    run_pair rping -s -a 127.0.0.2 -p "$PORT" -v -- rping -c -I 127.0.0.3 -a 127.0.0.2 -p "$PORT" -C 200 -v -V
+    cm_pair "$PORT" rping -s -a 127.0.0.2 -p "$PORT" -v -- rping -c -I 127.0.0.3 -a 127.0.0.2 -p "$PORT" -C 200 -v -V
     expect "$UROCE_RUNTIME_DIR/client.out" 'rdma-ping-199: ' "the last ping is missing"
     # Each device took part: the client's QP on uroce1, the server's on uroce0.
     for d in uroce0 uroce1; do
@@ -65,14 +94,14 @@ rdma_server)
     need rdma_server
     need rdma_client
     start_device uroce0 127.0.0.1
-    run_pair rdma_server -p "$PORT" -- rdma_client -s 127.0.0.1 -p "$PORT"
+    cm_pair "$PORT" rdma_server -p "$PORT" -- rdma_client -s 127.0.0.1 -p "$PORT"
     expect "$UROCE_RUNTIME_DIR/server.out" '^rdma_server: end 0$' "rdma_server did not end with 0"
     expect "$UROCE_RUNTIME_DIR/client.out" '^rdma_client: end 0$' "rdma_client did not end with 0"
     ;;
 ucmatose)
     need ucmatose
     start_device uroce0 127.0.0.1
-    run_pair ucmatose -p "$PORT" -c 10 -C 20 -- ucmatose -s 127.0.0.1 -p "$PORT" -c 10 -C 20
+    cm_pair "$PORT" ucmatose -p "$PORT" -c 10 -C 20 -- ucmatose -s 127.0.0.1 -p "$PORT" -c 10 -C 20
     for f in server.out client.out; do
         expect "$UROCE_RUNTIME_DIR/$f" '^return status 0$' "ucmatose ($f) did not return 0"
         expect "$UROCE_RUNTIME_DIR/$f" '^data transfers complete$' "ucmatose ($f) moved no data"
@@ -82,7 +111,7 @@ udaddy)
     need udaddy
     start_device uroce0 127.0.0.1
     # udaddy has no port option: it always uses 7174 (the device is this test's alone).
-    PAIR_TIMEOUT=60 run_pair udaddy -- udaddy -s 127.0.0.1 || {
+    PAIR_TIMEOUT=60 cm_pair 7174 udaddy -- udaddy -s 127.0.0.1 || {
         if grep -qE "unable to create QP|failure creating address handle" \
             "$UROCE_RUNTIME_DIR"/server.out "$UROCE_RUNTIME_DIR"/client.out; then
             skip "UD QPs or address handles are not available from the device yet"
@@ -129,11 +158,14 @@ unreachable)
 capture)
     need rping
     need tshark
+    # Two devices, the capture on the client's: every packet once, in the order the client
+    # sent and received it (on one loopback device the received copy of a packet may be
+    # recorded after later sends).
     pcap=$UROCE_RUNTIME_DIR/cm.pcap
-    start_device uroce0 127.0.0.1 --pcap "$pcap"
-    run_pair rping -s -a 127.0.0.1 -p "$PORT" -- rping -c -a 127.0.0.1 -p "$PORT" -C 10 -v
-    sleep 0.5  # the TimeWait exit; the engine flushes the capture once per loop turn
-    "$UROCE" capture stop uroce0 >/dev/null || fail "uroce capture stop"
+    start_device uroce0 127.0.0.2
+    start_device uroce1 127.0.0.3 --pcap "$pcap"
+    cm_pair "$PORT" rping -s -a 127.0.0.2 -p "$PORT" -- rping -c -I 127.0.0.3 -a 127.0.0.2 -p "$PORT" -C 10 -v
+    "$UROCE" capture stop uroce1 >/dev/null || fail "uroce capture stop"
     ts() { tshark -n -r "$pcap" -d "udp.port==$UDP,infiniband" "$@" 2>/dev/null; }
     total=$(ts -T fields -e frame.number | wc -l)
     [ "$total" -gt 0 ] || fail "empty capture"
@@ -164,7 +196,7 @@ capture)
         ts -Y "infiniband.mad.mgmtclass == 0x07" | grep -q "CM: $m" || fail "tshark shows no CM $m"
     done
     # The REQ carries the RDMA CM IP header: the port rping connected to, the addresses.
-    ts -Y 'infiniband.mad.attributeid == 0x0010' -V | grep -q "IP CM Destination IP: 127.0.0.1" ||
+    ts -Y 'infiniband.mad.attributeid == 0x0010' -V | grep -q "IP CM Destination IP: 127.0.0.2" ||
         fail "the REQ has no RDMA CM IP private data header"
     dport=$(ts -Y 'infiniband.mad.attributeid == 0x0010' -T fields -e infiniband.cm.req.serviceid.dport | head -1)
     [ "$((dport))" = "$PORT" ] || fail "REQ service ID port $dport, expected $PORT"
@@ -175,6 +207,15 @@ capture)
         echo "$out"
         [ "$out" = "checked $total packets, 0 mismatches" ] || fail "scapy: $out (expected $total packets)"
     fi
+    ;;
+perftest)
+    need ib_write_bw
+    need ib_read_lat
+    start_device uroce0 127.0.0.1
+    cm_pair "$PORT" ib_write_bw -R -p "$PORT" -n 1000 -- ib_write_bw -R -p "$PORT" -n 1000 127.0.0.1
+    expect "$UROCE_RUNTIME_DIR/client.out" '^ *65536 +1000 ' "ib_write_bw -R printed no result line"
+    cm_pair "$PORT" ib_read_lat -R -p "$PORT" -n 1000 -- ib_read_lat -R -p "$PORT" -n 1000 127.0.0.1
+    expect "$UROCE_RUNTIME_DIR/client.out" '^ *2 +1000 ' "ib_read_lat -R printed no result line"
     ;;
 api)
     start_device uroce0 127.0.0.1
