@@ -13,7 +13,8 @@
 //        fault_transfer DEV_A DEV_B rnr
 //            B posts no receive: with rnr_retry 1 A's SEND completes with
 //            IBV_WC_RNR_RETRY_EXC_ERR; with rnr_retry 7 it waits until B posts one.
-// QP attributes: timeout 8 (about 1 ms), retry_cnt 7, max_rd_atomic 16 unless told.
+// QP attributes: timeout 14 (67 ms; --timeout T), retry_cnt 7, rnr_retry 7, max_rd_atomic
+// and max_dest_rd_atomic 16, path MTU 4096 unless told.
 // Exits 0 when every check holds; otherwise prints each mismatch and exits 1.
 #include <infiniband/verbs.h>
 #include <time.h>
@@ -139,7 +140,11 @@ struct Side {
 };
 
 struct QpParams {
-    uint8_t timeout = 8;
+    // 67 ms: a QP survives 0.5 s of silence from its peer. With 8 (1 ms, 8.4 ms of silence
+    // before IBV_WC_RETRY_EXC_ERR) a QP dies whenever the peer device gets no CPU for 8 ms,
+    // which happens all the time on a 2-core host running other tests; 12 (134 ms) still
+    // failed about one run in eight (docs/faults.md).
+    uint8_t timeout = 14;
     uint8_t retry_cnt = 7;
     uint8_t rnr_retry = 7;
     uint8_t min_rnr_timer = 1;  // 0.01 ms
@@ -165,6 +170,7 @@ void open_side(Side& s, const char* name) {
     s.pd = ibv_alloc_pd(s.ctx);
     REQUIRE(s.pd, "%s: alloc_pd: %s", name, std::strerror(errno));
     s.len = size_t(kWindow) * (kChunk + kGuard) + 4096;
+    s.len = (s.len + 4095) / 4096 * 4096;  // aligned_alloc wants a multiple of the alignment
     s.buf = static_cast<uint8_t*>(std::aligned_alloc(4096, s.len));
     REQUIRE(s.buf, "aligned_alloc");
     std::memset(s.buf, kPoison, s.len);
@@ -580,7 +586,7 @@ int main(int argc, char** argv) {
     if (argc < 4) {
         std::fprintf(stderr,
                      "usage: %s DEV_A DEV_B transfer [--mib N] [--atomics N] [--mtu 1024|4096]\n"
-                     "           [--phases wrsa]\n"
+                     "           [--timeout T] [--phases wrsa]\n"
                      "       %s DEV_A DEV_B retry [--timeout T --retry R]...\n"
                      "       %s DEV_A DEV_B rnr\n",
                      argv[0], argv[0], argv[0]);

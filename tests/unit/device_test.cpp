@@ -289,7 +289,8 @@ public:
         w.send_flags = flags;
         w.imm_data = imm_be;
         w.num_sge = uint32_t(sges.size());
-        std::memcpy(slot + sizeof w, sges.data(), sizeof(abi::Sge) * sges.size());
+        if (!sges.empty())
+            std::memcpy(slot + sizeof w, sges.data(), sizeof(abi::Sge) * sges.size());
         std::memcpy(slot, &w, sizeof w);
         h->prod.store(prod + 1, std::memory_order_release);
         ring_doorbell();
