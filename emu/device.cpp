@@ -162,7 +162,7 @@ void Device::run_ready() {
 
 void Device::arm_timer(Qp& qp, uint64_t deadline) {
     qp.deadline_ns = deadline;
-    qp.rx_at_arm = qp.rx_pkts;
+    qp.rx_at_arm = qp.resp_rx;
     if (deadline && !qp.on_timer_list) {
         qp.on_timer_list = true;
         timers_.push_back(&qp);

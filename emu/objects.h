@@ -211,7 +211,9 @@ struct Qp {
 
     // Counters for `uroce res`.
     uint64_t tx_pkts = 0, rx_pkts = 0, retransmits = 0;
-    uint64_t rx_at_arm = 0;  // rx_pkts when the retransmit timer was last armed
+    // ACKs and responses received (not the peer's own requests), and their count when the
+    // retransmit timer was last armed: the "peer is alive" test of retransmit_timeout.
+    uint64_t resp_rx = 0, rx_at_arm = 0;
     // By opcode, for `uroce counters` (qp_counters lines): packets transmit() sent for this QP
     // and packets on_packet() delivered to it.
     OpCounters tx_op, rx_op;

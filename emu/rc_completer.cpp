@@ -101,6 +101,7 @@ void Device::read_atomic_response(Qp& qp, const net::Packet& p) {
 
 void Device::completer_receive(Qp& qp, const net::Packet& p) {
     if (qp.state != IBV_QPS_RTS && qp.state != IBV_QPS_SQD) return;
+    ++qp.resp_rx;
     uint32_t psn = p.bth.psn;
     // Only PSNs in [una - 1, last assigned] can refer to something outstanding.
     if (net::psn_lt(psn, net::psn_add(qp.una_psn, -1)) || !net::psn_lt(psn, qp.wqe_psn)) return;
@@ -170,7 +171,7 @@ void Device::retransmit_timeout(Qp& qp) {
     // The peer kept talking during the whole period (READ responses still streaming,
     // duplicate ACKs): it is alive but slow, as a loaded host makes it. Wait another
     // period rather than resend everything and spend a retry.
-    if (qp.rx_pkts != qp.rx_at_arm) {
+    if (qp.resp_rx != qp.rx_at_arm) {
         arm_timer(qp, now_ns() + ack_timeout_ns(qp.attr.timeout));
         return;
     }
