@@ -33,8 +33,10 @@ void Device::ack_upto(Qp& qp, uint32_t psn, bool implicit) {
         const SendWr& w = qp.swr[qp.sq_done & qp.sq_mask];
         // Part of a multi-packet SEND/WRITE acknowledged.
         if (!is_rd_atomic(w.opcode) && net::psn_le(w.first_psn, psn) &&
-            net::psn_lt(qp.una_psn, net::psn_add(psn, 1)))
+            net::psn_lt(qp.una_psn, net::psn_add(psn, 1))) {
             qp.una_psn = net::psn_add(psn, 1);
+            qp.retry_left = qp.attr.retry_cnt;  // forward progress, as a completion is
+        }
     } else if (qp.sq_done == qp.sq_fetch && net::psn_lt(qp.una_psn, net::psn_add(psn, 1))) {
         qp.una_psn = net::psn_add(psn, 1);
     }
@@ -124,7 +126,9 @@ void Device::completer_receive(Qp& qp, const net::Packet& p) {
         if (qp.state == IBV_QPS_ERR) return;
         if (qp.rnr_left == 0) return fail_oldest(qp, IBV_WC_RNR_RETRY_EXC_ERR);
         if (qp.attr.rnr_retry != 7) --qp.rnr_left;  // 7 means retry forever
-        go_back(qp, psn);
+        // From una, not `psn`: una is behind `psn` when READ/ATOMIC responses before it
+        // were lost, and those requests must go again (ack_upto already went back there).
+        go_back(qp, qp.una_psn);
         qp.rnr_wait = true;
         arm_timer(qp, now_ns() + rnr_timer_ns(syn & 0x1f));
         break;
@@ -136,7 +140,7 @@ void Device::completer_receive(Qp& qp, const net::Packet& p) {
         case 0:  // PSN sequence error: resend from the PSN the responder expects
             ++qp.retransmits;
             ++counters_.retransmits;
-            go_back(qp, psn);
+            go_back(qp, qp.una_psn);  // not `psn`: see the RNR case
             break;
         case 1:
             fail_oldest(qp, IBV_WC_REM_INV_REQ_ERR);

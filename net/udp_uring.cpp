@@ -203,7 +203,7 @@ void UdpUring::run_once(uint64_t timeout_ns, Handler& h) {
         ts.tv_nsec = int64_t(timeout_ns % 1000000000ull);
         io_uring_submit_and_wait_timeout(&ring_, &cqe, 1, &ts, nullptr);
     }
-    unsigned head, seen = 0;
+    unsigned head, seen = 0, rx_since_submit = 0;
     bool rearm = false;
     io_uring_for_each_cqe(&ring_, head, cqe) {
         ++seen;
@@ -223,6 +223,13 @@ void UdpUring::run_once(uint64_t timeout_ns, Handler& h) {
                 auto* data = static_cast<uint8_t*>(io_uring_recvmsg_payload(out, &rx_msg_));
                 size_t len = io_uring_recvmsg_payload_length(out, cqe->res, &rx_msg_);
                 h.on_packet(from, data, len);
+                // What handling received packets produced (ACKs, NAKs, READ responses)
+                // leaves after a few of them, not when the whole batch is done.
+                if (sends_queued_ && ++rx_since_submit >= kRecvBatch) {
+                    io_uring_submit(&ring_);
+                    sends_queued_ = 0;
+                    rx_since_submit = 0;
+                }
             }
             recycle_rx(bid);
             break;

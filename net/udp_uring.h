@@ -19,6 +19,7 @@ public:
     static constexpr uint32_t kTxBufs = 2048;
     static constexpr uint32_t kRxBufs = 1024;
     static constexpr uint32_t kSendBatch = 32;  // sends queued before a submission mid-turn
+    static constexpr uint32_t kRecvBatch = 8;   // received packets handled before one
 
     class Handler {
     public:

@@ -3,6 +3,7 @@
 // each of two devices (one process, two contexts).
 //
 // usage: fault_transfer DEV_A DEV_B transfer [--mib N] [--atomics N] [--mtu 1024|4096]
+//                [--timeout T] [--max-msg BYTES] [--phases wrsa]
 //            RDMA WRITE, RDMA READ and SEND of N MiB each from A to B (patterned data, every
 //            byte checked, destination guard bytes too), then N FETCH_AND_ADD(1) from A on a
 //            counter at B: each must return exactly its predecessor count, the counter must
@@ -70,7 +71,8 @@ double secs_since(Clock::time_point t) {
     return std::chrono::duration<double>(Clock::now() - t).count();
 }
 
-constexpr size_t kChunk = 1 << 20;  // largest message
+constexpr size_t kChunk = 1 << 20;  // largest message (buffer area per message)
+size_t g_max_msg = kChunk;           // --max-msg
 constexpr uint32_t kWindow = 16;     // messages in flight (and buffer areas per side)
 constexpr uint32_t kAtomicDepth = 16;
 constexpr size_t kGuard = 64;        // poisoned bytes after each destination
@@ -276,12 +278,12 @@ void expect_wc(Side& s, uint64_t id, ibv_wc_opcode op, const char* what) {
             (unsigned long long)id, int(wc.opcode), int(op));
 }
 
-// Message sizes: mostly kChunk, every 8th an odd size (1 byte .. kChunk) so that short
+// Message sizes: mostly g_max_msg, every 8th an odd size (1 byte .. g_max_msg) so that short
 // messages, partial last packets and single-packet messages are in the mix.
 std::vector<uint32_t> message_sizes(uint64_t total, uint64_t seed) {
     std::vector<uint32_t> out;
     for (uint64_t sent = 0, i = 0; sent < total; ++i) {
-        uint64_t n = i % 8 == 7 ? 1 + mix(seed + i) % kChunk : kChunk;
+        uint64_t n = i % 8 == 7 ? 1 + mix(seed + i) % g_max_msg : g_max_msg;
         n = std::min<uint64_t>(n, total - sent);
         out.push_back(uint32_t(n));
         sent += n;
@@ -586,7 +588,7 @@ int main(int argc, char** argv) {
     if (argc < 4) {
         std::fprintf(stderr,
                      "usage: %s DEV_A DEV_B transfer [--mib N] [--atomics N] [--mtu 1024|4096]\n"
-                     "           [--timeout T] [--phases wrsa]\n"
+                     "           [--timeout T] [--max-msg BYTES] [--phases wrsa]\n"
                      "       %s DEV_A DEV_B retry [--timeout T --retry R]...\n"
                      "       %s DEV_A DEV_B rnr\n",
                      argv[0], argv[0], argv[0]);
@@ -606,6 +608,10 @@ int main(int argc, char** argv) {
             std::string o = argv[i];
             if (o == "--mib") mib = arg_u64(i, argc, argv);
             else if (o == "--phases" && i + 1 < argc) phases = argv[++i];
+            else if (o == "--max-msg") {
+                g_max_msg = arg_u64(i, argc, argv);
+                REQUIRE(g_max_msg >= 1 && g_max_msg <= kChunk, "--max-msg 1..%zu", kChunk);
+            }
             else if (o == "--atomics") atomics = arg_u64(i, argc, argv);
             else if (o == "--timeout") p.timeout = uint8_t(arg_u64(i, argc, argv));
             else if (o == "--mtu") {

@@ -62,7 +62,9 @@ got=$(echo "${before#faults }" | tr ',' '\n' | grep -v '^dir=' | sort)
 [ "$want" = "$got" ] || fail "device runs '${before#faults }', want '$spec'"
 
 start=$(date +%s.%N)
-verbs timeout 175 "$prog" uroce0 uroce1 transfer "$@" >"$out" 2>&1
+# On a failure the program shows the devices' QPs and counters before it exits.
+export FAULT_TRANSFER_ON_FAIL="'$UROCE' res | grep -E '^(device|qp |counters |faults|drop)'"
+verbs timeout 280 "$prog" uroce0 uroce1 transfer "$@" >"$out" 2>&1
 rc=$?
 end=$(date +%s.%N)
 cat "$out"

@@ -214,7 +214,10 @@ perftest)
     start_device uroce0 127.0.0.1
     cm_pair "$PORT" ib_write_bw -R -p "$PORT" -n 1000 -- ib_write_bw -R -p "$PORT" -n 1000 127.0.0.1
     expect "$UROCE_RUNTIME_DIR/client.out" '^ *65536 +1000 ' "ib_write_bw -R printed no result line"
-    cm_pair "$PORT" ib_read_lat -R -p "$PORT" -n 1000 -- ib_read_lat -R -p "$PORT" -n 1000 127.0.0.1
+    # A port of its own: the first server's listener may still show in `uroce res` until
+    # the device has cleaned up after its exit, and cm_pair would start the client early.
+    P2=$((PORT + 1))
+    cm_pair "$P2" ib_read_lat -R -p "$P2" -n 1000 -- ib_read_lat -R -p "$P2" -n 1000 127.0.0.1
     expect "$UROCE_RUNTIME_DIR/client.out" '^ *2 +1000 ' "ib_read_lat -R printed no result line"
     ;;
 api)
