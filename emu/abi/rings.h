@@ -31,12 +31,14 @@ struct Sge {
 };
 
 // One send work request. Followed in its slot by the data area: max_sge Sge entries,
-// or (IBV_SEND_INLINE) inline_len bytes of data.
+// or (IBV_SEND_INLINE) inline_len bytes of data, or (IBV_WR_BIND_MW) one MwBind.
 struct SendWqe {
     uint64_t wr_id;
     uint32_t opcode;      // enum ibv_wr_opcode
     uint32_t send_flags;  // enum ibv_send_flags
-    uint32_t imm_data;    // network order, as in ibv_send_wr (also invalidate rkey)
+    // The ibv_send_wr union as is: imm_data in network order, or (IBV_WR_SEND_WITH_INV,
+    // IBV_WR_LOCAL_INV) invalidate_rkey in host order.
+    uint32_t imm_data;
     uint32_t num_sge;
     uint32_t inline_len;  // bytes of inline data when IBV_SEND_INLINE
     uint32_t rkey;
@@ -49,6 +51,19 @@ struct SendWqe {
     uint32_t remote_srqn; // XRC
 };
 static_assert(sizeof(SendWqe) == 72);
+
+// IBV_WR_BIND_MW (ibv_bind_mw for type 1, post_send/ibv_wr_bind_mw for type 2): what to
+// bind, in the send slot's data area (num_sge and inline_len are 0). Every slot's data area
+// holds at least 64 bytes (create_qp), so it always fits.
+struct MwBind {
+    uint32_t mw;       // the window: ibv_mw.handle
+    uint32_t rkey;     // the new R_Key; the device takes its low 8 bits (the consumer's key)
+    uint32_t mr_lkey;  // bind_info.mr->lkey; 0 when there is no MR (type 1 unbind, length 0)
+    uint32_t access;   // bind_info.mw_access_flags
+    uint64_t addr;     // bind_info.addr
+    uint64_t length;   // bind_info.length
+};
+static_assert(sizeof(MwBind) == 32);
 
 struct RecvWqe {
     uint64_t wr_id;

@@ -66,7 +66,14 @@ int post_send(ibv_qp* qp_pub, ibv_send_wr* wr, ibv_send_wr** bad) {
             w.compare_add = wr->wr.atomic.compare_add;
             w.swap = wr->wr.atomic.swap;
         }
-        if (wr->send_flags & IBV_SEND_INLINE) {
+        if (wr->opcode == IBV_WR_BIND_MW) {
+            abi::MwBind b;
+            if (!mw_bind_wqe(wr->bind_mw.mw, wr->bind_mw.rkey, wr->bind_mw.bind_info, &b)) {
+                err = EINVAL;
+                break;
+            }
+            std::memcpy(slot + sizeof w, &b, sizeof b);
+        } else if (wr->send_flags & IBV_SEND_INLINE) {
             uint32_t total = 0;
             for (int i = 0; i < wr->num_sge; ++i) total += wr->sg_list[i].length;
             if (total > qp->cap.max_inline_data) {

@@ -131,6 +131,17 @@ ibv_qp* open_qp(ibv_context* c, ibv_qp_open_attr* attr);
 ibv_srq* create_srq(ibv_context* c, ibv_pd* pd, ibv_srq_type type, uint32_t xrcd, ibv_cq* cq,
                     ibv_srq_attr* attr, void* srq_context);
 
+// Fills the data area of an IBV_WR_BIND_MW send slot (abi::MwBind, emu/abi/rings.h) from
+// ibv_send_wr.bind_mw or ibv_wr_bind_mw's arguments. False (the post fails with EINVAL, as
+// on mlx5) when there is no window, or a non-empty range with no MR.
+inline bool mw_bind_wqe(const ibv_mw* mw, uint32_t rkey, const ibv_mw_bind_info& bind,
+                        abi::MwBind* out) {
+    if (!mw || (!bind.mr && (bind.addr || bind.length))) return false;
+    *out = abi::MwBind{mw->handle,           rkey,      bind.mr ? bind.mr->lkey : 0,
+                       bind.mw_access_flags, bind.addr, bind.length};
+    return true;
+}
+
 // Data path (datapath.cpp), installed in ibv_context.ops.
 int post_send(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad);
 int post_recv(ibv_qp* qp, ibv_recv_wr* wr, ibv_recv_wr** bad);
