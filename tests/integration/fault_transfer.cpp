@@ -45,25 +45,25 @@ void on_fatal() {
     }
 }
 
-#define CHECK(cond, ...)                                                          \
-    do {                                                                          \
-        if (!(cond)) {                                                            \
+#define CHECK(cond, ...)                                                         \
+    do {                                                                         \
+        if (!(cond)) {                                                           \
             std::fprintf(stderr, "FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond); \
-            std::fprintf(stderr, __VA_ARGS__);                                    \
-            std::fputc('\n', stderr);                                             \
-            ++g_failures;                                                         \
-        }                                                                         \
+            std::fprintf(stderr, __VA_ARGS__);                                   \
+            std::fputc('\n', stderr);                                            \
+            ++g_failures;                                                        \
+        }                                                                        \
     } while (0)
 
-#define REQUIRE(cond, ...)                                                         \
-    do {                                                                           \
-        if (!(cond)) {                                                             \
+#define REQUIRE(cond, ...)                                                        \
+    do {                                                                          \
+        if (!(cond)) {                                                            \
             std::fprintf(stderr, "FATAL %s:%d: %s: ", __FILE__, __LINE__, #cond); \
-            std::fprintf(stderr, __VA_ARGS__);                                     \
-            std::fputc('\n', stderr);                                              \
-            on_fatal();                                                            \
-            std::exit(1);                                                          \
-        }                                                                          \
+            std::fprintf(stderr, __VA_ARGS__);                                    \
+            std::fputc('\n', stderr);                                             \
+            on_fatal();                                                           \
+            std::exit(1);                                                         \
+        }                                                                         \
     } while (0)
 
 using Clock = std::chrono::steady_clock;
@@ -72,12 +72,12 @@ double secs_since(Clock::time_point t) {
 }
 
 constexpr size_t kChunk = 1 << 20;  // largest message (buffer area per message)
-size_t g_max_msg = kChunk;           // --max-msg
-constexpr uint32_t kWindow = 16;     // messages in flight (and buffer areas per side)
+size_t g_max_msg = kChunk;          // --max-msg
+constexpr uint32_t kWindow = 16;    // messages in flight (and buffer areas per side)
 constexpr uint32_t kAtomicDepth = 16;
-constexpr size_t kGuard = 64;        // poisoned bytes after each destination
+constexpr size_t kGuard = 64;  // poisoned bytes after each destination
 constexpr uint8_t kPoison = 0xE7;
-constexpr int kStallSeconds = 30;    // no completion for this long: the transport hangs
+constexpr int kStallSeconds = 30;  // no completion for this long: the transport hangs
 
 // The bytes of message `id`: a keyed stream, so a message landing in the wrong place, a
 // stale retransmission or a shifted offset all show.
@@ -201,8 +201,7 @@ void connect_qp(Side& s, const Side& peer, const QpParams& p) {
     ibv_qp_attr a{};
     a.qp_state = IBV_QPS_INIT;
     a.port_num = 1;
-    a.qp_access_flags =
-        IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC;
+    a.qp_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC;
     int e = ibv_modify_qp(s.qp, &a,
                           IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS);
     REQUIRE(e == 0, "%s: INIT: %s", s.name, std::strerror(e));
@@ -218,8 +217,8 @@ void connect_qp(Side& s, const Side& peer, const QpParams& p) {
     a.ah_attr.grh.hop_limit = 64;
     a.ah_attr.port_num = 1;
     e = ibv_modify_qp(s.qp, &a,
-                      IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
-                          IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER);
+                      IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
+                          IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER);
     REQUIRE(e == 0, "%s: RTR: %s", s.name, std::strerror(e));
     a = {};
     a.qp_state = IBV_QPS_RTS;
@@ -267,13 +266,12 @@ bool next_wc(ibv_cq* cq, ibv_wc* wc, double timeout_s = kStallSeconds) {
 // A poll that must succeed with `op` for wr_id `id`.
 void expect_wc(Side& s, uint64_t id, ibv_wc_opcode op, const char* what) {
     ibv_wc wc{};
-    REQUIRE(next_wc(s.cq, &wc), "%s: %s %llu: no completion for %d s (the transport hangs)",
-            s.name, what, (unsigned long long)id, kStallSeconds);
-    REQUIRE(wc.status == IBV_WC_SUCCESS, "%s: %s %llu completed with %s (wr_id %llu)", s.name,
-            what, (unsigned long long)id, ibv_wc_status_str(wc.status),
-            (unsigned long long)wc.wr_id);
-    REQUIRE(wc.wr_id == id, "%s: %s: completion for wr_id %llu, want %llu (out of order)",
-            s.name, what, (unsigned long long)wc.wr_id, (unsigned long long)id);
+    REQUIRE(next_wc(s.cq, &wc), "%s: %s %llu: no completion for %d s (the transport hangs)", s.name,
+            what, (unsigned long long)id, kStallSeconds);
+    REQUIRE(wc.status == IBV_WC_SUCCESS, "%s: %s %llu completed with %s (wr_id %llu)", s.name, what,
+            (unsigned long long)id, ibv_wc_status_str(wc.status), (unsigned long long)wc.wr_id);
+    REQUIRE(wc.wr_id == id, "%s: %s: completion for wr_id %llu, want %llu (out of order)", s.name,
+            what, (unsigned long long)wc.wr_id, (unsigned long long)id);
     REQUIRE(wc.opcode == op, "%s: %s %llu: opcode %d, want %d", s.name, what,
             (unsigned long long)id, int(wc.opcode), int(op));
 }
@@ -418,8 +416,8 @@ void send_phase(Side& a, Side& b, uint64_t total, uint64_t seed) {
             nanosleep(&ts, nullptr);
             REQUIRE(secs_since(progress) < kStallSeconds,
                     "SEND: no completion for %d s after %llu sent, %llu received (the transport "
-                    "hangs)", kStallSeconds, (unsigned long long)sent_done,
-                    (unsigned long long)recv_done);
+                    "hangs)",
+                    kStallSeconds, (unsigned long long)sent_done, (unsigned long long)recv_done);
         }
     }
     double t = secs_since(start);
@@ -490,7 +488,10 @@ void post_send_small(Side& a, uint64_t id) {
 }
 
 // The peer's QP is gone: every transmission is dropped by its device without an answer.
-void retry_case(Side& a, Side& b, uint8_t timeout, uint8_t retry) {
+// Returns false when the completion came too late, which on a busy host can be scheduling
+// noise (the device thread not run for milliseconds); the caller measures again then.
+// Too early, a wrong status or a wrong QP state are failures at once.
+bool retry_once(Side& a, Side& b, uint8_t timeout, uint8_t retry, bool last) {
     QpParams pa;
     pa.timeout = timeout;
     pa.retry_cnt = retry;
@@ -504,6 +505,7 @@ void retry_case(Side& a, Side& b, uint8_t timeout, uint8_t retry) {
     ibv_wc wc{};
     bool got = next_wc(a.cq, &wc, want * 4 + 5);
     double t = secs_since(start);
+    bool ok = true;
     CHECK(got, "timeout %u retry_cnt %u: no completion within %.1f s", timeout, retry,
           want * 4 + 5);
     if (got) {
@@ -511,9 +513,15 @@ void retry_case(Side& a, Side& b, uint8_t timeout, uint8_t retry) {
               "timeout %u retry_cnt %u: wr_id %llu completed with %s, want wr 1 with "
               "IBV_WC_RETRY_EXC_ERR",
               timeout, retry, (unsigned long long)wc.wr_id, ibv_wc_status_str(wc.status));
-        CHECK(t >= want / 2 && t <= want * 2,
+        CHECK(t >= want / 2,
               "timeout %u retry_cnt %u: RETRY_EXC_ERR after %.1f ms, want %.1f ms (x0.5..x2)",
               timeout, retry, t * 1e3, want * 1e3);
+        if (t > want * 2) {
+            CHECK(!last,
+                  "timeout %u retry_cnt %u: RETRY_EXC_ERR after %.1f ms, want %.1f ms (x0.5..x2)",
+                  timeout, retry, t * 1e3, want * 1e3);
+            ok = false;
+        }
         std::printf("retry: timeout %2u retry_cnt %u: %s after %7.1f ms (expected %7.1f ms)\n",
                     timeout, retry, ibv_wc_status_str(wc.status), t * 1e3, want * 1e3);
         ibv_wc wc2{};
@@ -523,6 +531,16 @@ void retry_case(Side& a, Side& b, uint8_t timeout, uint8_t retry) {
         CHECK(qp_state(a.qp) == IBV_QPS_ERR, "the QP is in state %d, want ERR", qp_state(a.qp));
     }
     destroy_qp(a);
+    return ok;
+}
+
+void retry_case(Side& a, Side& b, uint8_t timeout, uint8_t retry) {
+    constexpr int kTries = 3;
+    for (int i = 1; i <= kTries; ++i) {
+        if (retry_once(a, b, timeout, retry, i == kTries)) return;
+        std::printf("retry: too late, likely a busy host: measuring again (%d of %d)\n", i + 1,
+                    kTries);
+    }
 }
 
 // B has no receive posted.
@@ -565,8 +583,8 @@ void rnr_case(Side& a, Side& b) {
     REQUIRE(ibv_post_recv(b.qp, &rw, &rbad) == 0, "post_recv");
     got = next_wc(a.cq, &wc, 10);
     CHECK(got && wc.status == IBV_WC_SUCCESS && wc.wr_id == 3,
-          "rnr_retry 7: after the receive was posted: %s", got ? ibv_wc_status_str(wc.status)
-                                                                : "no completion");
+          "rnr_retry 7: after the receive was posted: %s",
+          got ? ibv_wc_status_str(wc.status) : "no completion");
     got = next_wc(b.cq, &wc, 10);
     CHECK(got && wc.status == IBV_WC_SUCCESS && wc.wr_id == 4 && wc.byte_len == 64,
           "rnr_retry 7: the receive: %s", got ? ibv_wc_status_str(wc.status) : "no completion");
@@ -606,19 +624,23 @@ int main(int argc, char** argv) {
         QpParams p;
         for (int i = 4; i < argc; ++i) {
             std::string o = argv[i];
-            if (o == "--mib") mib = arg_u64(i, argc, argv);
-            else if (o == "--phases" && i + 1 < argc) phases = argv[++i];
+            if (o == "--mib")
+                mib = arg_u64(i, argc, argv);
+            else if (o == "--phases" && i + 1 < argc)
+                phases = argv[++i];
             else if (o == "--max-msg") {
                 g_max_msg = arg_u64(i, argc, argv);
                 REQUIRE(g_max_msg >= 1 && g_max_msg <= kChunk, "--max-msg 1..%zu", kChunk);
-            }
-            else if (o == "--atomics") atomics = arg_u64(i, argc, argv);
-            else if (o == "--timeout") p.timeout = uint8_t(arg_u64(i, argc, argv));
+            } else if (o == "--atomics")
+                atomics = arg_u64(i, argc, argv);
+            else if (o == "--timeout")
+                p.timeout = uint8_t(arg_u64(i, argc, argv));
             else if (o == "--mtu") {
                 uint64_t m = arg_u64(i, argc, argv);
                 REQUIRE(m == 1024 || m == 4096, "--mtu 1024 or 4096");
                 p.mtu = m == 1024 ? IBV_MTU_1024 : IBV_MTU_4096;
-            } else REQUIRE(false, "unknown option %s", o.c_str());
+            } else
+                REQUIRE(false, "unknown option %s", o.c_str());
         }
         connect_pair(a, b, p, p);
         auto has = [&](char c) { return phases.find(c) != std::string::npos; };
@@ -633,9 +655,12 @@ int main(int argc, char** argv) {
         uint8_t t = 14;
         for (int i = 4; i < argc; ++i) {
             std::string o = argv[i];
-            if (o == "--timeout") t = uint8_t(arg_u64(i, argc, argv));
-            else if (o == "--retry") cases.emplace_back(t, uint8_t(arg_u64(i, argc, argv)));
-            else REQUIRE(false, "unknown option %s", o.c_str());
+            if (o == "--timeout")
+                t = uint8_t(arg_u64(i, argc, argv));
+            else if (o == "--retry")
+                cases.emplace_back(t, uint8_t(arg_u64(i, argc, argv)));
+            else
+                REQUIRE(false, "unknown option %s", o.c_str());
         }
         if (cases.empty()) cases = {{14, 3}, {12, 7}, {8, 7}, {1, 2}};
         for (auto [timeout, retry] : cases) retry_case(a, b, timeout, retry);
