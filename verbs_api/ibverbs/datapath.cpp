@@ -10,94 +10,93 @@
 
 namespace uroce::verbs {
 
-namespace {
 void ring_doorbell(int fd) {
     uint64_t one = 1;
     ssize_t r = write(fd, &one, sizeof one);
     (void)r;  // only fails on counter overflow, which cannot happen with +1 steps
 }
-}  // namespace
+
+bool sq_accepts(const ibv_qp* qp) {
+    // As rxe: the send queue accepts work only from RTS on (and in ERR, to be flushed).
+    // A TGT QP has no SQ.
+    return (qp->state == IBV_QPS_RTS || qp->state == IBV_QPS_SQD || qp->state == IBV_QPS_ERR) &&
+           qp_of(const_cast<ibv_qp*>(qp))->sq.base && qp->qp_type != IBV_QPT_XRC_RECV;
+}
+
+int write_send_wqe(Qp* qp, const ibv_send_wr* wr, uint32_t prod) {
+    if (uint32_t(prod - qp->sq.hdr()->cons.load(std::memory_order_acquire)) > qp->sq.mask)
+        return ENOMEM;
+    if (wr->num_sge < 0 || uint32_t(wr->num_sge) > qp->cap.max_send_sge) return EINVAL;
+    ibv_qp_type type = qp->qpx.qp_base.qp_type;
+    bool rd_atomic = wr->opcode == IBV_WR_RDMA_READ || wr->opcode == IBV_WR_ATOMIC_CMP_AND_SWP ||
+                     wr->opcode == IBV_WR_ATOMIC_FETCH_AND_ADD;
+    uint8_t* slot = qp->sq.slot(prod);
+    abi::SendWqe w{};
+    w.wr_id = wr->wr_id;
+    w.opcode = wr->opcode;
+    w.send_flags = wr->send_flags;
+    w.imm_data = wr->imm_data;
+    w.rkey = wr->wr.rdma.rkey;
+    w.remote_addr = wr->wr.rdma.remote_addr;
+    if (type == IBV_QPT_XRC_SEND) w.remote_srqn = wr->qp_type.xrc.remote_srqn;
+    if (type == IBV_QPT_UD) {
+        if (!wr->wr.ud.ah) return EINVAL;
+        w.ah = reinterpret_cast<Ah*>(wr->wr.ud.ah)->ipv4_be;
+        w.remote_qpn = wr->wr.ud.remote_qpn;
+        w.remote_qkey = wr->wr.ud.remote_qkey;
+    } else if (wr->opcode == IBV_WR_ATOMIC_CMP_AND_SWP ||
+               wr->opcode == IBV_WR_ATOMIC_FETCH_AND_ADD) {
+        w.remote_addr = wr->wr.atomic.remote_addr;
+        w.rkey = wr->wr.atomic.rkey;
+        w.compare_add = wr->wr.atomic.compare_add;
+        w.swap = wr->wr.atomic.swap;
+    }
+    if (wr->opcode == IBV_WR_BIND_MW) {
+        abi::MwBind b;
+        if (!mw_bind_wqe(wr->bind_mw.mw, wr->bind_mw.rkey, wr->bind_mw.bind_info, &b))
+            return EINVAL;
+        std::memcpy(slot + sizeof w, &b, sizeof b);
+    } else if (wr->send_flags & IBV_SEND_INLINE) {
+        // Inline data is for SENDs and WRITEs only (ibv_post_send(3)); rxe: EINVAL.
+        if (rd_atomic) return EINVAL;
+        uint64_t total = 0;  // 64 bits: lengths that wrap a 32-bit sum are still too long
+        for (int i = 0; i < wr->num_sge; ++i) total += wr->sg_list[i].length;
+        if (total > qp->cap.max_inline_data) return EINVAL;
+        uint8_t* data = slot + sizeof w;
+        for (int i = 0; i < wr->num_sge; ++i) {
+            if (wr->sg_list[i].length)  // a zero-length entry may have no address
+                std::memcpy(data, reinterpret_cast<void*>(wr->sg_list[i].addr),
+                            wr->sg_list[i].length);
+            data += wr->sg_list[i].length;
+        }
+        w.inline_len = uint32_t(total);
+    } else {
+        w.num_sge = uint32_t(wr->num_sge);
+        if (w.num_sge) std::memcpy(slot + sizeof w, wr->sg_list, sizeof(abi::Sge) * w.num_sge);
+    }
+    std::memcpy(slot, &w, sizeof w);
+    return 0;
+}
+
+void publish_send(Qp* qp, uint32_t prod) {
+    qp->sq.hdr()->prod.store(prod, std::memory_order_release);
+}
 
 int post_send(ibv_qp* qp_pub, ibv_send_wr* wr, ibv_send_wr** bad) {
     Qp* qp = qp_of(qp_pub);
-    // As rxe: the send queue accepts work only from RTS on (and in ERR, to be flushed).
-    if ((qp_pub->state != IBV_QPS_RTS && qp_pub->state != IBV_QPS_SQD &&
-         qp_pub->state != IBV_QPS_ERR) ||
-        !qp->sq.base || qp_pub->qp_type == IBV_QPT_XRC_RECV) {  // a TGT QP has no SQ
+    if (!sq_accepts(qp_pub)) {
         *bad = wr;
         return EINVAL;
     }
     int err = 0;
-    bool posted = false;
     qp->sq_lock.lock();
-    abi::RingHeader* h = qp->sq.hdr();
-    uint32_t prod = h->prod.load(std::memory_order_relaxed);
+    uint32_t first = qp->sq.hdr()->prod.load(std::memory_order_relaxed), prod = first;
     for (; wr; wr = wr->next) {
-        uint32_t cons = h->cons.load(std::memory_order_acquire);
-        if (uint32_t(prod - cons) > qp->sq.mask) {
-            err = ENOMEM;
-            break;
-        }
-        if (wr->num_sge < 0 || uint32_t(wr->num_sge) > qp->cap.max_send_sge) {
-            err = EINVAL;
-            break;
-        }
-        uint8_t* slot = qp->sq.slot(prod);
-        abi::SendWqe w{};
-        w.wr_id = wr->wr_id;
-        w.opcode = wr->opcode;
-        w.send_flags = wr->send_flags;
-        w.imm_data = wr->imm_data;
-        w.rkey = wr->wr.rdma.rkey;
-        w.remote_addr = wr->wr.rdma.remote_addr;
-        if (qp_pub->qp_type == IBV_QPT_XRC_SEND) w.remote_srqn = wr->qp_type.xrc.remote_srqn;
-        if (qp_pub->qp_type == IBV_QPT_UD) {
-            if (!wr->wr.ud.ah) {
-                err = EINVAL;
-                break;
-            }
-            w.ah = reinterpret_cast<Ah*>(wr->wr.ud.ah)->ipv4_be;
-            w.remote_qpn = wr->wr.ud.remote_qpn;
-            w.remote_qkey = wr->wr.ud.remote_qkey;
-        } else if (wr->opcode == IBV_WR_ATOMIC_CMP_AND_SWP ||
-                   wr->opcode == IBV_WR_ATOMIC_FETCH_AND_ADD) {
-            w.remote_addr = wr->wr.atomic.remote_addr;
-            w.rkey = wr->wr.atomic.rkey;
-            w.compare_add = wr->wr.atomic.compare_add;
-            w.swap = wr->wr.atomic.swap;
-        }
-        if (wr->opcode == IBV_WR_BIND_MW) {
-            abi::MwBind b;
-            if (!mw_bind_wqe(wr->bind_mw.mw, wr->bind_mw.rkey, wr->bind_mw.bind_info, &b)) {
-                err = EINVAL;
-                break;
-            }
-            std::memcpy(slot + sizeof w, &b, sizeof b);
-        } else if (wr->send_flags & IBV_SEND_INLINE) {
-            uint32_t total = 0;
-            for (int i = 0; i < wr->num_sge; ++i) total += wr->sg_list[i].length;
-            if (total > qp->cap.max_inline_data) {
-                err = EINVAL;
-                break;
-            }
-            uint8_t* data = slot + sizeof w;
-            for (int i = 0; i < wr->num_sge; ++i) {
-                std::memcpy(data, reinterpret_cast<void*>(wr->sg_list[i].addr),
-                            wr->sg_list[i].length);
-                data += wr->sg_list[i].length;
-            }
-            w.inline_len = total;
-        } else {
-            w.num_sge = uint32_t(wr->num_sge);
-            std::memcpy(slot + sizeof w, wr->sg_list, sizeof(abi::Sge) * w.num_sge);
-        }
-        std::memcpy(slot, &w, sizeof w);
-        ++prod;
-        h->prod.store(prod, std::memory_order_release);
-        posted = true;
+        if ((err = write_send_wqe(qp, wr, prod))) break;
+        publish_send(qp, ++prod);  // the device may start on it while we build the next
     }
     qp->sq_lock.unlock();
-    if (posted) ring_doorbell(qp->doorbell);
+    if (prod != first) ring_doorbell(qp->doorbell);
     if (err) *bad = wr;
     return err;
 }
@@ -150,9 +149,24 @@ int post_srq_recv(ibv_srq* srq_pub, ibv_recv_wr* wr, ibv_recv_wr** bad) {
     return post_to_ring(srq->ring, srq->lock, srq->max_sge, wr, bad);
 }
 
+void lock_cq(Cq* cq) {
+    if (!cq->single_threaded) cq->lock.lock();
+}
+
+void unlock_cq(Cq* cq) {
+    if (!cq->single_threaded) cq->lock.unlock();
+}
+
+void empty_poll(Cq* cq) {
+    // An empty poll means the application is spinning while the device works. On a
+    // host with fewer cores than spinning processes the device would otherwise wait for
+    // the spinner's time slice to end, so give the CPU away now and then.
+    if ((++cq->empty_polls & 15) == 0) sched_yield();
+}
+
 int poll_cq(ibv_cq* cq_pub, int n, ibv_wc* wc) {
     Cq* cq = cq_of(cq_pub);
-    cq->lock.lock();
+    lock_cq(cq);
     abi::RingHeader* h = cq->ring.hdr();
     uint32_t cons = h->cons.load(std::memory_order_relaxed);
     uint32_t prod = h->prod.load(std::memory_order_acquire);
@@ -175,11 +189,8 @@ int poll_cq(ibv_cq* cq_pub, int n, ibv_wc* wc) {
         w.dlid_path_bits = c->dlid_path_bits;
     }
     h->cons.store(cons, std::memory_order_release);
-    cq->lock.unlock();
-    // An empty poll means the application is spinning while the device works. On a
-    // host with fewer cores than spinning processes the device would otherwise wait for
-    // the spinner's time slice to end, so give the CPU away now and then.
-    if (k == 0 && (++cq->empty_polls & 15) == 0) sched_yield();
+    unlock_cq(cq);
+    if (k == 0) empty_poll(cq);
     return k;
 }
 

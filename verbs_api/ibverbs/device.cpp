@@ -277,6 +277,7 @@ ibv_context* ibv_open_device(ibv_device* device) {
     v.get_srq_num = get_srq_num;
     v.create_qp_ex = create_qp_ex;
     v.open_qp = open_qp;
+    v.create_cq_ex = create_cq_ex;
     ibv_context& c = v.context;
     c.device = device;
     c.cmd_fd = sock;

@@ -8,9 +8,11 @@
 
 #include <atomic>
 #include <cstdint>
+#include <memory>
 #include <mutex>
 #include <string>
 
+#include "emu/abi/caps.h"
 #include "emu/abi/protocol.h"
 #include "emu/abi/rings.h"
 #include "emu/abi/runtime.h"
@@ -72,10 +74,18 @@ struct Ring {
 };
 
 struct Cq {
-    ibv_cq cq;
+    // ibv_cq is the prefix of ibv_cq_ex: a CQ from ibv_create_cq_ex is used through
+    // both (ibv_cq_ex_to_cq is a cast), as in rdma-core's verbs_cq.
+    union {
+        ibv_cq cq;
+        ibv_cq_ex cqx{};
+    };
     Ring ring;
     SpinLock lock;
+    bool single_threaded = false;  // IBV_CREATE_CQ_ATTR_SINGLE_THREADED: no locking
     uint32_t empty_polls = 0;
+    uint32_t poll_idx = 0;               // ibv_start_poll..ibv_end_poll: the current CQE
+    const abi::Cqe* poll_cqe = nullptr;  // and where it is
     uint32_t comp_events_reported = 0;   // guarded by cq.mutex
     uint32_t async_events_reported = 0;  // guarded by cq.mutex
 };
@@ -87,7 +97,21 @@ struct Srq {
     SpinLock lock;
     uint32_t events_reported = 0;  // guarded by srq.mutex
 };
-inline struct Srq* srq_of(ibv_srq* s) { return reinterpret_cast<struct Srq*>(s); }
+inline struct Srq* srq_of(ibv_srq* s) {
+    return reinterpret_cast<struct Srq*>(s);
+}
+
+// The work request an ibv_wr_* builder started (qp_ex.cpp). It goes into the SQ ring when
+// the next builder or ibv_wr_complete comes; the setters copy into it, so the caller may
+// reuse its SGE lists and inline buffers at once, as ibv_wr_post(3) allows.
+struct WrStage {
+    ibv_send_wr wr{};
+    ibv_sge sge[abi::kMaxSge]{};
+    uint8_t inline_data[abi::kMaxInline]{};
+    uint32_t prod = 0;  // the next SQ slot of this batch; published by ibv_wr_complete
+    int err = 0;        // the batch's first error: ibv_wr_complete returns it, posts nothing
+    bool open = false;  // wr holds a work request not yet in the ring
+};
 
 struct Qp {
     ibv_qp_ex qpx;  // qpx.qp_base is the ibv_qp applications hold
@@ -96,14 +120,25 @@ struct Qp {
     SpinLock sq_lock, rq_lock;
     uint32_t events_reported = 0;  // guarded by qp.mutex
     int doorbell = -1;
+    std::unique_ptr<WrStage> stage;  // only QPs created with IBV_QP_INIT_ATTR_SEND_OPS_FLAGS
 };
 
 inline Context* ctx_of(ibv_context* c) {
     return reinterpret_cast<Context*>(reinterpret_cast<char*>(c) -
                                       offsetof(verbs_context, context));
 }
-inline Cq* cq_of(ibv_cq* c) { return reinterpret_cast<Cq*>(c); }
-inline Qp* qp_of(ibv_qp* q) { return reinterpret_cast<Qp*>(q); }
+inline Cq* cq_of(ibv_cq* c) {
+    return reinterpret_cast<Cq*>(c);
+}
+inline Cq* cq_of(ibv_cq_ex* c) {
+    return reinterpret_cast<Cq*>(c);
+}
+inline Qp* qp_of(ibv_qp* q) {
+    return reinterpret_cast<Qp*>(q);
+}
+inline Qp* qp_of(ibv_qp_ex* q) {
+    return reinterpret_cast<Qp*>(q);
+}
 
 // Runs one control request on the context's socket. Returns 0 or a positive errno
 // (transport failure or the device's verdict).
@@ -120,6 +155,16 @@ struct Xrcd {
 };
 
 ibv_qp* create_qp(ibv_context* context, ibv_pd* pd, ibv_qp_init_attr* attr, uint32_t xrcd);
+// The one creation path behind ibv_create_cq and ibv_create_cq_ex; NULL with errno set.
+Cq* create_cq(ibv_context* context, int cqe, void* cq_context, ibv_comp_channel* channel,
+              int comp_vector);
+
+// The ibv_wr_* interface (qp_ex.cpp): whether a QP of this type can have these send ops
+// (0 or EOPNOTSUPP), and giving a just created QP the interface (0 or ENOMEM).
+int check_send_ops(ibv_qp_type type, uint64_t send_ops_flags);
+int enable_wr_api(Qp* qp);
+// ibv_create_cq_ex (cq_ex.cpp), installed in verbs_context.
+ibv_cq_ex* create_cq_ex(ibv_context* c, ibv_cq_init_attr_ex* attr);
 
 // Extended verbs (xrc.cpp), installed in verbs_context.
 ibv_xrcd* open_xrcd(ibv_context* c, ibv_xrcd_init_attr* attr);
@@ -144,9 +189,22 @@ inline bool mw_bind_wqe(const ibv_mw* mw, uint32_t rkey, const ibv_mw_bind_info&
 
 // Data path (datapath.cpp), installed in ibv_context.ops.
 int post_send(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad);
+// The pieces of post_send the ibv_wr_* interface shares: whether the QP's send queue
+// takes work now; writing one WQE into SQ slot `prod` without publishing it (0, or
+// ENOMEM when the ring is full, EINVAL for a WR the QP cannot take; SQ lock held);
+// making the slots before `prod` visible to the device (SQ lock held); waking it.
+bool sq_accepts(const ibv_qp* qp);
+int write_send_wqe(Qp* qp, const ibv_send_wr* wr, uint32_t prod);
+void publish_send(Qp* qp, uint32_t prod);
+void ring_doorbell(int fd);
 int post_recv(ibv_qp* qp, ibv_recv_wr* wr, ibv_recv_wr** bad);
 int post_srq_recv(ibv_srq* srq, ibv_recv_wr* wr, ibv_recv_wr** bad);
 int poll_cq(ibv_cq* cq, int n, ibv_wc* wc);
+// The CQ lock (none for a single-threaded CQ), and what an empty poll does: poll_cq and
+// ibv_start_poll share them.
+void lock_cq(Cq* cq);
+void unlock_cq(Cq* cq);
+void empty_poll(Cq* cq);
 int req_notify_cq(ibv_cq* cq, int solicited_only);
 
 // Device queries (device.cpp), installed in verbs_context.

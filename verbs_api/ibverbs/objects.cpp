@@ -38,6 +38,50 @@ constexpr unsigned kOptionalAccess = IBV_ACCESS_OPTIONAL_RANGE;
 
 }  // namespace
 
+namespace uroce::verbs {
+
+Cq* create_cq(ibv_context* context, int cqe, void* cq_context, ibv_comp_channel* channel,
+              int comp_vector) {
+    if (cqe < 1 || comp_vector < 0 || comp_vector >= context->num_comp_vectors) {
+        errno = EINVAL;
+        return nullptr;
+    }
+    auto* cq = new Cq();
+    abi::Request req{};
+    req.op = abi::Op::kCreateCq;
+    req.u.create_cq.cqe = uint32_t(cqe);
+    req.u.create_cq.channel = channel ? int32_t(reinterpret_cast<Channel*>(channel)->handle) : -1;
+    req.u.create_cq.cookie = reinterpret_cast<uint64_t>(&cq->cq);
+    abi::Response resp{};
+    int fds[abi::kMaxFds], nfds = 0;
+    int e = request(ctx_of(context), req, resp, fds, &nfds);
+    if (!e && nfds != 1) e = EPROTO;
+    const auto& r = resp.u.create_cq;
+    if (!e) {
+        nfds = 0;  // map_ring closes it
+        if (!map_ring(fds[0], abi::ring_bytes(r.slots, sizeof(abi::Cqe)), r.slots, sizeof(abi::Cqe),
+                      &cq->ring))
+            e = ENOMEM;
+    }
+    if (e) {
+        for (int i = 0; i < nfds; ++i) close(fds[i]);
+        delete cq;
+        errno = e;
+        return nullptr;
+    }
+    cq->cq.context = context;
+    cq->cq.channel = channel;
+    cq->cq.cq_context = cq_context;
+    cq->cq.handle = r.handle;
+    cq->cq.cqe = int(r.cqe);
+    pthread_mutex_init(&cq->cq.mutex, nullptr);
+    pthread_cond_init(&cq->cq.cond, nullptr);
+    if (channel) ++channel->refcnt;
+    return cq;
+}
+
+}  // namespace uroce::verbs
+
 extern "C" {
 
 ibv_pd* ibv_alloc_pd(ibv_context* context) {
@@ -148,41 +192,8 @@ int ibv_destroy_comp_channel(ibv_comp_channel* channel) {
 
 ibv_cq* ibv_create_cq(ibv_context* context, int cqe, void* cq_context, ibv_comp_channel* channel,
                       int comp_vector) {
-    if (cqe < 1 || comp_vector < 0 || comp_vector >= context->num_comp_vectors) {
-        errno = EINVAL;
-        return nullptr;
-    }
-    auto* cq = new Cq();
-    abi::Request req{};
-    req.op = abi::Op::kCreateCq;
-    req.u.create_cq.cqe = uint32_t(cqe);
-    req.u.create_cq.channel = channel ? int32_t(reinterpret_cast<Channel*>(channel)->handle) : -1;
-    req.u.create_cq.cookie = reinterpret_cast<uint64_t>(&cq->cq);
-    abi::Response resp{};
-    int fds[abi::kMaxFds], nfds = 0;
-    int e = request(ctx_of(context), req, resp, fds, &nfds);
-    if (!e && nfds != 1) e = EPROTO;
-    const auto& r = resp.u.create_cq;
-    if (!e && !map_ring(fds[0], abi::ring_bytes(r.slots, sizeof(abi::Cqe)), r.slots,
-                        sizeof(abi::Cqe), &cq->ring))
-        e = ENOMEM;
-    else if (!e)
-        nfds = 0;
-    if (e) {
-        for (int i = 0; i < nfds; ++i) close(fds[i]);
-        delete cq;
-        errno = e;
-        return nullptr;
-    }
-    cq->cq.context = context;
-    cq->cq.channel = channel;
-    cq->cq.cq_context = cq_context;
-    cq->cq.handle = r.handle;
-    cq->cq.cqe = int(r.cqe);
-    pthread_mutex_init(&cq->cq.mutex, nullptr);
-    pthread_cond_init(&cq->cq.cond, nullptr);
-    if (channel) ++channel->refcnt;
-    return &cq->cq;
+    Cq* cq = create_cq(context, cqe, cq_context, channel, comp_vector);
+    return cq ? &cq->cq : nullptr;
 }
 
 int ibv_destroy_cq(ibv_cq* cq_pub) {

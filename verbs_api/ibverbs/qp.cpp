@@ -141,11 +141,11 @@ int ibv_destroy_qp(ibv_qp* qp) {
     return 0;
 }
 
-// Only QPs created with IBV_QP_INIT_ATTR_SEND_OPS_FLAGS have the ibv_wr_* interface,
-// and none can be created that way yet.
+// Only QPs created with IBV_QP_INIT_ATTR_SEND_OPS_FLAGS have the ibv_wr_* interface; for
+// the others NULL, as rdma-core's mlx5 (docs/verbs-support.md).
 ibv_qp_ex* ibv_qp_to_qp_ex(ibv_qp* qp) {
-    (void)qp;
-    return nullptr;
+    Qp* q = qp_of(qp);
+    return q->stage ? &q->qpx : nullptr;
 }
 
 }  // extern "C"

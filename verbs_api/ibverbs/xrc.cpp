@@ -7,6 +7,30 @@
 
 namespace uroce::verbs {
 
+namespace {
+
+// The QP types ibv_create_qp_ex creates, each with what it needs.
+ibv_qp* create_qp_of_type(ibv_context* c, ibv_qp_init_attr_ex* attr) {
+    auto* base = reinterpret_cast<ibv_qp_init_attr*>(attr);  // the common prefix
+    ibv_pd* pd = (attr->comp_mask & IBV_QP_INIT_ATTR_PD) ? attr->pd : nullptr;
+    switch (attr->qp_type) {
+        case IBV_QPT_XRC_RECV: {
+            if (!(attr->comp_mask & IBV_QP_INIT_ATTR_XRCD) || !attr->xrcd) break;
+            return create_qp(c, nullptr, base, reinterpret_cast<Xrcd*>(attr->xrcd)->handle);
+        }
+        case IBV_QPT_XRC_SEND:
+            if (!pd || !attr->send_cq) break;
+            return create_qp(c, pd, base, 0);
+        default:
+            if (!pd || !attr->send_cq || !attr->recv_cq) break;
+            return create_qp(c, pd, base, 0);
+    }
+    errno = EINVAL;
+    return nullptr;
+}
+
+}  // namespace
+
 ibv_xrcd* open_xrcd(ibv_context* c, ibv_xrcd_init_attr* attr) {
     // As rdma-core: unknown bits are unsupported, fd and oflags are both required.
     if (attr->comp_mask >= IBV_XRCD_INIT_ATTR_RESERVED) {
@@ -87,29 +111,30 @@ int get_srq_num(ibv_srq* srq, uint32_t* num) {
 }
 
 ibv_qp* create_qp_ex(ibv_context* c, ibv_qp_init_attr_ex* attr) {
-    uint32_t known = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_XRCD | IBV_QP_INIT_ATTR_CREATE_FLAGS;
+    uint32_t known = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_XRCD | IBV_QP_INIT_ATTR_CREATE_FLAGS |
+                     IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
     if ((attr->comp_mask & ~known) ||
         ((attr->comp_mask & IBV_QP_INIT_ATTR_CREATE_FLAGS) && attr->create_flags)) {
-        // ibv_wr_* send ops, RSS, TSO, create flags: see docs/verbs-support.md
+        // RSS, TSO, create flags: see docs/verbs-support.md
         errno = EOPNOTSUPP;
         return nullptr;
     }
-    auto* base = reinterpret_cast<ibv_qp_init_attr*>(attr);  // the common prefix
-    ibv_pd* pd = (attr->comp_mask & IBV_QP_INIT_ATTR_PD) ? attr->pd : nullptr;
-    switch (attr->qp_type) {
-    case IBV_QPT_XRC_RECV: {
-        if (!(attr->comp_mask & IBV_QP_INIT_ATTR_XRCD) || !attr->xrcd) break;
-        return create_qp(c, nullptr, base, reinterpret_cast<Xrcd*>(attr->xrcd)->handle);
+    bool wr_api = attr->comp_mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
+    if (wr_api) {
+        if (int e = check_send_ops(attr->qp_type, attr->send_ops_flags)) {
+            errno = e;
+            return nullptr;
+        }
     }
-    case IBV_QPT_XRC_SEND:
-        if (!pd || !attr->send_cq) break;
-        return create_qp(c, pd, base, 0);
-    default:
-        if (!pd || !attr->send_cq || !attr->recv_cq) break;
-        return create_qp(c, pd, base, 0);
+    ibv_qp* qp = create_qp_of_type(c, attr);
+    if (qp && wr_api) {
+        if (int e = enable_wr_api(qp_of(qp))) {
+            ibv_destroy_qp(qp);
+            errno = e;
+            return nullptr;
+        }
     }
-    errno = EINVAL;
-    return nullptr;
+    return qp;
 }
 
 ibv_qp* open_qp(ibv_context* c, ibv_qp_open_attr* attr) {
