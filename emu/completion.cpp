@@ -3,6 +3,7 @@
 
 #include <cerrno>
 
+#include "emu/abi/clock.h"
 #include "emu/device.h"
 #include "emu/process_memory.h"
 
@@ -40,7 +41,9 @@ void Device::push_cqe(uint32_t cq_handle, const abi::Cqe& cqe, bool solicited) {
         post_async(cq->owner, IBV_EVENT_CQ_ERR, cq->cookie);
         return;
     }
-    cq->slots[cq->prod & cq->mask] = cqe;
+    abi::Cqe& slot = cq->slots[cq->prod & cq->mask];
+    slot = cqe;
+    slot.timestamp = abi::device_clock_ns();
     ++cq->prod;
     cq->hdr->prod.store(cq->prod, std::memory_order_seq_cst);
     uint32_t arm = cq->hdr->arm.load(std::memory_order_seq_cst);

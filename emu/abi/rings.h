@@ -88,8 +88,11 @@ struct Cqe {
     uint8_t sl;
     uint8_t dlid_path_bits;
     uint8_t reserved[2];
+    // When the device wrote it, in the device clock: CLOCK_MONOTONIC nanoseconds
+    // (ibv_wc_read_completion_ts; hca_core_clock is 1 GHz).
+    uint64_t timestamp;
 };
-static_assert(sizeof(Cqe) == 48);
+static_assert(sizeof(Cqe) == 56);
 
 inline size_t align_up(size_t v, size_t a) { return (v + a - 1) / a * a; }
 

@@ -16,5 +16,21 @@ else
     run_pair ibv_rc_pingpong -g 0 -p "$port" "$@" -- ibv_rc_pingpong -g 0 -p "$port" "$@" 127.0.0.1
 fi
 grep -q "iters in" "$UROCE_RUNTIME_DIR/client.out" || fail "client did not report its iterations"
+# -t: receive completions carry the device clock (ibv_wc_read_completion_ts, nanoseconds).
+# The average time between two receive completions is then the time per iteration the
+# client measured with gettimeofday.
+case " $* " in *" -t "*)
+    awk '/usec\/iter/ { per_iter = $(NF - 1) }
+         /^Min receive completion clock cycles/ { min = $NF }
+         /^Average receive completion clock cycles/ { avg = $NF }
+         END {
+             printf "usec/iter %s, receive completions every %.3f usec (min %s ns)\n",
+                    per_iter, avg / 1000, min
+             r = avg / 1000 / per_iter
+             exit !(min > 0 && r > 0.5 && r < 2)
+         }' "$UROCE_RUNTIME_DIR/client.out" ||
+        fail "completion timestamps do not match the time the client measured"
+    ;;
+esac
 "$UROCE" res
 echo PASS

@@ -3,16 +3,20 @@
 // the ibv_wc_read_* accessors read the current CQE where it lies.
 #include <cerrno>
 #include <climits>
+#include <ctime>
 
+#include "emu/abi/clock.h"
 #include "verbs_api/ibverbs/internal.h"
 
 namespace uroce::verbs {
 
 namespace {
 
-// The work completion fields uroce can give (those of struct ibv_wc); the others (VLAN,
-// flow tag, tag matching, timestamps) are EOPNOTSUPP, as rxe.
-constexpr uint64_t kWcFlags = IBV_WC_STANDARD_FLAGS;
+// The work completion fields uroce can give: those of struct ibv_wc and the device's
+// timestamp; the others (VLAN, flow tag, tag matching) are EOPNOTSUPP, as rxe.
+constexpr uint64_t kWcFlags = uint64_t(IBV_WC_STANDARD_FLAGS) |
+                              IBV_WC_EX_WITH_COMPLETION_TIMESTAMP |
+                              IBV_WC_EX_WITH_COMPLETION_TIMESTAMP_WALLCLOCK;
 
 // Makes CQE `idx` the current one.
 void load(Cq* cq, uint32_t idx) {
@@ -59,6 +63,14 @@ R field(ibv_cq_ex* x) {
     return R(cq_of(x)->poll_cqe->*M);
 }
 
+// The completion time as CLOCK_REALTIME: the device clock is CLOCK_MONOTONIC.
+uint64_t read_wallclock_ns(ibv_cq_ex* x) {
+    timespec rt;
+    clock_gettime(CLOCK_REALTIME, &rt);
+    uint64_t now = uint64_t(rt.tv_sec) * 1000000000ull + uint64_t(rt.tv_nsec);
+    return cq_of(x)->poll_cqe->timestamp + (now - abi::device_clock_ns());
+}
+
 }  // namespace
 
 ibv_cq_ex* create_cq_ex(ibv_context* c, ibv_cq_init_attr_ex* attr) {
@@ -99,6 +111,10 @@ ibv_cq_ex* create_cq_ex(ibv_context* c, ibv_cq_init_attr_ex* attr) {
     if (f & IBV_WC_EX_WITH_SL) x.read_sl = field<uint8_t, &abi::Cqe::sl>;
     if (f & IBV_WC_EX_WITH_DLID_PATH_BITS)
         x.read_dlid_path_bits = field<uint8_t, &abi::Cqe::dlid_path_bits>;
+    if (f & IBV_WC_EX_WITH_COMPLETION_TIMESTAMP)
+        x.read_completion_ts = field<uint64_t, &abi::Cqe::timestamp>;
+    if (f & IBV_WC_EX_WITH_COMPLETION_TIMESTAMP_WALLCLOCK)
+        x.read_completion_wallclock_ns = read_wallclock_ns;
     return &x;
 }
 

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "emu/abi/caps.h"
+#include "emu/abi/clock.h"
 #include "emu/abi/client.h"
 #include "verbs_api/ibverbs/internal.h"
 
@@ -189,7 +190,21 @@ int query_device_ex(ibv_context* c, const ibv_query_device_ex_input* in,
     if (in && in->comp_mask) return EINVAL;
     ibv_device_attr_ex a{};
     fill_device_attr(ctx_of(c), &a.orig_attr);
+    // Every CQE carries the device clock (emu/abi/clock.h).
+    a.completion_timestamp_mask = ~uint64_t(0);
+    a.hca_core_clock = abi::kHcaCoreClockKhz;
     std::memcpy(attr, &a, len < sizeof a ? len : sizeof a);
+    return 0;
+}
+
+int query_rt_values(ibv_context* c, ibv_values_ex* values) {
+    (void)c;
+    if (values->comp_mask & ~uint32_t(IBV_VALUES_MASK_RAW_CLOCK)) return EINVAL;  // as mlx5
+    if (values->comp_mask & IBV_VALUES_MASK_RAW_CLOCK) {
+        // As mlx5: the clock's count in tv_nsec (here it is nanoseconds anyway).
+        values->raw_clock.tv_sec = 0;
+        values->raw_clock.tv_nsec = long(abi::device_clock_ns());
+    }
     return 0;
 }
 
@@ -278,6 +293,7 @@ ibv_context* ibv_open_device(ibv_device* device) {
     v.create_qp_ex = create_qp_ex;
     v.open_qp = open_qp;
     v.create_cq_ex = create_cq_ex;
+    v.query_rt_values = query_rt_values;
     ibv_context& c = v.context;
     c.device = device;
     c.cmd_fd = sock;

@@ -211,5 +211,6 @@ int req_notify_cq(ibv_cq* cq, int solicited_only);
 int query_port(ibv_context* c, uint8_t port, ibv_port_attr* attr, size_t len);
 int query_device_ex(ibv_context* c, const ibv_query_device_ex_input* in,
                     ibv_device_attr_ex* attr, size_t len);
+int query_rt_values(ibv_context* c, ibv_values_ex* values);
 
 }  // namespace uroce::verbs
