@@ -215,16 +215,26 @@ void Device::transmit(uint32_t slot, size_t len_no_icrc, const sockaddr_in& to, 
     counters_.tx_op.add(buf[0], len);
     if (qp) qp->tx_op.add(buf[0], len);
     if (faults_.armed(net::kFaultTx) && !fault_tx(slot, len, to)) return;  // docs/faults.md
+    wire_send(slot, len, to);
+}
+
+void Device::wire_send(uint32_t slot, size_t len, const sockaddr_in& to) {
     if (to_self(to)) ++self_inflight_;
     io_.tx_send(slot, len, to);
 }
 
+// What the socket delivered: loopback pacing counts it here, once, before the fault
+// injector (which may drop, hold or duplicate it) and the receive path.
 void Device::on_packet(const sockaddr_in& from, uint8_t* data, size_t len) {
     if (from.sin_addr.s_addr == cfg_.ipv4_be && from.sin_port == self_.sin_port) {
         if (self_inflight_) --self_inflight_;
         last_self_rx_ns_ = now_ns();
     }
     if (faults_.armed(net::kFaultRx) && !fault_rx(from, data, len)) return;  // docs/faults.md
+    receive(from, data, len);
+}
+
+void Device::receive(const sockaddr_in& from, uint8_t* data, size_t len) {
     ++counters_.rx_pkts;
     counters_.rx_bytes += len;
     if (len) counters_.rx_op.add(data[0], len);

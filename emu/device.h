@@ -111,6 +111,10 @@ private:
     // Engine loop (device.cpp).
     void loop();
     void on_packet(const sockaddr_in& from, uint8_t* data, size_t len) override;
+    // The receive path after the fault injector: checks, counts, captures, dispatches.
+    void receive(const sockaddr_in& from, uint8_t* data, size_t len);
+    // Hands a finished packet to the socket (loopback pacing counts it).
+    void wire_send(uint32_t slot, size_t len, const sockaddr_in& to);
     void on_eventfd(uint64_t tag) override;
     void run_commands();
     void run_ready();

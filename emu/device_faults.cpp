@@ -20,11 +20,7 @@ uint64_t Device::set_faults(const net::FaultSpec& spec) {
 // Received packets: dropped or held ones go no further; a duplicate is processed twice.
 bool Device::fault_rx(const sockaddr_in& from, uint8_t* data, size_t len) {
     Verdict v = faults_.decide(net::kFaultRx, data, len, from, now_ns());
-    if (v == Verdict::kDup) {
-        bool was = faults_.suspend(net::kFaultRx);
-        on_packet(from, data, len);  // processing leaves the receive buffer as it was
-        faults_.resume(net::kFaultRx, was);
-    }
+    if (v == Verdict::kDup) receive(from, data, len);  // leaves the buffer as it was
     return v == Verdict::kPass || v == Verdict::kDup;
 }
 
@@ -41,7 +37,7 @@ bool Device::fault_tx(uint32_t slot, size_t len, const sockaddr_in& to) {
     if (v == Verdict::kDup) {
         if (uint8_t* b = io_.tx_alloc(&copy)) {
             std::memcpy(b, buf, len);
-            io_.tx_send(copy, len, to);
+            wire_send(copy, len, to);
         }
     }
     return true;
@@ -53,17 +49,15 @@ void Device::release_faults(uint64_t now) {
     faults_.release(now, [this](net::FaultDir d, const uint8_t* data, size_t len,
                                 const sockaddr_in& peer) {
         if (d == net::kFaultRx) {
-            // on_packet takes a mutable buffer but only reads it; the held copy is ours.
-            bool was = faults_.suspend(net::kFaultRx);
-            on_packet(peer, const_cast<uint8_t*>(data), len);
-            faults_.resume(net::kFaultRx, was);
+            // receive takes a mutable buffer but only reads it; the held copy is ours.
+            receive(peer, const_cast<uint8_t*>(data), len);
             return true;
         }
         uint32_t slot;
         uint8_t* b = io_.tx_alloc(&slot);
         if (!b) return false;
         std::memcpy(b, data, len);
-        io_.tx_send(slot, len, peer);
+        wire_send(slot, len, peer);
         return true;
     });
 }

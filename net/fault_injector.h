@@ -80,14 +80,6 @@ public:
 
     // The hot-path test: false (one predictable branch) when no fault applies to `d`.
     bool armed(FaultDir d) const { return armed_[d == kFaultTx]; }
-    // Suspends a direction while the device hands a held or duplicated packet back to its
-    // own path (which must not be faulted again); resume with the returned value.
-    bool suspend(FaultDir d) {
-        bool was = armed_[d == kFaultTx];
-        armed_[d == kFaultTx] = false;
-        return was;
-    }
-    void resume(FaultDir d, bool was) { armed_[d == kFaultTx] = was; }
 
     // Decides the fate of one datagram (BTH ... ICRC) travelling in direction d to or from
     // `peer`. Call only when armed(d).
