@@ -212,6 +212,7 @@ void Device::transmit(uint32_t slot, size_t len_no_icrc, const sockaddr_in& to, 
     }
     ++counters_.tx_pkts;
     counters_.tx_bytes += len;
+    if (net::is_ipv4_multicast(to.sin_addr.s_addr)) ++counters_.mcast_tx_pkts;
     counters_.tx_op.add(buf[0], len);
     if (qp) qp->tx_op.add(buf[0], len);
     if (faults_.armed(net::kFaultTx) && !fault_tx(slot, len, to)) return;  // docs/faults.md
@@ -225,33 +226,34 @@ void Device::wire_send(uint32_t slot, size_t len, const sockaddr_in& to) {
 
 // What the socket delivered: loopback pacing counts it here, once, before the fault
 // injector (which may drop, hold or duplicate it) and the receive path.
-void Device::on_packet(const sockaddr_in& from, uint8_t* data, size_t len) {
+void Device::on_packet(const sockaddr_in& from, uint32_t to_be, uint8_t* data, size_t len) {
     if (from.sin_addr.s_addr == cfg_.ipv4_be && from.sin_port == self_.sin_port) {
         if (self_inflight_) --self_inflight_;
         last_self_rx_ns_ = now_ns();
     }
-    if (faults_.armed(net::kFaultRx) && !fault_rx(from, data, len)) return;  // docs/faults.md
-    receive(from, data, len);
+    if (faults_.armed(net::kFaultRx) && !fault_rx(from, to_be, data, len))
+        return;  // docs/faults.md
+    receive(from, to_be, data, len);
 }
 
-void Device::receive(const sockaddr_in& from, uint8_t* data, size_t len) {
+void Device::receive(const sockaddr_in& from, uint32_t to_be, uint8_t* data, size_t len) {
     ++counters_.rx_pkts;
     counters_.rx_bytes += len;
     if (len) counters_.rx_op.add(data[0], len);
     if (pcap_.is_open()) {
         timeval tv;
         gettimeofday(&tv, nullptr);
-        pcap_.record(from.sin_addr.s_addr, ntohs(from.sin_port), cfg_.ipv4_be, cfg_.port, data,
-                     len, tv);
+        pcap_.record(from.sin_addr.s_addr, ntohs(from.sin_port), to_be, cfg_.port, data, len, tv);
     }
     net::Packet p;
     net::DropReason why = net::decode(data, len, p);
     if (why != net::DropReason::kNone) return count_drop(why);
-    if (!net::icrc_check(from.sin_addr.s_addr, cfg_.ipv4_be, ntohs(from.sin_port), cfg_.port,
-                         data, len))
+    if (!net::icrc_check(from.sin_addr.s_addr, to_be, ntohs(from.sin_port), cfg_.port, data, len))
         return count_drop(net::DropReason::kBadIcrc);
     if ((p.bth.pkey & 0x7fff) != (net::kDefaultPkey & 0x7fff))
         return count_drop(net::DropReason::kBadPkey);
+    // Only group sockets receive datagrams sent to another address than the device's own.
+    if (to_be != cfg_.ipv4_be) return mcast_receive(p, from, to_be, len);  // mcast.cpp
     if (p.bth.dqpn == 1) return cm_.on_mad(from, p);  // the GSI QP: CM MADs (cm_agent.cpp)
     Qp* qp = qps_.get(p.bth.dqpn);
     if (!qp || qp->owner->dead) return count_drop(net::DropReason::kBadQp);
@@ -270,7 +272,7 @@ void Device::receive(const sockaddr_in& from, uint8_t* data, size_t len) {
     if (xrc && request)
         xrc_receive(*qp, p);
     else if (ud)
-        ud_receive(*qp, p, from);
+        ud_receive(*qp, p, from, to_be);
     else if (uc)
         uc_responder_receive(*qp, p);
     else if (info->flags & net::kRequest)

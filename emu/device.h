@@ -43,6 +43,9 @@ struct DeviceCounters {
     uint64_t drops[size_t(net::DropReason::kCount)] = {};
     uint64_t retransmits = 0, tx_stalls = 0;
     uint64_t xrc_bad_srqn = 0;  // XRC requests naming an SRQ outside the TGT QP's domain
+    // Multicast: packets sent to a group, received for a group, and copies handed to
+    // attached QPs (docs/multicast.md).
+    uint64_t mcast_tx_pkts = 0, mcast_rx_pkts = 0, mcast_deliveries = 0;
     // By opcode (counters_op lines of `uroce counters`). rx counts every datagram of at least
     // one byte under its first byte, dropped ones included, as rx_pkts does.
     OpCounters tx_op, rx_op;
@@ -100,6 +103,14 @@ private:
     int close_xrcd(Session& s, uint32_t handle);
     int open_qp(Session& s, const abi::OpenQpReq& r, abi::OpenQpResp* out);
     bool holds(const Session& s, const Qp* qp) const;
+    // Multicast (mcast.cpp).
+    int attach_mcast(Session& s, const abi::McastReq& r);
+    int detach_mcast(Session& s, const abi::McastReq& r);
+    void detach_all_mcast(uint32_t qpn);  // the QP is being destroyed
+    void mcast_receive(const net::Packet& p, const sockaddr_in& from, uint32_t group_be,
+                       size_t len);
+    bool mcast_member(uint32_t group_be) const;
+    std::string mcast_lines() const;            // the "mcast" lines of dump()
     void release_qp(Session& s, uint32_t qpn);  // a holder lets go; the last destroys
     void xrc_object_gone(uint32_t xrcd, uint32_t handle);
     void xrc_receive(Qp& qp, const net::Packet& p);
@@ -110,9 +121,10 @@ private:
 
     // Engine loop (device.cpp).
     void loop();
-    void on_packet(const sockaddr_in& from, uint8_t* data, size_t len) override;
+    void on_packet(const sockaddr_in& from, uint32_t to_be, uint8_t* data, size_t len) override;
     // The receive path after the fault injector: checks, counts, captures, dispatches.
-    void receive(const sockaddr_in& from, uint8_t* data, size_t len);
+    // `to_be`: the address the packet was sent to (the device's, or a multicast group's).
+    void receive(const sockaddr_in& from, uint32_t to_be, uint8_t* data, size_t len);
     // Hands a finished packet to the socket (loopback pacing counts it).
     void wire_send(uint32_t slot, size_t len, const sockaddr_in& to);
     void on_eventfd(uint64_t tag) override;
@@ -130,7 +142,7 @@ private:
     void transmit(uint32_t slot, size_t len_no_icrc, const sockaddr_in& to, Qp* qp = nullptr);
     void count_drop(net::DropReason r) { ++counters_.drops[size_t(r)]; }
     // Fault injection (device_faults.cpp): false when the packet must go no further.
-    bool fault_rx(const sockaddr_in& from, uint8_t* data, size_t len);
+    bool fault_rx(const sockaddr_in& from, uint32_t to_be, uint8_t* data, size_t len);
     bool fault_tx(uint32_t slot, size_t len, const sockaddr_in& to);
     void release_faults(uint64_t now);
     std::string fault_lines() const;  // the "faults ..." lines of dump()
@@ -181,7 +193,8 @@ private:
     void complete_recv(Qp& qp, const net::Packet& p, ibv_wc_status status);
     void uc_responder_receive(Qp& qp, const net::Packet& p);              // uc_responder.cpp
     void ud_requester_progress(Qp& qp);                                    // ud_transport.cpp
-    void ud_receive(Qp& qp, const net::Packet& p, const sockaddr_in& from);  // ud_transport.cpp
+    void ud_receive(Qp& qp, const net::Packet& p, const sockaddr_in& from,
+                    uint32_t to_be);                                       // ud_transport.cpp
     void completer_receive(Qp& qp, const net::Packet& p);                  // rc_completer.cpp
     void ack_upto(Qp& qp, uint32_t psn, bool implicit = false);            // rc_completer.cpp
     void after_progress(Qp& qp, bool rerequest);                           // rc_completer.cpp
@@ -205,7 +218,8 @@ private:
     HandleTable<Srq> srqs_{abi::kMaxSrq};
     HandleTable<Xrcd> xrcds_{abi::kMaxXrcd};
     HandleTable<XrcdHandle> xrcd_handles_{abi::kMaxXrcd * 4};
-    uint8_t key_gen_ = 0;  // low byte of MR keys, bumped per registration
+    uint8_t key_gen_ = 0;            // low byte of MR keys, bumped per registration
+    std::vector<McastGroup> mcast_;  // few: looked up by scanning
 
     std::vector<Qp*> ready_;   // QPs with send work to push
     std::vector<Qp*> timers_;  // QPs with a deadline
@@ -217,14 +231,17 @@ private:
     uint32_t self_budget_ = 64;
     uint64_t last_self_rx_ns_ = 0;
     bool to_self(const sockaddr_in& to) const {
-        return to.sin_addr.s_addr == cfg_.ipv4_be && to.sin_port == self_.sin_port;
+        return to.sin_port == self_.sin_port &&
+               (to.sin_addr.s_addr == cfg_.ipv4_be ||
+                // a group this device is a member of: a copy comes back to its group socket
+                (net::is_ipv4_multicast(to.sin_addr.s_addr) && mcast_member(to.sin_addr.s_addr)));
     }
 
 public:
     // True when a requester should wait before sending more to `to`. A count that
     // stops moving (the kernel dropped some of them after all) is forgotten after 2 ms.
     bool self_paced(const sockaddr_in& to) {
-        if (!to_self(to) || self_inflight_ < self_budget_) return false;
+        if (self_inflight_ < self_budget_ || !to_self(to)) return false;
         if (now_ns() - last_self_rx_ns_ < 2000000) return true;
         self_inflight_ = 0;
         return false;

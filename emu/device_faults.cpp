@@ -18,9 +18,9 @@ uint64_t Device::set_faults(const net::FaultSpec& spec) {
 }
 
 // Received packets: dropped or held ones go no further; a duplicate is processed twice.
-bool Device::fault_rx(const sockaddr_in& from, uint8_t* data, size_t len) {
-    Verdict v = faults_.decide(net::kFaultRx, data, len, from, now_ns());
-    if (v == Verdict::kDup) receive(from, data, len);  // leaves the buffer as it was
+bool Device::fault_rx(const sockaddr_in& from, uint32_t to_be, uint8_t* data, size_t len) {
+    Verdict v = faults_.decide(net::kFaultRx, data, len, from, now_ns(), to_be);
+    if (v == Verdict::kDup) receive(from, to_be, data, len);  // leaves the buffer as it was
     return v == Verdict::kPass || v == Verdict::kDup;
 }
 
@@ -47,10 +47,10 @@ bool Device::fault_tx(uint32_t slot, size_t len, const sockaddr_in& to) {
 // to the socket (if every transmit buffer is in flight, they wait for the next turn).
 void Device::release_faults(uint64_t now) {
     faults_.release(now, [this](net::FaultDir d, const uint8_t* data, size_t len,
-                                const sockaddr_in& peer) {
+                                const sockaddr_in& peer, uint32_t local_be) {
         if (d == net::kFaultRx) {
             // receive takes a mutable buffer but only reads it; the held copy is ours.
-            receive(peer, const_cast<uint8_t*>(data), len);
+            receive(peer, local_be, const_cast<uint8_t*>(data), len);
             return true;
         }
         uint32_t slot;

@@ -394,6 +394,9 @@ int Device::query_qp(Session& s, const abi::QueryQpReq& r, abi::QueryQpResp* out
 int Device::destroy_qp(Session& s, uint32_t qpn) {
     Qp* qp = qps_.get(qpn);
     if (!holds(s, qp)) return EINVAL;
+    // UD sends posted before the destroy leave first: their doorbell may still be unread
+    // when this command runs, and on an HCA it would have reached the QP before the command.
+    if (qp->type == IBV_QPT_UD && qp->state == IBV_QPS_RTS) requester_progress(*qp);
     release_qp(s, qpn);  // a shared XRC TGT QP lives on while others hold it
     return 0;
 }
@@ -409,6 +412,7 @@ void Device::destroy_qp_now(uint32_t qpn) {
     if (Cq* c = cqs_.get(qp->recv_cq)) --c->users;
     if (Srq* q = srqs_.get(qp->srq); q && qp->type != IBV_QPT_XRC_RECV) --q->users;
     if (qp->type == IBV_QPT_XRC_RECV) xrc_object_gone(qp->xrcd, qp->xrcd_handle);
+    if (qp->type == IBV_QPT_UD) detach_all_mcast(qpn);  // as uverbs does on destroy
     erase_handle(qp->owner->qps, qpn);
     qps_.remove(qpn);
 }
@@ -491,6 +495,12 @@ void Device::handle(Session& s, const abi::Request& req, abi::Response& resp,
     case Op::kOpenQp:
         err = open_qp(s, req.u.open_qp, &resp.u.open_qp);
         break;
+    case Op::kAttachMcast:
+        err = attach_mcast(s, req.u.mcast);
+        break;
+    case Op::kDetachMcast:
+        err = detach_mcast(s, req.u.mcast);
+        break;
     default:
         err = EOPNOTSUPP;
     }
@@ -565,7 +575,8 @@ std::string Device::dump() const {
         });
         o << "\n";
     });
-    o << cm_.dump();  // connection manager ids (cm_agent.cpp)
+    o << cm_.dump();     // connection manager ids (cm_agent.cpp)
+    o << mcast_lines();  // multicast groups and their counters (mcast.cpp)
     o << "counters tx_pkts " << counters_.tx_pkts << " rx_pkts " << counters_.rx_pkts
       << " tx_bytes " << counters_.tx_bytes << " rx_bytes " << counters_.rx_bytes
       << " retransmits " << counters_.retransmits << " tx_stalls " << counters_.tx_stalls

@@ -220,6 +220,18 @@ struct Qp {
     uint64_t drops[size_t(net::DropReason::kCount)] = {};  // of packets that reached the QP
 };
 
+// A multicast group at least one QP of this device is attached to (docs/multicast.md).
+struct McastGroup {
+    uint8_t gid[16] = {};
+    uint32_t ipv4_be = 0;  // the IPv4 group of an IPv4-mapped GID (::ffff:224.0.0.0/4), else 0
+    int sock = 0;          // the device's socket for the group (> 0) while ipv4_be is set
+    struct Member {
+        uint32_t qpn;
+        uint16_t lid;  // as attached: detach must name the same one (uverbs)
+    };
+    std::vector<Member> members;
+};
+
 struct Session {
     uint32_t id = 0;
     pid_t pid = 0;

@@ -87,7 +87,7 @@ void Device::ud_requester_progress(Qp& qp) {
     }
 }
 
-void Device::ud_receive(Qp& qp, const net::Packet& p, const sockaddr_in& from) {
+void Device::ud_receive(Qp& qp, const net::Packet& p, const sockaddr_in& from, uint32_t to_be) {
     if (qp.state != IBV_QPS_RTR && qp.state != IBV_QPS_RTS && qp.state != IBV_QPS_SQD &&
         qp.state != IBV_QPS_SQE)
         return count_drop(net::DropReason::kBadQp);
@@ -98,7 +98,7 @@ void Device::ud_receive(Qp& qp, const net::Packet& p, const sockaddr_in& from) {
         return;
     }
     uint8_t grh[kGrhLen] = {};
-    ipv4_header(grh + 20, from.sin_addr.s_addr, cfg_.ipv4_be,
+    ipv4_header(grh + 20, from.sin_addr.s_addr, to_be,
                 net::op_info(p.bth.opcode)->hdr_len + p.payload_len + p.bth.pad + 4);
     iovec iov[abi::kMaxSge];
     int n = sge_iov(qp.rwr.sge, qp.rwr.num_sge, 0, kGrhLen, iov);

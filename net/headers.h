@@ -83,8 +83,9 @@ enum class DropReason : uint8_t {
     kBadPkey,
     kBadQp,
     kOpNotForQp,
-    kBadQkey,   // UD: the DETH Q_Key is not the QP's
-    kNoRecv,    // UD/UC: no receive posted, the message is discarded
+    kBadQkey,       // UD: the DETH Q_Key is not the QP's
+    kNoRecv,        // UD/UC: no receive posted, the message is discarded
+    kNoMcastGroup,  // UD multicast: no QP of this device is attached to the group
     kCount
 };
 
@@ -95,6 +96,11 @@ constexpr size_t kIcrcLen = 4;
 constexpr size_t kBthLen = 12;
 constexpr uint16_t kRoceUdpPort = 4791;
 constexpr uint16_t kDefaultPkey = 0xffff;
+constexpr uint32_t kMcastQpn = 0xffffff;  // the destination QP of every multicast packet
+// 224.0.0.0/4, network order.
+inline bool is_ipv4_multicast(uint32_t ip_be) {
+    return (reinterpret_cast<const uint8_t*>(&ip_be)[0] & 0xf0) == 0xe0;
+}
 // Largest BTH + extension headers of any opcode (XRC atomic: BTH + XRCETH + AtomicETH).
 constexpr size_t kMaxHdrLen = 44;
 

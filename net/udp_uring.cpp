@@ -22,7 +22,8 @@ UdpUring::~UdpUring() {
     if (ring_ok_) io_uring_queue_exit(&ring_);
     for (auto& w : watches_)
         if (w.fd >= 0) close(w.fd);
-    if (sock_ >= 0) close(sock_);
+    for (auto& k : socks_)
+        if (k.fd >= 0) close(k.fd);
     if (tx_mem_) munmap(tx_mem_, size_t(kTxBufs) * kBufSize);
     if (rx_mem_) munmap(rx_mem_, size_t(kRxBufs) * kBufSize);
     if (br_) munmap(br_, br_bytes_);
@@ -41,14 +42,22 @@ int UdpUring::open(uint32_t ip_be, uint16_t port) {
 
     sock_ = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
     if (sock_ < 0) return errno;
-    int buf = 8 << 20;
-    if (setsockopt(sock_, SOL_SOCKET, SO_RCVBUFFORCE, &buf, sizeof buf) != 0)
-        setsockopt(sock_, SOL_SOCKET, SO_RCVBUF, &buf, sizeof buf);
-    if (setsockopt(sock_, SOL_SOCKET, SO_SNDBUFFORCE, &buf, sizeof buf) != 0)
-        setsockopt(sock_, SOL_SOCKET, SO_SNDBUF, &buf, sizeof buf);
+    ip_be_ = ip_be;
+    port_ = port;
+    socks_.push_back(Sock{sock_, ip_be, true, false, false});
+    set_buffers(sock_);
     // DF set and no fragmentation: the IPv4 ID is then 0, which the ICRC covers.
     int pmtu = IP_PMTUDISC_PROBE;
     setsockopt(sock_, IPPROTO_IP, IP_MTU_DISCOVER, &pmtu, sizeof pmtu);
+    // Multicast (docs/multicast.md) leaves through the device's interface, not the default
+    // route's, with the TTL of unicast packets, and loops back to this host's members
+    // (other devices, and this one's own group sockets).
+    ip_mreqn mif{};
+    mif.imr_address.s_addr = ip_be;
+    setsockopt(sock_, IPPROTO_IP, IP_MULTICAST_IF, &mif, sizeof mif);
+    int ttl = 64, loop = 1;
+    setsockopt(sock_, IPPROTO_IP, IP_MULTICAST_TTL, &ttl, sizeof ttl);
+    setsockopt(sock_, IPPROTO_IP, IP_MULTICAST_LOOP, &loop, sizeof loop);
     sockaddr_in sa{};
     sa.sin_family = AF_INET;
     sa.sin_addr.s_addr = ip_be;
@@ -93,9 +102,63 @@ int UdpUring::open(uint32_t ip_be, uint16_t port) {
     io_uring_buf_ring_advance(br_, kRxBufs);
 
     rx_msg_.msg_namelen = sizeof(sockaddr_in);
-    arm_recv();
+    arm_recv(0);
     io_uring_submit(&ring_);
     return 0;
+}
+
+void UdpUring::set_buffers(int fd) {
+    int buf = 8 << 20;
+    if (setsockopt(fd, SOL_SOCKET, SO_RCVBUFFORCE, &buf, sizeof buf) != 0)
+        setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &buf, sizeof buf);
+    if (setsockopt(fd, SOL_SOCKET, SO_SNDBUFFORCE, &buf, sizeof buf) != 0)
+        setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &buf, sizeof buf);
+}
+
+int UdpUring::open_group(uint32_t group_be) {
+    int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (fd < 0) return -errno;
+    // Every device on the host that joins the group binds group:port; each gets a copy.
+    int one = 1, zero = 0;
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    // Only the groups this socket joined itself, on the interface it joined them on.
+    setsockopt(fd, IPPROTO_IP, IP_MULTICAST_ALL, &zero, sizeof zero);
+    set_buffers(fd);
+    sockaddr_in sa{};
+    sa.sin_family = AF_INET;
+    sa.sin_addr.s_addr = group_be;
+    sa.sin_port = htons(port_);
+    ip_mreqn m{};
+    m.imr_multiaddr.s_addr = group_be;
+    m.imr_address.s_addr = ip_be_;
+    if (bind(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa) != 0 ||
+        setsockopt(fd, IPPROTO_IP, IP_ADD_MEMBERSHIP, &m, sizeof m) != 0) {
+        int e = errno;
+        close(fd);
+        return -e;
+    }
+    uint32_t i = 1;
+    while (i < socks_.size() && (socks_[i].fd >= 0 || socks_[i].pending)) ++i;
+    if (i == socks_.size()) socks_.emplace_back();
+    socks_[i] = Sock{fd, group_be, true, false, false};
+    arm_recv(i);
+    return int(i);
+}
+
+void UdpUring::close_group(int sock) {
+    if (sock <= 0 || size_t(sock) >= socks_.size() || !socks_[sock].active) return;
+    Sock& k = socks_[sock];
+    k.active = false;
+    k.rearm = false;
+    // The ring holds the file while its receive is posted: closing the fd alone would not
+    // end the membership. The cancelled receive's last completion frees the slot.
+    close(k.fd);
+    k.fd = -1;
+    if (k.pending) {
+        io_uring_sqe* s = sqe();
+        io_uring_prep_cancel64(s, tag(kRecv, uint64_t(sock)), 0);
+        io_uring_sqe_set_data64(s, tag(kCancel, uint64_t(sock)));
+    }
 }
 
 int UdpUring::rcvbuf() const {
@@ -114,12 +177,13 @@ io_uring_sqe* UdpUring::sqe() {
     return s;  // never null after a submit of a 4096-entry ring
 }
 
-void UdpUring::arm_recv() {
+void UdpUring::arm_recv(uint32_t sock) {
     io_uring_sqe* s = sqe();
-    io_uring_prep_recvmsg_multishot(s, sock_, &rx_msg_, 0);
+    io_uring_prep_recvmsg_multishot(s, socks_[sock].fd, &rx_msg_, 0);
     s->flags |= IOSQE_BUFFER_SELECT;
     s->buf_group = kBgid;
-    io_uring_sqe_set_data64(s, tag(kRecv, 0));
+    io_uring_sqe_set_data64(s, tag(kRecv, sock));
+    socks_[sock].pending = true;
 }
 
 void UdpUring::recycle_rx(uint16_t bid) {
@@ -204,25 +268,31 @@ void UdpUring::run_once(uint64_t timeout_ns, Handler& h) {
         io_uring_submit_and_wait_timeout(&ring_, &cqe, 1, &ts, nullptr);
     }
     unsigned head, seen = 0, rx_since_submit = 0;
-    bool rearm = false;
+    bool rearm = false;  // some socket's multishot receive ended
     io_uring_for_each_cqe(&ring_, head, cqe) {
         ++seen;
         uint64_t ud = io_uring_cqe_get_data64(cqe);
         uint64_t kind = ud >> kKindShift, idx = ud & ((uint64_t(1) << kKindShift) - 1);
         switch (kind) {
         case kRecv: {
-            if (!(cqe->flags & IORING_CQE_F_MORE)) rearm = true;
+            Sock& k = socks_[idx];
+            if (!(cqe->flags & IORING_CQE_F_MORE)) {
+                k.pending = false;
+                k.rearm = k.active;
+                rearm |= k.active;
+            }
             if (cqe->res == -ENOBUFS) ++rx_nobufs_;
             if (cqe->res < 0 || !(cqe->flags & IORING_CQE_F_BUFFER)) break;
             uint16_t bid = uint16_t(cqe->flags >> IORING_CQE_BUFFER_SHIFT);
             uint8_t* buf = rx_mem_ + size_t(bid) * kBufSize;
             auto* out = io_uring_recvmsg_validate(buf, cqe->res, &rx_msg_);
-            if (out && out->namelen >= sizeof(sockaddr_in) && !(out->flags & MSG_TRUNC)) {
+            if (k.active && out && out->namelen >= sizeof(sockaddr_in) &&
+                !(out->flags & MSG_TRUNC)) {
                 sockaddr_in from;
                 std::memcpy(&from, io_uring_recvmsg_name(out), sizeof from);
                 auto* data = static_cast<uint8_t*>(io_uring_recvmsg_payload(out, &rx_msg_));
                 size_t len = io_uring_recvmsg_payload_length(out, cqe->res, &rx_msg_);
-                h.on_packet(from, data, len);
+                h.on_packet(from, k.local_be, data, len);
                 // What handling received packets produced (ACKs, NAKs, READ responses)
                 // leaves after a few of them, not when the whole batch is done.
                 if (sends_queued_ && ++rx_since_submit >= kRecvBatch) {
@@ -257,7 +327,12 @@ void UdpUring::run_once(uint64_t timeout_ns, Handler& h) {
         }
     }
     io_uring_cq_advance(&ring_, seen);
-    if (rearm) arm_recv();
+    if (rearm)
+        for (uint32_t i = 0; i < socks_.size(); ++i)
+            if (socks_[i].rearm) {
+                socks_[i].rearm = false;
+                arm_recv(i);
+            }
 }
 
 }  // namespace uroce::net

@@ -2,6 +2,8 @@
 // multishot recvmsg with a ring of provided buffers; sends use a fixed pool of
 // transmit buffers; eventfds (doorbells, the command queue) are watched with reads on
 // the same ring. Everything is submitted in batches: one io_uring_enter per loop turn.
+// Multicast groups the device has joined each have a socket of their own (bound to the
+// group's address, member on the device's interface) whose receives share the buffers.
 #pragma once
 
 #include <liburing.h>
@@ -24,7 +26,10 @@ public:
     class Handler {
     public:
         virtual ~Handler() = default;
-        virtual void on_packet(const sockaddr_in& from, uint8_t* data, size_t len) = 0;
+        // `to_be`: the destination IPv4 address the datagram was sent to (network order):
+        // the device's own address, or a multicast group's.
+        virtual void on_packet(const sockaddr_in& from, uint32_t to_be, uint8_t* data,
+                               size_t len) = 0;
         virtual void on_eventfd(uint64_t tag) = 0;
     };
 
@@ -33,8 +38,17 @@ public:
     UdpUring& operator=(const UdpUring&) = delete;
     ~UdpUring();
 
-    // Binds ip:port (network order ip, host order port). Returns 0 or errno.
+    // Binds ip:port (network order ip, host order port). Multicast sent from this socket
+    // leaves through the interface of ip and loops back to the host's members. Returns 0 or
+    // errno.
     int open(uint32_t ip_be, uint16_t port);
+
+    // Joins IPv4 multicast group `group_be` on the interface of the device's address and
+    // receives what is sent to group:port. Returns the group socket's number (> 0), or a
+    // negative errno. Several devices (also in one process) may join the same group.
+    int open_group(uint32_t group_be);
+    // Leaves the group: no more of its packets are handed to on_packet.
+    void close_group(int sock);
 
     // A transmit buffer of kBufSize bytes, or nullptr when all are in flight.
     uint8_t* tx_alloc(uint32_t* slot);
@@ -62,6 +76,14 @@ private:
         iovec iov;
         sockaddr_in to;
     };
+    // A receiving socket: [0] the device's own, then one per joined multicast group.
+    struct Sock {
+        int fd = -1;
+        uint32_t local_be = 0;  // the address its datagrams are sent to
+        bool active = false;    // receives go to the handler
+        bool rearm = false;     // the multishot receive ended; post it again
+        bool pending = false;   // a receive is posted (the slot is not reusable yet)
+    };
     struct Watch {
         int fd = -1;
         uint64_t tag = 0;
@@ -71,13 +93,17 @@ private:
     };
 
     io_uring_sqe* sqe();
-    void arm_recv();
+    void arm_recv(uint32_t sock);
+    static void set_buffers(int fd);
     void post_watch_read(uint32_t idx);
     void recycle_rx(uint16_t bid);
 
     io_uring ring_{};
     bool ring_ok_ = false;
-    int sock_ = -1;
+    int sock_ = -1;  // socks_[0].fd
+    uint32_t ip_be_ = 0;
+    uint16_t port_ = 0;
+    std::vector<Sock> socks_;
     uint8_t* tx_mem_ = nullptr;
     std::vector<Tx> tx_;
     std::vector<uint32_t> tx_free_;

@@ -21,6 +21,11 @@ constexpr uint32_t kMaxSrqWr = 16384;
 constexpr uint32_t kMaxXrcd = 4096;
 constexpr uint32_t kMaxAh = 1 << 20;  // AHs live in the library; this is only reported
 constexpr uint32_t kMaxChannels = 4096;
+// Multicast: each group a device has joined is a socket (docs/multicast.md); 56 QPs per
+// group as rxe.
+constexpr uint32_t kMaxMcastGrp = 1024;
+constexpr uint32_t kMaxMcastQpAttach = 56;
+constexpr uint32_t kMaxTotalMcastQpAttach = kMaxMcastGrp * kMaxMcastQpAttach;
 constexpr uint32_t kMaxMsgSize = 1u << 31;
 constexpr uint32_t kVendorId = 0xffffff;  // no IEEE OUI; rxe reports the same
 constexpr uint32_t kVendorPartId = 0x7572;  // "ur"

@@ -36,8 +36,10 @@ enum class Op : uint32_t {
     kFaults,  // set the fault injection spec (uroce faults); a FaultsReq, no session
     kOpenXrcd,   // an fd may travel with it (SCM_RIGHTS): the file whose inode names the XRCD
     kCloseXrcd,
-    kOpenQp,     // ibv_open_qp: another handle on an XRC TGT QP
-    kCm,         // connection manager: a CmReq answered by a CmResp (emu/abi/cm_protocol.h)
+    kOpenQp,       // ibv_open_qp: another handle on an XRC TGT QP
+    kCm,           // connection manager: a CmReq answered by a CmResp (emu/abi/cm_protocol.h)
+    kAttachMcast,  // ibv_attach_mcast: a McastReq
+    kDetachMcast,  // ibv_detach_mcast: a McastReq
 };
 
 struct OpenReq {
@@ -196,6 +198,13 @@ struct OpenQpResp {
     uint32_t state;
 };
 
+struct McastReq {
+    uint32_t qpn;
+    uint16_t lid;  // as given; ignored on RoCE, but detach must name the one attach did
+    uint16_t reserved;
+    uint8_t gid[16];
+};
+
 struct Request {
     Op op;
     uint32_t reserved;
@@ -212,6 +221,7 @@ struct Request {
         ModifySrqReq modify_srq;
         OpenXrcdReq open_xrcd;
         OpenQpReq open_qp;
+        McastReq mcast;
     } u;
 };
 

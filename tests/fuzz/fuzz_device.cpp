@@ -388,7 +388,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t len) {
     auto* handler = (net::UdpUring::Handler*)g_dev;
     uint8_t none = 0;  // a zero-length datagram still has a buffer
     g_dev->call([&] {
-        for (auto& p : pkts) handler->on_packet(from, p.empty() ? &none : p.data(), p.size());
+        for (auto& p : pkts)
+            handler->on_packet(from, kSelf, p.empty() ? &none : p.data(), p.size());
     });
     return 0;
 }

@@ -2,16 +2,26 @@
 # Acceptance: an unmodified perftest program (Debian's perftest package), server and
 # client as two processes over one device, with perftest's default connection setup
 # (QP numbers, PSNs, rkeys exchanged over TCP on -p PORT).
-#   usage: perftest_test.sh PROGRAM [perftest args...]
+#   usage: perftest_test.sh [--two-devices] PROGRAM [perftest args...]
+# --two-devices: the server on uroce1 (127.0.0.7), the client on uroce0 (127.0.0.6).
 # Checks: both sides exit 0; the client prints its results table (the line under the
 # "#bytes" header, all numbers, with a nonzero bandwidth or latency); and the
 # libmlx5.so.1/libefa.so.1 the programs load are uroce's stand-ins from the build
 # directory, with none of Debian's provider libraries loaded (LD_DEBUG=libs).
 . "$(dirname "$0")/lib.sh"
+two=0
+if [ "${1:-}" = "--two-devices" ]; then two=1; shift; fi
 prog=$1
 shift
 need "$prog"
-start_device uroce0 127.0.0.1
+if [ $two = 1 ]; then
+    start_device uroce0 127.0.0.6
+    start_device uroce1 127.0.0.7
+    sdev=(-d uroce1) cdev=(-d uroce0) server_dev=uroce1
+else
+    start_device uroce0 127.0.0.1
+    sdev=() cdev=() server_dev=uroce0
+fi
 port=$(tcp_port)
 
 lddir=$UROCE_RUNTIME_DIR/ld
@@ -25,14 +35,14 @@ timeout_s=${PAIR_TIMEOUT:-60}
 slog=$UROCE_RUNTIME_DIR/server.out
 clog=$UROCE_RUNTIME_DIR/client.out
 ld_debug=(LD_DEBUG=libs "LD_DEBUG_OUTPUT=$lddir/ld")
-verbs "${ld_debug[@]}" timeout "$timeout_s" "$prog" -p "$port" "$@" >"$slog" 2>&1 &
+verbs "${ld_debug[@]}" timeout "$timeout_s" "$prog" "${sdev[@]}" -p "$port" "$@" >"$slog" 2>&1 &
 spid=$!
 for _ in $(seq 100); do
     listening && break
     kill -0 $spid 2>/dev/null || break
     sleep 0.1
 done
-verbs "${ld_debug[@]}" timeout "$timeout_s" "$prog" -p "$port" "$@" 127.0.0.1 >"$clog" 2>&1
+verbs "${ld_debug[@]}" timeout "$timeout_s" "$prog" "${cdev[@]}" -p "$port" "$@" 127.0.0.1 >"$clog" 2>&1
 crc=$?
 wait $spid
 src=$?
@@ -56,6 +66,16 @@ case $prog in *_bw) col=4 ;; esac
 awk -v r="$row" -v c=$col 'BEGIN { split(r, f, " "); exit !(f[c] + 0 > 0) }' ||
     fail "results row has no positive figure: $row"
 echo "results: $row"
+
+# Multicast (-g): every message reached the server's QP through the group (the server only
+# exits 0 once it received all of them; the device counts copies handed to attached QPs).
+case " $* " in *" -g "*)
+    iters=$(echo "$row" | awk '{ print $2 }')
+    got=$("$UROCE" counters "$server_dev" |
+        awk '$1 == "counters_mcast" { for (i = 2; i < NF; i++) if ($i == "deliveries") print $(i + 1) }')
+    echo "multicast copies delivered on $server_dev: $got (iterations $iters)"
+    [ "${got:-0}" -ge "$iters" ] || fail "$server_dev delivered ${got:-0} multicast copies, expected $iters"
+esac
 
 # Which libraries the server and client loaded. LD_DEBUG writes one file per process
 # (timeout's included); the perftest processes are those that loaded libmlx5.so.1.

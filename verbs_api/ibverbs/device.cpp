@@ -130,6 +130,9 @@ void fill_device_attr(const Context* ctx, ibv_device_attr* a) {
     // all atomics through this device, not to CPU accesses (IBV_ATOMIC_HCA).
     a->atomic_cap = IBV_ATOMIC_HCA;
     a->max_ah = int(abi::kMaxAh);
+    a->max_mcast_grp = int(abi::kMaxMcastGrp);
+    a->max_mcast_qp_attach = int(abi::kMaxMcastQpAttach);
+    a->max_total_mcast_qp_attach = int(abi::kMaxTotalMcastQpAttach);
     a->max_srq = int(abi::kMaxSrq);
     a->max_srq_wr = int(abi::kMaxSrqWr);
     a->max_srq_sge = int(abi::kMaxSge);

@@ -611,14 +611,6 @@ int ibv_resize_cq(struct ibv_cq* cq, int cqe) {
     return unsupported();
 }
 
-int ibv_attach_mcast(struct ibv_qp* qp, const union ibv_gid* gid, uint16_t lid) {
-    return unsupported();
-}
-
-int ibv_detach_mcast(struct ibv_qp* qp, const union ibv_gid* gid, uint16_t lid) {
-    return unsupported();
-}
-
 // The MR is left untouched, so the "old MR is still valid" code is the
 // truthful one (rdma-core's provider op reports the same).
 int ibv_rereg_mr(struct ibv_mr* mr, int flags, struct ibv_pd* pd, void* addr, size_t length,

@@ -9,6 +9,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -42,6 +43,19 @@ struct Channel {
     std::map<DevConn*, int> dev_pipes;  // guarded by the global lock
 };
 
+// A multicast group an id joined (rdma_join_multicast): the address as the application gave
+// it (rdma_leave_multicast finds it by those bytes), and the GID it maps to.
+struct Mcast {
+    sockaddr_storage addr{};
+    socklen_t addr_len = 0;
+    ibv_gid mgid{};
+    uint16_t mlid = 0;
+    uint16_t join_flags = 0;  // enum rdma_cm_mc_join_flags
+    void* context = nullptr;
+    uint32_t serial = 0;                   // names it in its event record (CmEventRec::new_handle)
+    uint32_t reported = 0, completed = 0;  // its events handed out and acknowledged (Id::mu)
+};
+
 struct Id {
     rdma_cm_id id;  // first: applications hold &id
     uint32_t lid = 0;        // library-local number, the key of locally generated events
@@ -71,12 +85,15 @@ struct Id {
     std::mutex mu;
     std::condition_variable cv;
     uint32_t reported = 0, completed = 0;
+    std::vector<std::unique_ptr<Mcast>> mcasts;  // guarded by mu
+    uint32_t next_mcast = 1;
 };
 
 struct Event {
     rdma_cm_event ev;  // first
     uint8_t private_data[abi::kCmPrivateMax];
     Id* owner = nullptr;  // whose counter rdma_ack_cm_event advances
+    Mcast* mc = nullptr;  // a multicast event: its group's counter advances too
 };
 
 inline Id* id_of(rdma_cm_id* id) { return reinterpret_cast<Id*>(id); }
