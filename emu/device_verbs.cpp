@@ -244,8 +244,9 @@ int Device::create_qp(Session& s, const abi::CreateQpReq& r, abi::CreateQpResp* 
     qp->cap.max_recv_sge = rsge;
     qp->cap.max_inline_data = inl;
     qp->swr.resize(sslots);
+    qp->swr_sge.resize(size_t(sslots) * ssge);
+    for (uint32_t i = 0; i < sslots; ++i) qp->swr[i].sge = &qp->swr_sge[size_t(i) * ssge];
     qp->atomic_replay.resize(abi::kMaxQpRdAtom);
-    for (auto& w : qp->swr) w.inline_data.reset(new uint8_t[inl]);
     qp->attr.port_num = 1;
     qp->attr.path_mtu = IBV_MTU_1024;
 
@@ -509,17 +510,25 @@ void Device::handle(Session& s, const abi::Request& req, abi::Response& resp,
 
 // One line per direction and opcode with a non-zero count:
 // "<head> tx|rx <OPCODE_NAME> pkts N bytes M" (an opcode uroce does not define: opcode_0xNN).
+static void dump_op(std::ostringstream& o, const char* head, const char* dir, unsigned op,
+                    uint64_t pkts, uint64_t bytes) {
+    if (!pkts) return;
+    o << head << " " << dir << " ";
+    if (const net::OpInfo* info = net::op_info(uint8_t(op)))
+        o << info->name;
+    else
+        o << "opcode_0x" << std::hex << op << std::dec;
+    o << " pkts " << pkts << " bytes " << bytes << "\n";
+}
+
 static void dump_ops(std::ostringstream& o, const char* head, const char* dir,
                      const OpCounters& c) {
-    for (unsigned op = 0; op < 256; ++op) {
-        if (!c.pkts[op]) continue;
-        o << head << " " << dir << " ";
-        if (const net::OpInfo* info = net::op_info(uint8_t(op)))
-            o << info->name;
-        else
-            o << "opcode_0x" << std::hex << op << std::dec;
-        o << " pkts " << c.pkts[op] << " bytes " << c.bytes[op] << "\n";
-    }
+    for (unsigned op = 0; op < 256; ++op) dump_op(o, head, dir, op, c.pkts[op], c.bytes[op]);
+}
+
+static void dump_ops(std::ostringstream& o, const char* head, const char* dir, uint8_t transport,
+                     const QpOpCounters& c) {
+    for (unsigned i = 0; i < 32; ++i) dump_op(o, head, dir, transport | i, c.pkts[i], c.bytes[i]);
 }
 
 std::string Device::dump() const {
@@ -590,8 +599,8 @@ std::string Device::dump() const {
     qps_.for_each([&](uint32_t qpn, const Qp& qp) {
         char head[32];
         std::snprintf(head, sizeof head, "qp_counters 0x%x", qpn);
-        dump_ops(o, head, "tx", qp.tx_op);
-        dump_ops(o, head, "rx", qp.rx_op);
+        dump_ops(o, head, "tx", qp.transport, qp.tx_op);
+        dump_ops(o, head, "rx", qp.transport, qp.rx_op);
         for (size_t i = 1; i < size_t(net::DropReason::kCount); ++i)
             if (qp.drops[i])
                 o << head << " drop " << net::drop_reason_name(net::DropReason(i)) << " "

@@ -67,8 +67,22 @@ struct Cq {
     bool overrun = false;
 };
 
+// Packets and bytes by opcode for one QP. Every packet a QP sends or is handed carries its
+// own transport's opcodes (the top 3 bits, Qp::transport), so 32 entries per direction hold
+// them (1 KiB per QP instead of 8 with OpCounters); `uroce counters` adds the transport back.
+struct QpOpCounters {
+    uint64_t pkts[32] = {};
+    uint64_t bytes[32] = {};
+    void add(uint8_t opcode, size_t len) {
+        ++pkts[opcode & 31];
+        bytes[opcode & 31] += len;
+    }
+};
+
 // Snapshot of a send WQE, taken when the device fetches it from the ring so that the
-// application cannot change it under the device (and so retransmission has it).
+// application cannot change it under the device (and so retransmission has it). Inline data
+// is not copied: it stays in the WQE's ring slot, which is the device's until the WQE
+// completes, and holds no address or key to check (Qp::sq_inline).
 struct SendWr {
     uint64_t wr_id = 0;
     uint32_t opcode = 0;
@@ -87,8 +101,7 @@ struct SendWr {
     uint32_t last_psn = 0;
     bool is_inline = false;
     ibv_wc_status status = IBV_WC_SUCCESS;  // set when the WQE cannot be executed
-    abi::Sge sge[abi::kMaxSge];
-    std::unique_ptr<uint8_t[]> inline_data;  // allocated once per slot at QP creation
+    abi::Sge* sge = nullptr;  // checked and translated entries, max_send_sge (in Qp::swr_sge)
 };
 
 struct RecvWr {
@@ -159,6 +172,7 @@ struct Qp {
     abi::RingHeader* sq = nullptr;
     uint32_t sq_mask = 0, sq_stride = 0;
     std::vector<SendWr> swr;  // shadow of each SQ slot
+    std::vector<abi::Sge> swr_sge;  // their SGEs: max_send_sge per slot
     uint32_t sq_fetch = 0;    // next ring index to read from the application
     uint32_t sq_send = 0;     // next WQE to transmit (go-back-N resets it)
     uint32_t sq_send_off = 0; // byte offset within that WQE
@@ -216,8 +230,13 @@ struct Qp {
     uint64_t resp_rx = 0, rx_at_arm = 0;
     // By opcode, for `uroce counters` (qp_counters lines): packets transmit() sent for this QP
     // and packets on_packet() delivered to it.
-    OpCounters tx_op, rx_op;
+    QpOpCounters tx_op, rx_op;
     uint64_t drops[size_t(net::DropReason::kCount)] = {};  // of packets that reached the QP
+
+    // The inline data of the send WQE at ring index `index` (its length is SendWr::length).
+    const uint8_t* sq_inline(uint32_t index) const {
+        return abi::ring_slot(sq, sq_stride, sq_mask, index) + sizeof(abi::SendWqe);
+    }
 };
 
 // A multicast group at least one QP of this device is attached to (docs/multicast.md).

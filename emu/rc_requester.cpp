@@ -95,12 +95,10 @@ bool Device::fetch_send_wqe(Qp& qp) {
         w.status = IBV_WC_LOC_QP_OP_ERR;
     } else if (w.is_inline && !rd_atomic) {
         w.num_sge = 0;
-        if (h.inline_len > qp.cap.max_inline_data) {
+        if (h.inline_len > qp.cap.max_inline_data)
             w.status = IBV_WC_LOC_LEN_ERR;
-        } else {
-            std::memcpy(w.inline_data.get(), slot + sizeof h, h.inline_len);
-            total = h.inline_len;
-        }
+        else
+            total = h.inline_len;  // the data stays in the slot (Qp::sq_inline)
     } else if (h.num_sge > qp.cap.max_send_sge) {
         w.num_sge = 0;
         w.status = IBV_WC_LOC_LEN_ERR;
@@ -216,7 +214,7 @@ void Device::requester_progress(Qp& qp) {
         size_t hdr = net::encode_headers(p, buf);
         uint8_t* payload = buf + hdr;
         if (len && w.is_inline) {
-            std::memcpy(payload, w.inline_data.get() + off, len);
+            std::memcpy(payload, qp.sq_inline(qp.sq_send) + off, len);
         } else if (len) {
             iovec iov[abi::kMaxSge];
             int n = sge_iov(w.sge, w.num_sge, off, len, iov);

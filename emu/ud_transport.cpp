@@ -67,7 +67,7 @@ void Device::ud_requester_progress(Qp& qp) {
         p.imm = be32toh(w.imm);
         size_t hdr = net::encode_headers(p, buf);
         if (w.is_inline) {
-            std::memcpy(buf + hdr, w.inline_data.get(), w.length);
+            std::memcpy(buf + hdr, qp.sq_inline(qp.sq_send), w.length);
         } else if (w.length) {
             iovec iov[abi::kMaxSge];
             int n = sge_iov(w.sge, w.num_sge, 0, w.length, iov);

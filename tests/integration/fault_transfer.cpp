@@ -32,9 +32,9 @@
 #include <string>
 #include <vector>
 
-namespace {
+#include "verbs_checks.h"
 
-int g_failures = 0;
+namespace {
 
 // Before giving up, show the devices' state while our QPs still exist (the script sets
 // FAULT_TRANSFER_ON_FAIL to `uroce res`).
@@ -44,27 +44,6 @@ void on_fatal() {
         if (std::system(cmd) != 0) std::fprintf(stderr, "%s failed\n", cmd);
     }
 }
-
-#define CHECK(cond, ...)                                                         \
-    do {                                                                         \
-        if (!(cond)) {                                                           \
-            std::fprintf(stderr, "FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond); \
-            std::fprintf(stderr, __VA_ARGS__);                                   \
-            std::fputc('\n', stderr);                                            \
-            ++g_failures;                                                        \
-        }                                                                        \
-    } while (0)
-
-#define REQUIRE(cond, ...)                                                        \
-    do {                                                                          \
-        if (!(cond)) {                                                            \
-            std::fprintf(stderr, "FATAL %s:%d: %s: ", __FILE__, __LINE__, #cond); \
-            std::fprintf(stderr, __VA_ARGS__);                                    \
-            std::fputc('\n', stderr);                                             \
-            on_fatal();                                                           \
-            std::exit(1);                                                         \
-        }                                                                         \
-    } while (0)
 
 using Clock = std::chrono::steady_clock;
 double secs_since(Clock::time_point t) {
@@ -152,18 +131,6 @@ struct QpParams {
     uint8_t min_rnr_timer = 1;  // 0.01 ms
     ibv_mtu mtu = IBV_MTU_4096;
 };
-
-ibv_context* open_by_name(const char* want) {
-    int n = 0;
-    ibv_device** list = ibv_get_device_list(&n);
-    REQUIRE(list, "ibv_get_device_list: %s", std::strerror(errno));
-    ibv_context* ctx = nullptr;
-    for (int i = 0; i < n; ++i)
-        if (std::strcmp(ibv_get_device_name(list[i]), want) == 0) ctx = ibv_open_device(list[i]);
-    ibv_free_device_list(list);
-    REQUIRE(ctx, "cannot open device %s", want);
-    return ctx;
-}
 
 void open_side(Side& s, const char* name) {
     s.name = name;
@@ -603,6 +570,7 @@ uint64_t arg_u64(int& i, int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
+    g_on_fatal = on_fatal;
     if (argc < 4) {
         std::fprintf(stderr,
                      "usage: %s DEV_A DEV_B transfer [--mib N] [--atomics N] [--mtu 1024|4096]\n"

@@ -19,31 +19,9 @@
 #include <string>
 #include <vector>
 
+#include "verbs_checks.h"
+
 namespace {
-
-int g_failures = 0;
-
-// A mismatch: report it and go on, so one run shows every broken rule.
-#define CHECK(cond, ...)                                                           \
-    do {                                                                           \
-        if (!(cond)) {                                                             \
-            std::fprintf(stderr, "FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond);  \
-            std::fprintf(stderr, __VA_ARGS__);                                     \
-            std::fputc('\n', stderr);                                              \
-            ++g_failures;                                                          \
-        }                                                                          \
-    } while (0)
-
-// A mismatch after which the following steps make no sense (a NULL object).
-#define REQUIRE(cond, ...)                                                                   \
-    do {                                                                                     \
-        if (!(cond)) {                                                                       \
-            std::fprintf(stderr, "FATAL %s:%d: %s: ", __FILE__, __LINE__, #cond);           \
-            std::fprintf(stderr, __VA_ARGS__);                                               \
-            std::fputc('\n', stderr);                                                        \
-            std::exit(1);                                                                    \
-        }                                                                                    \
-    } while (0)
 
 const char* state_name(int s) {
     static const char* kNames[] = {"RESET", "INIT", "RTR", "RTS", "SQD", "SQE", "ERR"};

@@ -37,32 +37,9 @@
 #include <thread>
 #include <vector>
 
+#include "verbs_checks.h"
+
 namespace {
-
-int g_failures = 0;
-const char* g_role = "main";
-
-#define CHECK(cond, ...)                                                                   \
-    do {                                                                                   \
-        if (!(cond)) {                                                                     \
-            std::fprintf(stderr, "FAIL [%s] %s:%d: %s: ", g_role, __FILE__, __LINE__,      \
-                         #cond);                                                           \
-            std::fprintf(stderr, __VA_ARGS__);                                             \
-            std::fputc('\n', stderr);                                                      \
-            ++g_failures;                                                                  \
-        }                                                                                  \
-    } while (0)
-
-#define REQUIRE(cond, ...)                                                                 \
-    do {                                                                                   \
-        if (!(cond)) {                                                                     \
-            std::fprintf(stderr, "FATAL [%s] %s:%d: %s: ", g_role, __FILE__, __LINE__,     \
-                         #cond);                                                           \
-            std::fprintf(stderr, __VA_ARGS__);                                             \
-            std::fputc('\n', stderr);                                                      \
-            std::exit(1);                                                                  \
-        }                                                                                  \
-    } while (0)
 
 // A call that must fail: NULL (or non-zero) and exactly this errno.
 #define EXPECT_NULL_ERRNO(expr, want)                                                      \
@@ -1180,6 +1157,7 @@ int run_share(const char* self, const std::string& dir) {
 }  // namespace
 
 int main(int argc, char** argv) {
+    g_role = "main";
     if (argc < 5) {
         std::fprintf(stderr, "usage: %s DEVICE UROCE_CLI rules|share WORKDIR\n", argv[0]);
         return 2;

@@ -1,0 +1,57 @@
+// Checks for the test programs that drive the verbs API (built against the system's
+// <infiniband/verbs.h>, run over the drop-in library): CHECK reports a mismatch and goes on,
+// so one run shows every broken rule; REQUIRE ends the program when the following steps make
+// no sense (a NULL object, a stuck transport).
+#pragma once
+
+#include <infiniband/verbs.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+inline int g_failures = 0;              // CHECKs that failed
+inline const char* g_role = nullptr;    // shown in each message when set (a forked role)
+inline void (*g_on_fatal)() = nullptr;  // runs before a failed REQUIRE exits
+
+inline void check_report(const char* kind, const char* file, int line, const char* cond) {
+    if (g_role)
+        std::fprintf(stderr, "%s [%s] %s:%d: %s: ", kind, g_role, file, line, cond);
+    else
+        std::fprintf(stderr, "%s %s:%d: %s: ", kind, file, line, cond);
+}
+
+#define CHECK(cond, ...)                                     \
+    do {                                                     \
+        if (!(cond)) {                                       \
+            check_report("FAIL", __FILE__, __LINE__, #cond); \
+            std::fprintf(stderr, __VA_ARGS__);               \
+            std::fputc('\n', stderr);                        \
+            ++g_failures;                                    \
+        }                                                    \
+    } while (0)
+
+#define REQUIRE(cond, ...)                                    \
+    do {                                                      \
+        if (!(cond)) {                                        \
+            check_report("FATAL", __FILE__, __LINE__, #cond); \
+            std::fprintf(stderr, __VA_ARGS__);                \
+            std::fputc('\n', stderr);                         \
+            if (g_on_fatal) g_on_fatal();                     \
+            std::exit(1);                                     \
+        }                                                     \
+    } while (0)
+
+// Opens the device called `want` (ibv_get_device_name), or ends the program.
+inline ibv_context* open_by_name(const char* want) {
+    int n = 0;
+    ibv_device** list = ibv_get_device_list(&n);
+    REQUIRE(list, "ibv_get_device_list: %s", std::strerror(errno));
+    ibv_context* ctx = nullptr;
+    for (int i = 0; i < n; ++i)
+        if (std::strcmp(ibv_get_device_name(list[i]), want) == 0) ctx = ibv_open_device(list[i]);
+    ibv_free_device_list(list);
+    REQUIRE(ctx, "cannot open device %s", want);
+    return ctx;
+}
