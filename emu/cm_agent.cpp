@@ -25,6 +25,15 @@ const char* state_name(int st) {
     return st >= 0 && st < int(sizeof kNames / sizeof kNames[0]) ? kNames[st] : "?";
 }
 
+// The QP type a REQ asks the passive side for (the kernel's cm_req_get_qp_type); 0: none.
+uint32_t req_qp_type(const cm::Req& m) {
+    if (m.transport == cm::kTransportRc) return IBV_QPT_RC;
+    if (m.transport == cm::kTransportUc) return IBV_QPT_UC;
+    if (m.transport == cm::kTransportExtended && m.ext_transport == cm::kExtTransportXrc)
+        return IBV_QPT_XRC_RECV;
+    return 0;
+}
+
 bool known_ps(uint32_t ps) {
     return ps == RDMA_PS_TCP || ps == RDMA_PS_UDP || ps == RDMA_PS_IB || ps == RDMA_PS_IPOIB;
 }
@@ -253,18 +262,25 @@ int CmAgent::connect(Id& id, const abi::CmReq& r) {
         m.service_id = sid;
         m.local_ca_guid = dev_.guid_;
         m.local_qpn = id.local_qpn;
-        m.responder_resources = id.resp_res;
         m.initiator_depth = id.init_depth;
         m.remote_cm_response_timeout = kMadTimeoutCode;
-        m.transport = id.qp_type == IBV_QPT_UC ? 1 : 0;
         m.flow_control = id.flow;
         m.starting_psn = id.local_psn;
         m.local_cm_response_timeout = kMadTimeoutCode;
-        m.retry_count = id.retry;
-        m.rnr_retry_count = id.rnr_retry;
         m.path_mtu = id.mtu;
         m.max_cm_retries = kMadRetries;
-        m.srq = id.srq;
+        if (id.qp_type == IBV_QPT_XRC_SEND) {
+            // An XRC initiator has no receive side: no responder resources, retry counts
+            // or SRQ in its REQ (the kernel's cm_format_req).
+            m.transport = cm::kTransportExtended;
+            m.ext_transport = cm::kExtTransportXrc;
+        } else {
+            m.transport = id.qp_type == IBV_QPT_UC ? cm::kTransportUc : cm::kTransportRc;
+            m.responder_resources = id.resp_res;
+            m.retry_count = id.retry;
+            m.rnr_retry_count = id.rnr_retry;
+            m.srq = id.srq;
+        }
         v4_gid(src_ip, m.local_gid);
         v4_gid(r.remote_ip, m.remote_gid);
         m.packet_rate = 16;  // 100 Gb/s, what the port reports
@@ -306,16 +322,23 @@ int CmAgent::accept(Id& id, const abi::CmReq& r) {
     cm::Rep m;
     m.local_comm_id = id.local_comm_id;
     m.remote_comm_id = id.remote_comm_id;
-    m.local_qpn = id.local_qpn;
     m.starting_psn = id.local_psn;
     m.responder_resources = r.responder_resources;
-    m.initiator_depth = r.initiator_depth;
     m.target_ack_delay = 15;
     m.failover_accepted = 0;
-    m.flow_control = r.flow_control;
     m.rnr_retry_count = r.rnr_retry_count & 7;
-    m.srq = r.srq;
     m.local_ca_guid = dev_.guid_;
+    if (id.qp_type == IBV_QPT_XRC_RECV) {
+        // An XRC target names its QP as the EE context and always receives through an
+        // SRQ (the kernel's cm_format_rep).
+        m.local_eecn = id.local_qpn;
+        m.srq = true;
+    } else {
+        m.local_qpn = id.local_qpn;
+        m.initiator_depth = r.initiator_depth;
+        m.flow_control = r.flow_control;
+        m.srq = r.srq;
+    }
     std::memcpy(m.private_data, r.private_data, r.private_data_len);
     cm::encode(m, id.tid, id.mad);
     id.st = St::kRepSent;
@@ -608,7 +631,11 @@ void CmAgent::on_req(const sockaddr_in& from, const uint8_t* mad, uint64_t tid) 
                  0, false);
         return;
     }
-    if (listener->pending >= uint32_t(listener->backlog)) {
+    // The REQ's transport must be the listener's QP type (the kernel's
+    // cma_check_req_qp_type; a mismatch ends in a consumer REJ, as the kernel's does when
+    // the RDMA CM refuses the request).
+    uint32_t qp_type = req_qp_type(m);
+    if (qp_type != listener->qp_type || listener->pending >= uint32_t(listener->backlog)) {
         send_rej(peer, 0, m.local_comm_id, cm::kMsgReq, cm::kRejConsumer, tid, nullptr, 0,
                  false);
         return;
@@ -620,7 +647,7 @@ void CmAgent::on_req(const sockaddr_in& from, const uint8_t* mad, uint64_t tid) 
     id.owner = listener->owner;
     id.channel = listener->channel;
     id.ps = listener->ps;
-    id.qp_type = m.transport == 1 ? IBV_QPT_UC : IBV_QPT_RC;
+    id.qp_type = qp_type;
     id.st = St::kReqRcvd;
     id.local_ip = hdr.dst_ip;
     id.local_port = listener->local_port;
@@ -663,7 +690,7 @@ void CmAgent::on_rep(const uint8_t* mad, uint64_t tid) {
     case St::kMraReqRcvd: {
         id->deadline = 0;
         id->remote_comm_id = m.local_comm_id;
-        id->remote_qpn = m.local_qpn;
+        id->remote_qpn = id->qp_type == IBV_QPT_XRC_SEND ? m.local_eecn : m.local_qpn;
         id->remote_psn = m.starting_psn;
         // Seen from here, the passive side's initiator depth bounds our responder resources.
         id->resp_res = m.initiator_depth;

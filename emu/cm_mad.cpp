@@ -96,7 +96,8 @@ void encode(const Req& m, uint64_t tid, uint8_t* mad) {
     put(mad, 47, 1, uint8_t((m.local_cm_response_timeout & 31) << 3) | (m.retry_count & 7));
     put(mad, 48, 2, m.pkey);
     put(mad, 50, 1, uint8_t((m.path_mtu & 15) << 4) | (m.rnr_retry_count & 7));
-    put(mad, 51, 1, uint8_t((m.max_cm_retries & 15) << 4) | (m.srq ? 0x08 : 0));
+    put(mad, 51, 1,
+        uint8_t((m.max_cm_retries & 15) << 4) | (m.srq ? 0x08 : 0) | (m.ext_transport & 7));
     put(mad, 52, 2, m.local_lid);
     put(mad, 54, 2, m.remote_lid);
     put_bytes(mad, 56, m.local_gid, 16);
@@ -132,6 +133,7 @@ void decode(const uint8_t* mad, Req* m) {
     b = uint8_t(get(mad, 51, 1));
     m->max_cm_retries = b >> 4;
     m->srq = (b & 0x08) != 0;
+    m->ext_transport = b & 7;
     m->local_lid = uint16_t(get(mad, 52, 2));
     m->remote_lid = uint16_t(get(mad, 54, 2));
     get_bytes(mad, 56, m->local_gid, 16);
@@ -152,6 +154,7 @@ void encode(const Rep& m, uint64_t tid, uint8_t* mad) {
     put(mad, 4, 4, m.remote_comm_id);
     put(mad, 8, 4, m.local_qkey);
     put(mad, 12, 3, m.local_qpn);
+    put(mad, 16, 3, m.local_eecn);
     put(mad, 20, 3, m.starting_psn);
     put(mad, 24, 1, m.responder_resources);
     put(mad, 25, 1, m.initiator_depth);
@@ -168,6 +171,7 @@ void decode(const uint8_t* mad, Rep* m) {
     m->remote_comm_id = uint32_t(get(mad, 4, 4));
     m->local_qkey = uint32_t(get(mad, 8, 4));
     m->local_qpn = uint32_t(get(mad, 12, 3));
+    m->local_eecn = uint32_t(get(mad, 16, 3));
     m->starting_psn = uint32_t(get(mad, 20, 3));
     m->responder_resources = uint8_t(get(mad, 24, 1));
     m->initiator_depth = uint8_t(get(mad, 25, 1));

@@ -41,6 +41,10 @@ enum RejReason : uint16_t {
     kRejInvalidServiceId = 8,
     kRejConsumer = 28,
 };
+// REQ transport service types (2 bits; 3 = look at the extended transport type).
+enum Transport : uint8_t { kTransportRc = 0, kTransportUc = 1, kTransportExtended = 3 };
+constexpr uint8_t kExtTransportXrc = 1;
+
 // "Message REJected" / "Message MRAed".
 enum MsgKind : uint8_t { kMsgReq = 0, kMsgRep = 1, kMsgOther = 2 };
 
@@ -64,7 +68,7 @@ struct Req {
     uint32_t local_qpn = 0;
     uint8_t responder_resources = 0, initiator_depth = 0;
     uint8_t remote_cm_response_timeout = 0;
-    uint8_t transport = 0;  // 0 RC, 1 UC
+    uint8_t transport = 0;  // 0 RC, 1 UC, 3 extended (see ext_transport)
     bool flow_control = false;
     uint32_t starting_psn = 0;
     uint8_t local_cm_response_timeout = 0;
@@ -73,6 +77,7 @@ struct Req {
     uint8_t path_mtu = 3;
     uint8_t max_cm_retries = 0;
     bool srq = false;
+    uint8_t ext_transport = 0;  // with transport 3: 1 = XRC (IBTA vol. 1 annex A14)
     uint16_t local_lid = 0xffff, remote_lid = 0xffff;
     uint8_t local_gid[16] = {}, remote_gid[16] = {};
     uint32_t flow_label = 0;
@@ -84,6 +89,7 @@ struct Req {
 struct Rep {
     uint32_t local_comm_id = 0, remote_comm_id = 0;
     uint32_t local_qkey = 0, local_qpn = 0, starting_psn = 0;
+    uint32_t local_eecn = 0;  // XRC: the TGT QP's number goes here, not in local_qpn
     uint8_t responder_resources = 0, initiator_depth = 0;
     uint8_t target_ack_delay = 0, failover_accepted = 0;
     bool flow_control = false;

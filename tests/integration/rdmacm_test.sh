@@ -14,7 +14,12 @@
 #                  the REQ retries (2.5 s), well within 10 s
 #   capture        rping between two devices, captured on the client's: REQ, REP, RTU, data,
 #                  DREQ, DREP, all decoded by tshark
-#   perftest       perftest's ib_write_bw and ib_read_lat with -R (connection setup by rdma_cm)
+#   xrc C          rdma_xserver / rdma_xclient -c C (x: XRC, r: RC) over one device
+#                  (127.0.0.1), captured: the REQ asks for the transport the mode names
+#                  (XRC: service type 3, extended type 1), the REP names the TGT QP as its EE
+#                  context, data goes as XRC (or RC) SENDs, all decoded by tshark
+#   xrc_two C      the same between two devices: server on 127.0.0.2 and 127.0.0.3 (wildcard
+#                  listener), client from 127.0.0.3 (UROCE_RDMACM_SRC_ADDR) to 127.0.0.2
 #   api BINARY     tests/integration/rdmacm_api.cpp: private data sizes, reject, a slow
 #                  server (MRA), rdma_init_qp_attr, destroy waiting for acks, ports
 . "$(dirname "$0")/lib.sh"
@@ -207,6 +212,72 @@ capture)
         echo "$out"
         [ "$out" = "checked $total packets, 0 mismatches" ] || fail "scapy: $out (expected $total packets)"
     fi
+    ;;
+xrc | xrc_two)
+    need rdma_xserver
+    need rdma_xclient
+    need tshark
+    c=${2:?usage: rdmacm_test.sh $mode x|r}
+    pcap=$UROCE_RUNTIME_DIR/xrc.pcap
+    if [ "$mode" = xrc ]; then
+        start_device uroce0 127.0.0.1 --pcap "$pcap"
+        cm_pair "$PORT" rdma_xserver -p "$PORT" -c "$c" -- rdma_xclient -s 127.0.0.1 -p "$PORT" -c "$c"
+        capdev=uroce0
+    else
+        start_device uroce0 127.0.0.2
+        start_device uroce1 127.0.0.3 --pcap "$pcap"
+        cm_pair "$PORT" rdma_xserver -p "$PORT" -c "$c" -- \
+            env UROCE_RDMACM_SRC_ADDR=127.0.0.3 rdma_xclient -s 127.0.0.2 -p "$PORT" -c "$c"
+        capdev=uroce1
+        # The server answered on uroce0, the client sent from uroce1.
+        for d in uroce0 uroce1; do
+            "$UROCE" counters "$d" | awk '$1 == "counters" && $3 > 0 { ok = 1 } END { exit !ok }' ||
+                fail "$d sent nothing"
+        done
+    fi
+    expect "$UROCE_RUNTIME_DIR/server.out" '^rdma_xserver: end 0$' "rdma_xserver did not end with 0"
+    expect "$UROCE_RUNTIME_DIR/client.out" '^rdma_xclient: end 0$' "rdma_xclient did not end with 0"
+    "$UROCE" capture stop "$capdev" >/dev/null || fail "uroce capture stop"
+    ts() { tshark -n -r "$pcap" -d "udp.port==$UDP,infiniband" "$@" 2>/dev/null; }
+    bad=$(ts -Y '_ws.malformed || _ws.expert.severity >= error' -T fields -e frame.number | wc -l)
+    [ "$bad" = 0 ] || { ts -Y '_ws.malformed || _ws.expert.severity >= error' -V | head -60; fail "$bad malformed frames"; }
+    # One pass over the capture (tshark is slow to start): per packet the BTH opcode, the
+    # MAD attribute, the REQ's transport service and extended transport types, the REP's
+    # QPN, EECN and SRQ bit, and tshark's summary.
+    dump=$UROCE_RUNTIME_DIR/xrc.txt
+    ts -T fields -E occurrence=f -e infiniband.bth.opcode -e infiniband.mad.attributeid \
+        -e infiniband.cm.req.transpsvctype -e infiniband.cm.req.ext_transport \
+        -e infiniband.cm.rep.localqpn -e infiniband.cm.rep.localeecn -e infiniband.cm.rep.srq \
+        -e _ws.col.Info >"$dump"
+    cat "$dump"
+    field() {  # field ATTRIBUTE COLUMN...: the columns of its first MAD, empty ones as 0
+        awk -F'\t' -v a="$1" -v cols="${*:2}" '$2 == a {
+            n = split(cols, c, " ")
+            for (i = 1; i <= n; ++i) printf "%s ", ($c[i] == "" ? 0 : $c[i])
+            exit }' "$dump"
+    }
+    read -r rq_t rq_x <<<"$(field 0x0010 3 4)"
+    read -r rp_q rp_e rp_s <<<"$(field 0x0013 5 6 7)"
+    req="$((rq_t)) $((rq_x))"
+    rep="$((rp_q)) $((rp_e)) $((rp_s))"
+    # Data packets (not QP1's UD SENDs): XRC SEND ONLY is opcode 164, RC's 4.
+    ops=" $(awk -F'\t' '$1 != 100 { print $1 }' "$dump" | sort -un | tr '\n' ' ')"
+    echo "REQ transport service type, extended type: $req; REP QPN, EECN, SRQ: $rep; data opcodes:$ops"
+    if [ "$c" = x ]; then
+        [ "$req" = "3 1" ] || fail "XRC REQ with transport types $req, want 3 1"
+        read -r qpn eecn srq <<<"$rep"
+        [ "$qpn" = 0 ] && [ "$eecn" != 0 ] && [ "$srq" = 1 ] ||
+            fail "XRC REP with QPN $qpn EECN $eecn SRQ $srq: want the TGT QP as the EECN"
+        [[ $ops == *" 164 "* ]] || fail "no XRC SEND ONLY (164) data packet"
+    else
+        [ "$req" = "0 0" ] || fail "RC REQ with transport types $req, want 0 0"
+        read -r qpn eecn srq <<<"$rep"
+        [ "$qpn" != 0 ] || fail "RC REP with no QPN"
+        [[ $ops == *" 4 "* ]] || fail "no RC SEND ONLY (4) data packet"
+    fi
+    for m in ConnectRequest ConnectReply ReadyToUse DisconnectRequest DisconnectReply; do
+        grep -q "CM: $m" "$dump" || fail "tshark shows no CM $m"
+    done
     ;;
 perftest)
     need ib_write_bw

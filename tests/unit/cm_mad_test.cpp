@@ -184,6 +184,45 @@ TEST(CmMad, RepRejMraDreqSidrRoundTrip) {
     EXPECT_EQ(sr2.qkey, uint32_t(RDMA_UDP_QKEY));
 }
 
+// XRC (IBTA vol. 1 annex A14, as the kernel's cm_req_set_qp_type/cm_format_rep): the REQ
+// says transport service type 3 with extended transport type 1, and carries no responder
+// resources, retry counts or SRQ bit; the REP names the TGT QP in the local EE context
+// number field, with the SRQ bit set, and leaves the local QPN at 0.
+TEST(CmMad, XrcReqAndRep) {
+    uint8_t mad[kMadLen];
+    const uint8_t* d = mad + kMadHdrLen;
+    Req m;
+    m.local_qpn = 0x000abc;
+    m.remote_cm_response_timeout = 17;
+    m.transport = kTransportExtended;
+    m.ext_transport = kExtTransportXrc;
+    m.max_cm_retries = 4;
+    encode(m, 1, mad);
+    EXPECT_EQ(d[43], (17 << 3) | (3 << 1));
+    EXPECT_EQ(d[51], (4 << 4) | 1);
+    EXPECT_EQ(d[35], 0);
+    Req r;
+    decode(mad, &r);
+    EXPECT_EQ(r.transport, kTransportExtended);
+    EXPECT_EQ(r.ext_transport, kExtTransportXrc);
+    EXPECT_FALSE(r.srq);
+    EXPECT_EQ(r.max_cm_retries, 4);
+
+    Rep rep;
+    rep.local_eecn = 0x00f00d;
+    rep.srq = true;
+    rep.rnr_retry_count = 7;
+    encode(rep, 1, mad);
+    EXPECT_EQ(be(d + 12, 3), 0u);
+    EXPECT_EQ(be(d + 16, 3), 0x00f00du);
+    EXPECT_EQ(d[27], (7 << 5) | 0x10);
+    Rep rep2;
+    decode(mad, &rep2);
+    EXPECT_EQ(rep2.local_eecn, 0x00f00du);
+    EXPECT_EQ(rep2.local_qpn, 0u);
+    EXPECT_TRUE(rep2.srq);
+}
+
 TEST(CmMad, IpHeader) {
     uint8_t pd[kIpHdrLen + 4] = {};
     IpHdr h{htons(4000), htonl(0x7f000002), htonl(0x7f000003)};

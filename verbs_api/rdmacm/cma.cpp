@@ -149,6 +149,22 @@ int ensure_open(DevConn& d) {
     return 0;
 }
 
+// The device's XRC domain for XRC QPs and SRQs made through the CM (rdma-core's
+// ucma_get_xrcd): one per device, private (no file), open for the life of the process.
+ibv_xrcd* dev_xrcd(DevConn& d) {
+    std::lock_guard<std::mutex> g(d.open_mu);
+    if (!d.xrcd && d.verbs) {
+        ibv_xrcd_init_attr a{};
+        a.comp_mask = IBV_XRCD_INIT_ATTR_FD | IBV_XRCD_INIT_ATTR_OFLAGS;
+        a.fd = -1;
+        a.oflags = O_CREAT;
+        d.xrcd = ibv_open_xrcd(d.verbs, &a);
+    } else if (!d.verbs) {
+        errno = ENODEV;
+    }
+    return d.xrcd;
+}
+
 // One CM request on the device's control connection. Returns 0 or a positive errno.
 int cm_call(DevConn& d, abi::CmReq& r, abi::CmResp* out = nullptr, int* fd_out = nullptr) {
     if (int e = ensure_open(d)) return e;
@@ -491,6 +507,16 @@ DevConn* route_dev(uint32_t dst, int* why) {
     if (DevConn* d = dev_by_ip(src.sin_addr.s_addr)) return d;
     *why = ENODEV;
     return nullptr;
+}
+
+// UROCE_RDMACM_SRC_ADDR: the source address rdma_resolve_addr uses when the application
+// names none, as if the process ran on a host with that address (docs/cm.md): it lets a
+// program with no source option use one of several devices on this host.
+bool default_source(sockaddr_in* sa) {
+    const char* s = std::getenv("UROCE_RDMACM_SRC_ADDR");
+    if (!s || !*s) return false;
+    sa->sin_family = AF_INET;
+    return inet_pton(AF_INET, s, &sa->sin_addr) == 1;
 }
 
 // ---- QP transitions ------------------------------------------------------------------------
@@ -877,6 +903,9 @@ int rdma_resolve_addr(rdma_cm_id* idp, sockaddr* src_addr, sockaddr* dst_addr, i
     if (src_addr && !addr_len(src_addr)) return fail(EINVAL);
     if (!to_ipv4(dst_addr, &dst, &dport) || dst == 0) return fail(EAFNOSUPPORT);
     if (id->listening || id->addr_resolved) return fail(EINVAL);
+    sockaddr_in env_src{};
+    if (!src_addr && !id->bound && default_source(&env_src))
+        src_addr = reinterpret_cast<sockaddr*>(&env_src);
     if (src_addr && !id->bound) {
         if (!to_ipv4(src_addr, &sip, &sport)) return fail(EAFNOSUPPORT);
         if (rdma_bind_addr(idp, src_addr)) return -1;
@@ -944,16 +973,20 @@ int rdma_init_qp_attr(rdma_cm_id* idp, ibv_qp_attr* a, int* mask) {
         a->path_mtu = ibv_mtu(id->mtu);
         a->dest_qp_num = id->remote_qpn;
         a->rq_psn = id->remote_psn;
-        a->max_dest_rd_atomic = id->resp_res;
-        a->min_rnr_timer = 0;
         a->ah_attr.is_global = 1;
         v4_gid(id->remote_ip, &a->ah_attr.grh.dgid);
         a->ah_attr.grh.sgid_index = 0;
         a->ah_attr.grh.hop_limit = kHopLimit;
         a->ah_attr.grh.traffic_class = id->tos;
         a->ah_attr.port_num = 1;
-        *mask |= IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
-                 IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER;
+        *mask |= IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN;
+        // Only a QP that answers requests has responder resources and an RNR timer (the
+        // kernel's cm_init_qp_rtr_attr: RC and XRC targets, not UC or XRC initiators).
+        if (idp->qp_type == IBV_QPT_RC || idp->qp_type == IBV_QPT_XRC_RECV) {
+            a->max_dest_rd_atomic = id->resp_res;
+            a->min_rnr_timer = 0;
+            *mask |= IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER;
+        }
         return 0;
     case IBV_QPS_RTS:
         *mask = IBV_QP_STATE | IBV_QP_SQ_PSN;
@@ -963,11 +996,18 @@ int rdma_init_qp_attr(rdma_cm_id* idp, ibv_qp_attr* a, int* mask) {
         }
         if (!id->have_conn) return fail(EINVAL);
         a->sq_psn = id->local_psn;
-        a->timeout = id->ack_timeout;
-        a->retry_cnt = id->retry_count;
-        a->rnr_retry = id->rnr_retry_count;
-        a->max_rd_atomic = id->init_depth;
-        *mask |= IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC;
+        // As the kernel's cm_init_qp_rts_attr: requesters (RC, XRC initiators) get the
+        // retry counts and read depth; XRC targets only the ACK timeout; UC neither.
+        if (idp->qp_type == IBV_QPT_RC || idp->qp_type == IBV_QPT_XRC_SEND) {
+            a->retry_cnt = id->retry_count;
+            a->rnr_retry = id->rnr_retry_count;
+            a->max_rd_atomic = id->init_depth;
+            *mask |= IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC;
+        }
+        if (idp->qp_type != IBV_QPT_UC) {
+            a->timeout = id->ack_timeout;
+            *mask |= IBV_QP_TIMEOUT;
+        }
         return 0;
     default:
         return fail(EINVAL);
@@ -976,27 +1016,20 @@ int rdma_init_qp_attr(rdma_cm_id* idp, ibv_qp_attr* a, int* mask) {
 
 // ---- QPs, CQs, SRQs ----------------------------------------------------------------------
 
-static void destroy_cqs(rdma_cm_id* id) {
-    if (id->qp_type == IBV_QPT_XRC_RECV && id->srq) return;
-    if (id->recv_cq) {
-        ibv_destroy_cq(id->recv_cq);
-        if (id->send_cq && id->send_cq != id->recv_cq) ibv_destroy_cq(id->send_cq);
-        id->send_cq = nullptr;
-        id->recv_cq = nullptr;
-    } else if (id->send_cq) {
-        ibv_destroy_cq(id->send_cq);
-        id->send_cq = nullptr;
-    }
-    if (id->recv_cq_channel) {
-        ibv_destroy_comp_channel(id->recv_cq_channel);
-        if (id->send_cq_channel && id->send_cq_channel != id->recv_cq_channel)
-            ibv_destroy_comp_channel(id->send_cq_channel);
-        id->send_cq_channel = nullptr;
-        id->recv_cq_channel = nullptr;
-    } else if (id->send_cq_channel) {
-        ibv_destroy_comp_channel(id->send_cq_channel);
-        id->send_cq_channel = nullptr;
-    }
+static void destroy_cq(ibv_cq** cq, ibv_comp_channel** ch) {
+    if (*cq) ibv_destroy_cq(*cq);
+    if (*ch) ibv_destroy_comp_channel(*ch);
+    *cq = nullptr;
+    *ch = nullptr;
+}
+
+// The CQs (and channels) the CM made for the id's QP. A receive CQ made for an XRC SRQ
+// stays while the SRQ does: it is the SRQ's, and rdma_destroy_srq frees it.
+static void destroy_cqs(rdma_cm_id* idp) {
+    if (idp->send_cq == idp->recv_cq) idp->send_cq = nullptr;
+    if (idp->send_cq_channel == idp->recv_cq_channel) idp->send_cq_channel = nullptr;
+    destroy_cq(&idp->send_cq, &idp->send_cq_channel);
+    if (!id_of(idp)->srq_cq) destroy_cq(&idp->recv_cq, &idp->recv_cq_channel);
 }
 
 // CQs (each with its own completion channel) for the queues the caller gave none for, as
@@ -1017,13 +1050,14 @@ static int create_cqs(rdma_cm_id* id, uint32_t send_size, uint32_t recv_size) {
     return 0;
 err:
     int e = errno;
-    destroy_cqs(id);
+    if (send_size) destroy_cq(&id->send_cq, &id->send_cq_channel);
+    if (recv_size) destroy_cq(&id->recv_cq, &id->recv_cq_channel);
     return e ? e : ENOMEM;
 }
 
 int rdma_create_qp_ex(rdma_cm_id* idp, ibv_qp_init_attr_ex* attr) {
     Id* id = id_of(idp);
-    if (!attr || idp->qp || !idp->verbs) return fail(EINVAL);
+    if (!attr || idp->qp || !idp->verbs || !id->dev) return fail(EINVAL);
     if (!(attr->comp_mask & IBV_QP_INIT_ATTR_PD) || !attr->pd) {
         attr->comp_mask |= IBV_QP_INIT_ATTR_PD;
         attr->pd = idp->pd;
@@ -1034,13 +1068,27 @@ int rdma_create_qp_ex(rdma_cm_id* idp, ibv_qp_init_attr_ex* attr) {
     if ((idp->recv_cq && attr->recv_cq && idp->recv_cq != attr->recv_cq) ||
         (idp->send_cq && attr->send_cq && idp->send_cq != attr->send_cq))
         return fail(EINVAL);
-    bool made_cqs = !(attr->send_cq || idp->send_cq) || !(attr->recv_cq || idp->recv_cq);
-    if (int e = create_cqs(idp, attr->send_cq || idp->send_cq ? 0 : attr->cap.max_send_wr,
-                           attr->recv_cq || idp->recv_cq ? 0 : attr->cap.max_recv_wr))
-        return fail(e);
-    if (!attr->send_cq) attr->send_cq = idp->send_cq;
-    if (!attr->recv_cq) attr->recv_cq = idp->recv_cq;
-    if (idp->srq && !attr->srq) attr->srq = idp->srq;
+    // An XRC target QP lives in the device's XRC domain and has no queues of its own: no
+    // CQs are made for it (rdma-core makes a receive CQ nobody uses, and leaks it when the
+    // XRC SRQ's CQ takes its place in the id); its receives complete on the SRQ's CQ.
+    bool tgt = idp->qp_type == IBV_QPT_XRC_RECV;
+    if (tgt && (!(attr->comp_mask & IBV_QP_INIT_ATTR_XRCD) || !attr->xrcd)) {
+        attr->xrcd = dev_xrcd(*id->dev);
+        if (!attr->xrcd) return -1;
+        attr->comp_mask |= IBV_QP_INIT_ATTR_XRCD;
+    }
+    uint32_t send_size = tgt || attr->send_cq || idp->send_cq ? 0 : attr->cap.max_send_wr;
+    uint32_t recv_size = tgt || attr->recv_cq || idp->recv_cq ? 0 : attr->cap.max_recv_wr;
+    if (int e = create_cqs(idp, send_size, recv_size)) return fail(e);
+    auto undo_cqs = [&] {
+        if (send_size) destroy_cq(&idp->send_cq, &idp->send_cq_channel);
+        if (recv_size) destroy_cq(&idp->recv_cq, &idp->recv_cq_channel);
+    };
+    if (!tgt) {
+        if (!attr->send_cq) attr->send_cq = idp->send_cq;
+        if (!attr->recv_cq) attr->recv_cq = idp->recv_cq;
+        if (idp->srq && !attr->srq) attr->srq = idp->srq;
+    }
     ibv_qp* qp;
     if ((attr->comp_mask & ~uint32_t(IBV_QP_INIT_ATTR_PD)) == 0) {
         ibv_qp_init_attr ia{};
@@ -1058,16 +1106,16 @@ int rdma_create_qp_ex(rdma_cm_id* idp, ibv_qp_init_attr_ex* attr) {
     }
     if (!qp) {
         int e = errno ? errno : ENOMEM;
-        if (made_cqs) destroy_cqs(idp);
+        undo_cqs();
         return fail(e);
     }
     int e = is_ud(id) ? init_ud_qp(id, qp) : init_conn_qp(id, qp);
     if (e) {
         ibv_destroy_qp(qp);
-        if (made_cqs) destroy_cqs(idp);
+        undo_cqs();
         return fail(e);
     }
-    idp->pd = qp->pd;
+    if (qp->pd) idp->pd = qp->pd;
     idp->qp = qp;
     return 0;
 }
@@ -1089,27 +1137,34 @@ void rdma_destroy_qp(rdma_cm_id* id) {
     destroy_cqs(id);
 }
 
-int rdma_create_srq_ex(rdma_cm_id* id, ibv_srq_init_attr_ex* attr) {
-    if (!attr || !id->verbs) return fail(EINVAL);
+// rdma_create_srq(3): the id must be on a device (EINVAL otherwise, as for rdma_create_qp);
+// a PD, when given, of that device (EINVAL); NULL: the device's default PD. An XRC SRQ
+// without a CQ gets one made here, with its completion channel, in id->recv_cq and
+// id->recv_cq_channel (rdma_get_recv_comp's); rdma_destroy_srq frees them. One SRQ per id:
+// a second is EINVAL, as a second QP is (rdma-core would replace, and leak, the first).
+int rdma_create_srq_ex(rdma_cm_id* idp, ibv_srq_init_attr_ex* attr) {
+    Id* id = id_of(idp);
+    if (!attr || !idp->verbs || !id->dev || idp->srq) return fail(EINVAL);
     if (!(attr->comp_mask & IBV_SRQ_INIT_ATTR_TYPE)) return fail(EINVAL);
     if (!(attr->comp_mask & IBV_SRQ_INIT_ATTR_PD) || !attr->pd) {
-        attr->pd = id->pd;
+        attr->pd = idp->pd;
         attr->comp_mask |= IBV_SRQ_INIT_ATTR_PD;
+    } else if (attr->pd->context != idp->verbs) {
+        return fail(EINVAL);
     }
-    bool made_cqs = false;
+    bool made_cq = false;
     if (attr->srq_type == IBV_SRQT_XRC) {
         if (!(attr->comp_mask & IBV_SRQ_INIT_ATTR_XRCD) || !attr->xrcd) {
-            ibv_xrcd_init_attr xa{};
-            xa.comp_mask = IBV_XRCD_INIT_ATTR_FD | IBV_XRCD_INIT_ATTR_OFLAGS;
-            xa.fd = -1;
-            xa.oflags = O_CREAT;
-            attr->xrcd = ibv_open_xrcd(id->verbs, &xa);
+            attr->xrcd = dev_xrcd(*id->dev);
             if (!attr->xrcd) return -1;
         }
         if (!(attr->comp_mask & IBV_SRQ_INIT_ATTR_CQ) || !attr->cq) {
-            if (int e = create_cqs(id, 0, attr->attr.max_wr)) return fail(e);
-            made_cqs = true;
-            attr->cq = id->recv_cq;
+            if (!idp->recv_cq) {
+                if (!attr->attr.max_wr) return fail(EINVAL);
+                if (int e = create_cqs(idp, 0, attr->attr.max_wr)) return fail(e);
+                made_cq = true;
+            }
+            attr->cq = idp->recv_cq;
         }
         attr->comp_mask |= IBV_SRQ_INIT_ATTR_XRCD | IBV_SRQ_INIT_ATTR_CQ;
     }
@@ -1122,15 +1177,16 @@ int rdma_create_srq_ex(rdma_cm_id* id, ibv_srq_init_attr_ex* attr) {
         srq = ibv_create_srq(attr->pd, &sa);
         if (srq) attr->attr = sa.attr;
     } else {
-        srq = ibv_create_srq_ex(id->verbs, attr);
+        srq = ibv_create_srq_ex(idp->verbs, attr);
     }
     if (!srq) {
         int e = errno ? errno : ENOMEM;
-        if (made_cqs) destroy_cqs(id);
+        if (made_cq) destroy_cq(&idp->recv_cq, &idp->recv_cq_channel);
         return fail(e);
     }
-    if (!id->pd) id->pd = attr->pd;
-    id->srq = srq;
+    if (!idp->pd) idp->pd = attr->pd;
+    idp->srq = srq;
+    id->srq_cq = made_cq;
     return 0;
 }
 
@@ -1146,10 +1202,18 @@ int rdma_create_srq(rdma_cm_id* id, ibv_pd* pd, ibv_srq_init_attr* attr) {
     return r;
 }
 
-void rdma_destroy_srq(rdma_cm_id* id) {
-    if (id->srq) ibv_destroy_srq(id->srq);
-    id->srq = nullptr;
-    destroy_cqs(id);
+// The SRQ, and the CQ and channel rdma_create_srq_ex made for it; the QP's CQs are the
+// QP's (rdma_destroy_qp frees them).
+void rdma_destroy_srq(rdma_cm_id* idp) {
+    if (idp->srq) ibv_destroy_srq(idp->srq);
+    idp->srq = nullptr;
+    Id* id = id_of(idp);
+    if (id->srq_cq) {
+        id->srq_cq = false;
+        if (idp->send_cq == idp->recv_cq) idp->send_cq = nullptr;
+        if (idp->send_cq_channel == idp->recv_cq_channel) idp->send_cq_channel = nullptr;
+        destroy_cq(&idp->recv_cq, &idp->recv_cq_channel);
+    }
 }
 
 // ---- connections -------------------------------------------------------------------------

@@ -28,6 +28,7 @@ struct DevConn {
     ibv_device* ibdev = nullptr;
     ibv_context* verbs = nullptr;
     ibv_pd* pd = nullptr;
+    ibv_xrcd* xrcd = nullptr;    // opened on first use by an XRC QP or SRQ (rdma-core's too)
     ibv_mtu mtu = IBV_MTU_1024;  // path MTU for connections from this device
     int sock = -1;
     int session_fds[2] = {-1, -1};  // what kOpen returned; kept for the connection's life
@@ -70,6 +71,7 @@ struct Id {
     bool conn_req = false;   // created by a connection request, not answered yet
     bool have_conn = false;  // the peer's parameters are known (REQ or REP seen)
     bool connect_error = false;
+    bool srq_cq = false;     // id.recv_cq and its channel were made for the XRC SRQ
     uint16_t port = 0;       // bound port, network order
     // Connection parameters (docs/cm.md: which MAD field each comes from).
     uint32_t local_psn = 0, remote_qpn = 0, remote_psn = 0, qkey = 0;
