@@ -18,10 +18,10 @@ namespace uroce::emu {
 namespace {
 
 const char* state_name(int st) {
-    static const char* kNames[] = {"idle",       "listen",        "req_sent",     "mra_req_rcvd",
-                                   "req_rcvd",   "rep_sent",      "rep_rcvd",     "established",
-                                   "dreq_sent",  "dreq_rcvd",     "timewait",     "sidr_req_sent",
-                                   "sidr_req_rcvd", "sidr_done"};
+    static const char* kNames[] = {"idle",          "listen",    "req_sent", "mra_req_rcvd",
+                                   "req_rcvd",      "rep_sent",  "rep_rcvd", "established",
+                                   "dreq_sent",     "dreq_rcvd", "timewait", "sidr_req_sent",
+                                   "sidr_req_rcvd", "sidr_done", "parked"};
     return st >= 0 && st < int(sizeof kNames / sizeof kNames[0]) ? kNames[st] : "?";
 }
 
@@ -125,6 +125,14 @@ void CmAgent::request(Session& s, const abi::CmReq& r, abi::CmResp& out, std::ve
         }
         id->st = St::kListen;
         id->backlog = r.backlog > 0 && r.backlog < kDefaultBacklog ? r.backlog : kDefaultBacklog;
+        {
+            // Requests that arrived for this port before the listener did.
+            std::vector<uint32_t> waiting;
+            for (auto& [h, p] : ids_)
+                if (p->st == St::kParked && p->ps == id->ps && p->local_port == id->local_port)
+                    waiting.push_back(h);
+            for (uint32_t h : waiting) unpark(*ids_[h]);
+        }
         break;
     case CmOp::kConnect:
         err = (id = find(s, r.handle)) ? connect(*id, r) : EINVAL;
@@ -590,7 +598,47 @@ void CmAgent::on_mad(const sockaddr_in& from, const net::Packet& p) {
     }
 }
 
-void CmAgent::on_req(const sockaddr_in& from, const uint8_t* mad, uint64_t tid) {
+// Keeps a request for a port with no listener (as an id in state kParked, so duplicates of
+// it are recognised and its timer runs with the others) until a listener comes or kParkNs
+// pass. False when too many are waiting already.
+bool CmAgent::park(uint32_t peer, const uint8_t* mad, uint64_t tid, uint32_t ps, uint16_t port,
+                   uint32_t remote_id) {
+    if (parked_ >= kMaxParked) return false;
+    auto p = std::make_unique<Id>();
+    p->handle = next_handle_++;
+    if (next_handle_ == 0) next_handle_ = 1;
+    p->st = St::kParked;
+    p->ps = ps;
+    p->local_port = htons(port);
+    p->remote_ip = peer;
+    p->remote_comm_id = remote_id;
+    p->tid = tid;
+    std::memcpy(p->mad, mad, cm::kMadLen);
+    remote_[{peer, remote_id}] = p->handle;
+    arm(*p, now_ns() + kParkNs);
+    ++parked_;
+    ids_[p->handle] = std::move(p);
+    return true;
+}
+
+// A parked request is handled again, now without parking: a listener takes it, or the
+// sender gets the REJ (SIDR_REP) a request for nobody gets.
+void CmAgent::unpark(Id& id) {
+    uint8_t mad[cm::kMadLen];
+    std::memcpy(mad, id.mad, sizeof mad);
+    sockaddr_in from{};
+    from.sin_family = AF_INET;
+    from.sin_addr.s_addr = id.remote_ip;
+    uint64_t tid = id.tid;
+    --parked_;
+    erase(id.handle);
+    cm::MadHdr h;
+    if (!cm::parse_hdr(mad, &h)) return;
+    if (h.attr_id == cm::kAttrReq) on_req(from, mad, tid, false);
+    if (h.attr_id == cm::kAttrSidrReq) on_sidr_req(from, mad, tid, false);
+}
+
+void CmAgent::on_req(const sockaddr_in& from, const uint8_t* mad, uint64_t tid, bool may_park) {
     cm::Req m;
     cm::decode(mad, &m);
     uint32_t peer = from.sin_addr.s_addr;
@@ -617,7 +665,8 @@ void CmAgent::on_req(const sockaddr_in& from, const uint8_t* mad, uint64_t tid) 
     }
     cm::IpHdr hdr;
     Id* listener = nullptr;
-    if (cm::is_rdma_cm_service(m.service_id) && cm::get_ip_hdr(m.private_data, &hdr)) {
+    bool ip_cm = cm::is_rdma_cm_service(m.service_id) && cm::get_ip_hdr(m.private_data, &hdr);
+    if (ip_cm) {
         uint32_t ps = cm::service_ps(m.service_id);
         auto it = ports_.find({ps, cm::service_port(m.service_id)});
         if (it != ports_.end()) {
@@ -626,6 +675,10 @@ void CmAgent::on_req(const sockaddr_in& from, const uint8_t* mad, uint64_t tid) 
                 listener = &l;
         }
     }
+    if (!listener && ip_cm && may_park &&
+        park(peer, mad, tid, cm::service_ps(m.service_id), cm::service_port(m.service_id),
+             m.local_comm_id))
+        return;
     if (!listener) {
         send_rej(peer, 0, m.local_comm_id, cm::kMsgReq, cm::kRejInvalidServiceId, tid, nullptr,
                  0, false);
@@ -841,7 +894,8 @@ void CmAgent::on_drep(const uint8_t* mad) {
     post(*id, ev);
 }
 
-void CmAgent::on_sidr_req(const sockaddr_in& from, const uint8_t* mad, uint64_t tid) {
+void CmAgent::on_sidr_req(const sockaddr_in& from, const uint8_t* mad, uint64_t tid,
+                          bool may_park) {
     cm::SidrReq m;
     cm::decode(mad, &m);
     uint32_t peer = from.sin_addr.s_addr;
@@ -854,7 +908,8 @@ void CmAgent::on_sidr_req(const sockaddr_in& from, const uint8_t* mad, uint64_t 
     }
     cm::IpHdr hdr;
     Id* listener = nullptr;
-    if (cm::is_rdma_cm_service(m.service_id) && cm::get_ip_hdr(m.private_data, &hdr)) {
+    bool ip_cm = cm::is_rdma_cm_service(m.service_id) && cm::get_ip_hdr(m.private_data, &hdr);
+    if (ip_cm) {
         auto it = ports_.find({cm::service_ps(m.service_id), cm::service_port(m.service_id)});
         if (it != ports_.end()) {
             Id& l = *ids_[it->second];
@@ -862,6 +917,10 @@ void CmAgent::on_sidr_req(const sockaddr_in& from, const uint8_t* mad, uint64_t 
                 listener = &l;
         }
     }
+    if (!listener && ip_cm && may_park &&
+        park(peer, mad, tid, cm::service_ps(m.service_id), cm::service_port(m.service_id),
+             m.request_id))
+        return;
     if (!listener || listener->pending >= uint32_t(listener->backlog)) {
         cm::SidrRep rep;
         rep.request_id = m.request_id;
@@ -954,6 +1013,8 @@ void CmAgent::timeout(Id& id, uint64_t now) {
             return;
         }
         break;
+    case St::kParked:
+        return unpark(id);  // no listener came: rejected now
     case St::kTimewait: {
         id.st = St::kIdle;
         if (!id.owner) return erase(id.handle);

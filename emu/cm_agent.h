@@ -38,6 +38,11 @@ public:
     // channel down under its CM thread, which an early TIMEWAIT_EXIT would wake.
     static constexpr uint64_t kTimewaitNs = 1'000'000'000;
     static constexpr int kDefaultBacklog = 1024;
+    // A REQ or SIDR_REQ for a port nobody listens on waits this long for a listener before
+    // it is rejected (docs/cm.md: programs that close and reopen their listener between
+    // connection phases, as perftest -R does, rely on the peer being slower than that).
+    static constexpr uint64_t kParkNs = 200'000'000;
+    static constexpr size_t kMaxParked = 64;
 
     explicit CmAgent(Device& dev);
     ~CmAgent();
@@ -72,6 +77,7 @@ private:
         kSidrReqSent,
         kSidrReqRcvd,
         kSidrDone,
+        kParked,  // a request for a port with no listener yet: mad holds it
     };
     struct Id {
         uint32_t handle = 0;
@@ -121,14 +127,18 @@ private:
     void timeout(Id& id, uint64_t now);
     void enter_timewait(Id& id);
 
-    void on_req(const sockaddr_in& from, const uint8_t* mad, uint64_t tid);
+    void on_req(const sockaddr_in& from, const uint8_t* mad, uint64_t tid, bool may_park = true);
     void on_rep(const uint8_t* mad, uint64_t tid);
     void on_rtu(const uint8_t* mad);
     void on_rej(const uint8_t* mad);
     void on_mra(const uint8_t* mad);
     void on_dreq(const sockaddr_in& from, const uint8_t* mad, uint64_t tid);
     void on_drep(const uint8_t* mad);
-    void on_sidr_req(const sockaddr_in& from, const uint8_t* mad, uint64_t tid);
+    void on_sidr_req(const sockaddr_in& from, const uint8_t* mad, uint64_t tid,
+                     bool may_park = true);
+    bool park(uint32_t peer, const uint8_t* mad, uint64_t tid, uint32_t ps, uint16_t port,
+              uint32_t remote_id);
+    void unpark(Id& id);
     void on_sidr_rep(const uint8_t* mad);
     void send_rej(uint32_t ip, uint32_t local_comm, uint32_t remote_comm, uint8_t msg,
                   uint16_t reason, uint64_t tid, const uint8_t* pd, size_t pd_len,
@@ -151,6 +161,7 @@ private:
     uint32_t gsi_psn_ = 0;
     std::mt19937 rng_;
     uint64_t mads_tx_ = 0, mads_rx_ = 0, mads_bad_ = 0, retransmits_ = 0;
+    size_t parked_ = 0;
 };
 
 }  // namespace uroce::emu

@@ -88,3 +88,17 @@ run_pair() {
     echo "--- client: ${client[*]} (exit $crc)"; cat "$clog"
     [ $src = 0 ] && [ $crc = 0 ] || fail "server exit $src, client exit $crc"
 }
+
+# check_perftest_results PROGRAM CLIENT_LOG: the client printed its results table (the line
+# under the "#bytes" header, all numbers) with a positive BW average (MB/s, 4th column)
+# for the _bw programs or t_min (usec, 3rd) for the _lat ones.
+check_perftest_results() {
+    local prog=$1 clog=$2 row col=3
+    row=$(awk '/^ *#bytes +#iterations/ { hdr = 1; next }
+               hdr && /^ *[0-9]+ +[0-9]+ +[0-9.]+/ { print; exit }' "$clog")
+    [ -n "$row" ] || fail "the client printed no results table"
+    case $prog in *_bw) col=4 ;; esac
+    awk -v r="$row" -v c=$col 'BEGIN { split(r, f, " "); exit !(f[c] + 0 > 0) }' ||
+        fail "results row has no positive figure: $row"
+    echo "results: $row"
+}

@@ -56,16 +56,7 @@ if [ $src != 0 ] || [ $crc != 0 ]; then
     fail "server exit $src, client exit $crc"
 fi
 
-# The results table: the header line, then one line of numbers per size.
-row=$(awk '/^ *#bytes +#iterations/ { hdr = 1; next }
-           hdr && /^ *[0-9]+ +[0-9]+ +[0-9.]+/ { print; exit }' "$clog")
-[ -n "$row" ] || fail "the client printed no results table"
-# BW average (MB/s, 4th column) for the _bw programs, t_min (usec, 3rd) for the _lat ones.
-col=3
-case $prog in *_bw) col=4 ;; esac
-awk -v r="$row" -v c=$col 'BEGIN { split(r, f, " "); exit !(f[c] + 0 > 0) }' ||
-    fail "results row has no positive figure: $row"
-echo "results: $row"
+check_perftest_results "$prog" "$clog"
 
 # Multicast (-g): every message reached the server's QP through the group (the server only
 # exits 0 once it received all of them; the device counts copies handed to attached QPs).

@@ -8,6 +8,8 @@
 //     still connects;
 //   - rdma_init_qp_attr reports what the CM negotiated; data moves over the connection;
 //   - rdma_destroy_id blocks while an event of the id is not acknowledged;
+//   - a REQ that arrives before the listener is taken by it (within 200 ms), one for a
+//     port nobody listens on is rejected (reason 8) after that wait;
 //   - an O_NONBLOCK channel gives EAGAIN; port 0 binds a free port; a port in use is
 //     EADDRINUSE; DISCONNECTED and TIMEWAIT_EXIT follow rdma_disconnect.
 // usage: rdmacm_api ADDR
@@ -291,6 +293,59 @@ void test_reject_and_slow_accept() {
     rdma_destroy_event_channel(s.ch);
 }
 
+// A REQ for a port nobody listens on waits 200 ms for a listener (docs/cm.md): a listener
+// that comes within that time takes it; otherwise the REJ (reason 8) follows.
+void test_late_listener() {
+    std::printf("a listener that comes after the REQ; a REQ for nobody\n");
+    rdma_event_channel* sch = rdma_create_event_channel();
+    rdma_event_channel* cch = rdma_create_event_channel();
+    CHECK(sch && cch);
+    rdma_cm_id* l;
+    CHECK(rdma_create_id(sch, &l, nullptr, RDMA_PS_TCP) == 0);
+    sockaddr_in a = g_addr;
+    a.sin_port = 0;
+    CHECK(rdma_bind_addr(l, reinterpret_cast<sockaddr*>(&a)) == 0);  // bound, not listening
+    uint16_t port = ntohs(rdma_get_src_port(l));
+    rdma_cm_id* c = resolved_client(cch, port);
+    make_qp(c);
+    CHECK(rdma_connect(c, nullptr) == 0);
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    CHECK(rdma_listen(l, 1) == 0);
+    rdma_cm_event* ev = expect(sch, RDMA_CM_EVENT_CONNECT_REQUEST);
+    rdma_cm_id* child = ev->id;
+    rdma_ack_cm_event(ev);
+    make_qp(child);
+    CHECK(rdma_accept(child, nullptr) == 0);
+    rdma_ack_cm_event(expect(cch, RDMA_CM_EVENT_ESTABLISHED));
+    rdma_ack_cm_event(expect(sch, RDMA_CM_EVENT_ESTABLISHED));
+    CHECK(rdma_disconnect(c) == 0);
+    rdma_ack_cm_event(expect(sch, RDMA_CM_EVENT_DISCONNECTED));
+    rdma_destroy_qp(child);
+    CHECK(rdma_destroy_id(child) == 0);
+    rdma_ack_cm_event(expect(cch, RDMA_CM_EVENT_DISCONNECTED));
+    rdma_destroy_qp(c);
+    CHECK(rdma_destroy_id(c) == 0);
+
+    // The listener goes; a REQ for its port is rejected once the wait is over.
+    CHECK(rdma_destroy_id(l) == 0);
+    c = resolved_client(cch, port);
+    make_qp(c);
+    auto t0 = std::chrono::steady_clock::now();
+    CHECK(rdma_connect(c, nullptr) == 0);
+    ev = expect(cch, RDMA_CM_EVENT_REJECTED);
+    auto ms =
+        std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0)
+            .count();
+    std::printf("  rejected after %lld ms\n", static_cast<long long>(ms));
+    CHECK(ev->status == 8);
+    CHECK(ms >= 150 && ms < 2000);
+    rdma_ack_cm_event(ev);
+    rdma_destroy_qp(c);
+    CHECK(rdma_destroy_id(c) == 0);
+    rdma_destroy_event_channel(cch);
+    rdma_destroy_event_channel(sch);
+}
+
 void test_misc() {
     std::printf("non-blocking channel, ports, devices\n");
     rdma_event_channel* ch = rdma_create_event_channel();
@@ -334,6 +389,7 @@ int main(int argc, char** argv) {
     test_misc();
     test_private_data_and_data();
     test_reject_and_slow_accept();
+    test_late_listener();
     std::printf("PASS\n");
     return 0;
 }
