@@ -91,9 +91,9 @@ run_pair() {
 
 # check_perftest_results PROGRAM CLIENT_LOG: the client printed its results table (the line
 # under the "#bytes" header, all numbers) with a positive BW average (MB/s, 4th column)
-# for the _bw programs or t_min (usec, 3rd) for the _lat ones.
+# for the _bw programs or t_min (usec, 3rd) for the _lat ones. The row is left in $row.
 check_perftest_results() {
-    local prog=$1 clog=$2 row col=3
+    local prog=$1 clog=$2 col=3
     row=$(awk '/^ *#bytes +#iterations/ { hdr = 1; next }
                hdr && /^ *[0-9]+ +[0-9]+ +[0-9.]+/ { print; exit }' "$clog")
     [ -n "$row" ] || fail "the client printed no results table"
