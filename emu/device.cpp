@@ -330,6 +330,7 @@ void Device::close_session(Session* s) {
     }
     for (uint32_t h : s->cqs) cqs_.remove(h);
     for (uint32_t h : s->channels) channels_.remove(h);
+    for (uint32_t h : s->mws) mws_.remove(h);  // before their MRs: nothing is left to unbind
     for (uint32_t h : s->mrs) mrs_.remove(h >> 8);
     for (uint32_t h : s->pds) pds_.remove(h);
     io_.unwatch_eventfd(s->id);

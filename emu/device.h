@@ -111,6 +111,17 @@ private:
                        size_t len);
     bool mcast_member(uint32_t group_be) const;
     std::string mcast_lines() const;            // the "mcast" lines of dump()
+    // Memory windows and invalidation (memory_windows.cpp).
+    int alloc_mw(Session& s, const abi::MwReq& r, abi::MwResp* out);
+    int dealloc_mw(Session& s, uint32_t handle);
+    void unbind(Mw& mw);
+    void unbind_qp_windows(const Qp& qp);
+    Mw* mw_for_key(uint32_t rkey) const;
+    ibv_wc_status bind_mw(Qp& qp, uint32_t index);
+    ibv_wc_status local_invalidate(Qp& qp, uint32_t rkey);
+    Mw* remote_invalidatable(const Qp& qp, uint32_t rkey) const;
+    uint64_t mw_target(const Qp& qp, uint32_t rkey, uint64_t va, uint64_t len, uint32_t access,
+                       Session** owner) const;
     void release_qp(Session& s, uint32_t qpn);  // a holder lets go; the last destroys
     void xrc_object_gone(uint32_t xrcd, uint32_t handle);
     void xrc_receive(Qp& qp, const net::Packet& p);
@@ -177,6 +188,7 @@ private:
     bool fetch_send_wqe(Qp& qp);                                           // rc_requester.cpp
     void go_back(Qp& qp, uint32_t psn);                                    // rc_requester.cpp
     void complete_blocked(Qp& qp);                                         // rc_requester.cpp
+    void complete_local_ops(Qp& qp);                                       // rc_requester.cpp
     void responder_receive(Qp& qp, const net::Packet& p);                  // rc_responder.cpp
     void send_ack(Qp& qp, uint8_t syndrome, uint32_t psn);                 // rc_responder.cpp
     uint64_t remote_target(const Qp& qp, uint32_t rkey, uint64_t va, uint64_t len,
@@ -212,6 +224,7 @@ private:
     HandleTable<Session> sessions_{4096};
     HandleTable<Pd> pds_{abi::kMaxPd};
     HandleTable<Mr> mrs_{abi::kMaxMr};
+    HandleTable<Mw> mws_{abi::kMaxMw};
     HandleTable<CompChannel> channels_{abi::kMaxChannels};
     HandleTable<Cq> cqs_{abi::kMaxCq};
     HandleTable<Qp> qps_{abi::kMaxQp, abi::kFirstQpn};

@@ -97,6 +97,8 @@ int Device::reg_mr(Session& s, const abi::RegMrReq& r, abi::RegMrResp* out) {
 int Device::dereg_mr(Session& s, uint32_t key) {
     Mr* mr = mr_for_key(key);
     if (!owned(s, mr)) return EINVAL;
+    // IBTA 10.6.7.2.6: not while windows are bound into it; EINVAL as rxe (docs/verbs-support.md).
+    if (mr->windows) return EINVAL;
     if (Pd* pd = pds_.get(mr->pd)) --pd->users;
     mrs_.remove(key >> 8);
     erase_handle(s.mrs, key);
@@ -414,6 +416,7 @@ void Device::destroy_qp_now(uint32_t qpn) {
     if (Srq* q = srqs_.get(qp->srq); q && qp->type != IBV_QPT_XRC_RECV) --q->users;
     if (qp->type == IBV_QPT_XRC_RECV) xrc_object_gone(qp->xrcd, qp->xrcd_handle);
     if (qp->type == IBV_QPT_UD) detach_all_mcast(qpn);  // as uverbs does on destroy
+    unbind_qp_windows(*qp);
     erase_handle(qp->owner->qps, qpn);
     qps_.remove(qpn);
 }
@@ -502,6 +505,12 @@ void Device::handle(Session& s, const abi::Request& req, abi::Response& resp,
     case Op::kDetachMcast:
         err = detach_mcast(s, req.u.mcast);
         break;
+    case Op::kAllocMw:
+        err = alloc_mw(s, req.u.mw, &resp.u.mw);
+        break;
+    case Op::kDeallocMw:
+        err = dealloc_mw(s, req.u.handle.handle);
+        break;
     default:
         err = EOPNOTSUPP;
     }
@@ -539,7 +548,7 @@ std::string Device::dump() const {
       << " pcap " << (cfg_.pcap.empty() ? "-" : cfg_.pcap) << "\n";
     o << "counts sessions " << sessions_.count() << " pds " << pds_.count() << " mrs "
       << mrs_.count() << " cqs " << cqs_.count() << " qps " << qps_.count() << " channels "
-      << channels_.count() << " srqs " << srqs_.count() << "\n";
+      << channels_.count() << " srqs " << srqs_.count() << " mws " << mws_.count() << "\n";
     sessions_.for_each([&](uint32_t id, const Session& s) {
         o << "session " << id << " pid " << s.pid << " pds " << s.pds.size() << " mrs "
           << s.mrs.size() << " cqs " << s.cqs.size() << " qps " << s.qps.size() << "\n";
@@ -548,9 +557,20 @@ std::string Device::dump() const {
         o << "pd " << h << " pid " << pd.owner->pid << " users " << pd.users << "\n";
     });
     mrs_.for_each([&](uint32_t, const Mr& mr) {
-        o << "mr lkey 0x" << std::hex << mr.lkey << " addr 0x" << mr.addr << std::dec
-          << " length " << mr.length << " pd " << mr.pd << " access 0x" << std::hex
-          << mr.access << std::dec << " pid " << mr.owner->pid << "\n";
+        o << "mr lkey 0x" << std::hex << mr.lkey << " addr 0x" << mr.addr << std::dec << " length "
+          << mr.length << " pd " << mr.pd << " access 0x" << std::hex << mr.access << std::dec
+          << " pid " << mr.owner->pid << " windows " << mr.windows << "\n";
+    });
+    mws_.for_each([&](uint32_t h, const Mw& mw) {
+        o << "mw " << h << " type " << mw.type << " rkey 0x" << std::hex << mw.rkey << std::dec
+          << " pd " << mw.pd << " pid " << mw.owner->pid;
+        if (mw.bound)
+            o << " mr 0x" << std::hex << mw.mr << " addr 0x" << mw.addr << std::dec << " length "
+              << mw.length << " access 0x" << std::hex << mw.access << " qpn 0x" << mw.qpn
+              << std::dec;
+        else
+            o << " unbound";
+        o << "\n";
     });
     cqs_.for_each([&](uint32_t h, const Cq& cq) {
         o << "cq " << h << " cqe " << cq.cqe << " pid " << cq.owner->pid << "\n";

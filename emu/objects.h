@@ -44,7 +44,27 @@ struct Mr {
     uint64_t length = 0;
     uint32_t lkey = 0;
     uint32_t rkey = 0;
+    uint32_t windows = 0;  // memory windows bound into it: it cannot be deregistered then
 };
+
+// A memory window (IBTA 10.6.7): a range of an MR, with its own R_Key and remote rights,
+// that the application binds and invalidates through its send queue. Type 1 belongs to
+// its PD; type 2 (2B) also to the QP it was bound through, and only that QP may use it.
+struct Mw {
+    Session* owner = nullptr;
+    uint32_t pd = 0;
+    uint32_t type = IBV_MW_TYPE_1;
+    uint32_t rkey = 0;   // kMwKeyBit | handle << 8 | the consumer's 8-bit key
+    bool bound = false;  // remote access through rkey is possible
+    uint32_t mr = 0;     // lkey of the MR it lies in (while bound)
+    uint64_t addr = 0;   // first byte, in the MR's iova space
+    uint64_t length = 0;
+    uint32_t access = 0;  // IBV_ACCESS_REMOTE_* granted
+    uint32_t qpn = 0;     // type 2: the QP it is bound to
+};
+// MW R_Keys have their top bit set, MR keys never (their index is below 2^23), so a key
+// names an MR or a window by itself.
+constexpr uint32_t kMwKeyBit = 0x80000000u;
 
 struct CompChannel {
     Session* owner = nullptr;
@@ -82,7 +102,8 @@ struct QpOpCounters {
 // Snapshot of a send WQE, taken when the device fetches it from the ring so that the
 // application cannot change it under the device (and so retransmission has it). Inline data
 // is not copied: it stays in the WQE's ring slot, which is the device's until the WQE
-// completes, and holds no address or key to check (Qp::sq_inline).
+// completes, and holds no address or key to check (Qp::sq_inline). Nor is a BIND_MW's MwBind:
+// the device reads it from there once, when it executes the bind, and checks it then.
 struct SendWr {
     uint64_t wr_id = 0;
     uint32_t opcode = 0;
@@ -100,6 +121,7 @@ struct SendWr {
     uint32_t first_psn = 0;
     uint32_t last_psn = 0;
     bool is_inline = false;
+    bool executed = false;  // a local operation (BIND_MW, LOCAL_INV) took effect already
     ibv_wc_status status = IBV_WC_SUCCESS;  // set when the WQE cannot be executed
     abi::Sge* sge = nullptr;  // checked and translated entries, max_send_sge (in Qp::swr_sge)
 };
@@ -257,7 +279,7 @@ struct Session {
     int doorbell_fd = -1;
     int async_write_fd = -1;
     bool dead = false;  // the process is gone; cleanup follows when its socket closes
-    std::vector<uint32_t> pds, mrs, cqs, qps, channels, srqs, xrcd_handles;
+    std::vector<uint32_t> pds, mrs, cqs, qps, channels, srqs, xrcd_handles, mws;
     ~Session();
 };
 

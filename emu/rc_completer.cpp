@@ -9,6 +9,7 @@
 namespace uroce::emu {
 
 bool is_rd_atomic(uint32_t op);
+bool is_local_op(uint32_t op);
 
 // Everything up to and including `psn` reached the responder. READ and ATOMIC WQEs
 // complete only with their response data: an ACK beyond one means its responses were
@@ -18,7 +19,13 @@ void Device::ack_upto(Qp& qp, uint32_t psn, bool implicit) {
     bool lost_response = false;
     while (qp.sq_done != qp.sq_fetch) {
         const SendWr& w = qp.swr[qp.sq_done & qp.sq_mask];
-        if (w.status != IBV_WC_SUCCESS || net::psn_lt(psn, w.first_psn)) break;
+        if (w.status != IBV_WC_SUCCESS) break;
+        if (is_local_op(w.opcode)) {  // no PSN: done once it has taken effect
+            if (!w.executed) break;
+            complete_send(qp, qp.sq_done, IBV_WC_SUCCESS);
+            continue;
+        }
+        if (net::psn_lt(psn, w.first_psn)) break;
         if (is_rd_atomic(w.opcode)) {
             lost_response = !implicit;
             break;
@@ -97,7 +104,10 @@ void Device::read_atomic_response(Qp& qp, const net::Packet& p) {
     }
     qp.una_psn = net::psn_add(psn, 1);
     qp.retry_left = qp.attr.retry_cnt;
-    if (psn == w.last_psn) complete_send(qp, qp.sq_done, IBV_WC_SUCCESS);
+    if (psn == w.last_psn) {
+        complete_send(qp, qp.sq_done, IBV_WC_SUCCESS);
+        complete_local_ops(qp);
+    }
     after_progress(qp, false);
 }
 

@@ -26,7 +26,14 @@ bool opcode_allowed(ibv_qp_type type, uint32_t op) {
     case IBV_WR_RDMA_READ:
     case IBV_WR_ATOMIC_CMP_AND_SWP:
     case IBV_WR_ATOMIC_FETCH_AND_ADD:
+    case IBV_WR_SEND_WITH_INV:  // the IETH exists for RC and XRC only
         return type == IBV_QPT_RC || type == IBV_QPT_XRC_SEND;
+    // Local operations, on the QP types rxe allows them on (a window bound through an
+    // XRC INI QP could never be reached: its QP receives nothing).
+    case IBV_WR_LOCAL_INV:
+        return type == IBV_QPT_RC || type == IBV_QPT_UC || type == IBV_QPT_XRC_SEND;
+    case IBV_WR_BIND_MW:
+        return type == IBV_QPT_RC || type == IBV_QPT_UC;
     default:
         return false;
     }
@@ -42,9 +49,11 @@ uint8_t message_op(uint32_t wr_op, bool first, bool last) {
         if (last) return imm ? net::kOpWriteLastImm : net::kOpWriteLast;
         return net::kOpWriteMiddle;
     }
-    if (first && last) return imm ? net::kOpSendOnlyImm : net::kOpSendOnly;
+    bool inv = wr_op == IBV_WR_SEND_WITH_INV;
+    if (first && last)
+        return imm ? net::kOpSendOnlyImm : inv ? net::kOpSendOnlyInv : net::kOpSendOnly;
     if (first) return net::kOpSendFirst;
-    if (last) return imm ? net::kOpSendLastImm : net::kOpSendLast;
+    if (last) return imm ? net::kOpSendLastImm : inv ? net::kOpSendLastInv : net::kOpSendLast;
     return net::kOpSendMiddle;
 }
 }  // namespace
@@ -52,6 +61,19 @@ uint8_t message_op(uint32_t wr_op, bool first, bool last) {
 bool is_rd_atomic(uint32_t op) {
     return op == IBV_WR_RDMA_READ || op == IBV_WR_ATOMIC_CMP_AND_SWP ||
            op == IBV_WR_ATOMIC_FETCH_AND_ADD;
+}
+
+// Work requests the device executes on its own, with no packet: they take no PSN and
+// complete, in order, once they have taken effect.
+bool is_local_op(uint32_t op) {
+    return op == IBV_WR_BIND_MW || op == IBV_WR_LOCAL_INV;
+}
+
+// READ/ATOMIC WQEs among [from, to): what a fenced WQE waits for (IBV_SEND_FENCE).
+static bool rd_atomic_between(const Qp& qp, uint32_t from, uint32_t to) {
+    for (uint32_t i = from; i != to; ++i)
+        if (is_rd_atomic(qp.swr[i & qp.sq_mask].opcode)) return true;
+    return false;
 }
 
 // Copies the next WQE out of the application's ring. Returns false when the ring is
@@ -88,11 +110,17 @@ bool Device::fetch_send_wqe(Qp& qp) {
     w.xrc_srqn = h.remote_srqn & 0xffffff;
     w.status = IBV_WC_SUCCESS;
     w.is_inline = (h.send_flags & IBV_SEND_INLINE) != 0;
+    w.executed = false;
     bool rd_atomic = is_rd_atomic(w.opcode);
+    bool local = is_local_op(w.opcode);
     uint64_t total = 0;
     if (!opcode_allowed(qp.type, w.opcode)) {
         w.num_sge = 0;
         w.status = IBV_WC_LOC_QP_OP_ERR;
+    } else if (local) {
+        // No data: a BIND_MW's data area holds what to bind, a LOCAL_INV's nothing.
+        w.num_sge = 0;
+        w.is_inline = false;
     } else if (w.is_inline && !rd_atomic) {
         w.num_sge = 0;
         if (h.inline_len > qp.cap.max_inline_data)
@@ -117,7 +145,7 @@ bool Device::fetch_send_wqe(Qp& qp) {
     if (w.status == IBV_WC_SUCCESS && qp.type == IBV_QPT_UD && total > kUdMtu)
         w.status = IBV_WC_LOC_LEN_ERR;
     w.length = w.status == IBV_WC_SUCCESS ? uint32_t(total) : 0;
-    uint32_t npkts = atomic || !w.length ? 1 : (w.length + qp.mtu - 1) / qp.mtu;
+    uint32_t npkts = local ? 0 : atomic || !w.length ? 1 : (w.length + qp.mtu - 1) / qp.mtu;
     w.first_psn = qp.wqe_psn;
     w.last_psn = net::psn_add(qp.wqe_psn, npkts - 1);
     if (w.status == IBV_WC_SUCCESS) qp.wqe_psn = net::psn_add(qp.wqe_psn, npkts);
@@ -135,6 +163,16 @@ void Device::complete_blocked(Qp& qp) {
             ++qp.sq_send;
             qp_to_error(qp);
         }
+    }
+}
+
+// Completes the local operations that follow the completed WQEs and have taken effect:
+// they wait for nothing else (no acknowledgement comes for them).
+void Device::complete_local_ops(Qp& qp) {
+    while (qp.sq_done != qp.sq_send) {
+        const SendWr& w = qp.swr[qp.sq_done & qp.sq_mask];
+        if (!is_local_op(w.opcode) || !w.executed || w.status != IBV_WC_SUCCESS) return;
+        complete_send(qp, qp.sq_done, IBV_WC_SUCCESS);
     }
 }
 
@@ -163,6 +201,25 @@ void Device::requester_progress(Qp& qp) {
         if (w.status != IBV_WC_SUCCESS) {
             complete_blocked(qp);
             return;
+        }
+        // IBV_SEND_FENCE: not before every earlier READ and ATOMIC has completed.
+        if ((w.flags & IBV_SEND_FENCE) && qp.sq_send_off == 0 &&
+            rd_atomic_between(qp, qp.sq_done, qp.sq_send))
+            break;
+        if (is_local_op(w.opcode)) {
+            // Takes effect now, once (a rewind may pass it again); completes in order.
+            if (!w.executed) {
+                w.executed = true;
+                w.status = w.opcode == IBV_WR_BIND_MW ? bind_mw(qp, qp.sq_send)
+                                                      : local_invalidate(qp, w.imm);
+                if (w.status != IBV_WC_SUCCESS) {
+                    complete_blocked(qp);
+                    return;
+                }
+            }
+            ++qp.sq_send;
+            complete_local_ops(qp);
+            continue;
         }
         if (net::psn_diff(qp.next_psn, qp.una_psn) >= int32_t(kMaxOutstandingPkts)) break;
         bool rd_atomic = is_rd_atomic(w.opcode);
@@ -209,6 +266,7 @@ void Device::requester_progress(Qp& qp) {
             p.bth.pad = net::pad_for(len);
             p.bth.ackreq = !uc && (last || (p.bth.psn % kAckReqEvery) == 0);
             p.imm = be32toh(w.imm);
+            p.ieth = w.imm;  // SEND_WITH_INV: invalidate_rkey, host order
             if (first) p.reth = {w.remote_addr, w.rkey, w.length};
         }
         size_t hdr = net::encode_headers(p, buf);
@@ -241,7 +299,10 @@ void Device::requester_progress(Qp& qp) {
         if (last) {
             ++qp.sq_send;
             qp.sq_send_off = 0;
-            if (uc) complete_send(qp, qp.sq_done, IBV_WC_SUCCESS);
+            if (uc) {
+                complete_send(qp, qp.sq_done, IBV_WC_SUCCESS);
+                complete_local_ops(qp);
+            }
         } else {
             qp.sq_send_off = off + len;
         }
@@ -250,7 +311,11 @@ void Device::requester_progress(Qp& qp) {
 
 void Device::go_back(Qp& qp, uint32_t psn) {
     uint32_t i = qp.sq_done;
-    while (i != qp.sq_fetch && net::psn_lt(qp.swr[i & qp.sq_mask].last_psn, psn)) ++i;
+    // Skips what the responder has; a local operation takes no PSN, and stays to be run
+    // (or passed over, if it already ran) when the requester comes back to it.
+    while (i != qp.sq_fetch && net::psn_lt(qp.swr[i & qp.sq_mask].last_psn, psn) &&
+           !(is_local_op(qp.swr[i & qp.sq_mask].opcode) && !qp.swr[i & qp.sq_mask].executed))
+        ++i;
     qp.sq_send = i;
     qp.sq_send_off = 0;
     qp.next_psn = psn;

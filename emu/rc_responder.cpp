@@ -48,14 +48,15 @@ void Device::responder_error(Qp& qp, ibv_wc_status status, uint8_t nak, uint32_t
     qp_to_error(qp);
 }
 
-// Resolves an rkey for remote access of [va, va + len): the MR must belong to the
-// QP's PD and allow `access`, and the QP must allow it too. Returns the process
-// address, or 0 when access is denied.
+// Resolves an rkey for remote access of [va, va + len): the MR (or memory window) must
+// belong to the QP's PD and allow `access`, and the QP must allow it too. Returns the
+// process address, or 0 when access is denied.
 uint64_t Device::remote_target(const Qp& qp, uint32_t rkey, uint64_t va, uint64_t len,
                                uint32_t access, Session** owner) const {
+    if (!(qp.attr.qp_access_flags & access)) return 0;
+    if (rkey & kMwKeyBit) return mw_target(qp, rkey, va, len, access, owner);
     Mr* mr = mr_for_key(rkey);
-    if (!mr || mr->pd != qp.pd || !(mr->access & access) || !(qp.attr.qp_access_flags & access))
-        return 0;
+    if (!mr || mr->pd != qp.pd || !(mr->access & access)) return 0;
     if (va < mr->iova || va + len < va || va + len > mr->iova + mr->length) return 0;
     *owner = mr->owner;  // an XRC target's MRs belong to the SRQ owner, not the QP's
     return mr->addr + (va - mr->iova);
@@ -240,7 +241,7 @@ void Device::responder_receive(Qp& qp, const net::Packet& p) {
     if (info->flags & net::kReadReq) return execute_read(qp, p, false);
     if (info->flags & net::kAtomicOp) return execute_atomic(qp, p, false);
     if (info->flags & net::kWriteOp) return execute_write(qp, p, info);
-    if (!(info->flags & net::kSendOp))  // SEND with invalidate: not yet
+    if (!(info->flags & net::kSendOp))
         return responder_error(qp, IBV_WC_REM_INV_REQ_ERR, kNakInvReq, p.bth.psn,
                                IBV_EVENT_QP_REQ_ERR);
     bool first = info->flags & net::kFirst, last = info->flags & net::kLast;
@@ -262,11 +263,22 @@ void Device::responder_receive(Qp& qp, const net::Packet& p) {
     if (p.payload_len > qp.rwr.length - qp.rwr_off)
         return responder_error(qp, IBV_WC_LOC_LEN_ERR, kNakInvReq, p.bth.psn,
                                IBV_EVENT_QP_REQ_ERR);
+    // SEND_WITH_INVALIDATE: the R_Key in the IETH is invalidated before the receive
+    // completes. One that cannot be (not a bound type 2 window of this PD and QP) is an
+    // invalid request, with rxe's status for the receive (docs/memory-windows.md).
+    Mw* inv = nullptr;
+    if (info->flags & net::kInvOp) {
+        inv = remote_invalidatable(qp, p.ieth);
+        if (!inv)
+            return responder_error(qp, IBV_WC_REM_INV_REQ_ERR, kNakInvReq, p.bth.psn,
+                                   IBV_EVENT_QP_REQ_ERR);
+    }
     if (!place_payload(qp, p))
         return responder_error(qp, IBV_WC_LOC_PROT_ERR, kNakRemAccess, p.bth.psn,
                                IBV_EVENT_QP_ACCESS_ERR);
     qp.epsn = net::psn_add(qp.epsn, 1);
     if (last) {
+        if (inv) unbind(*inv);
         complete_recv(qp, p, IBV_WC_SUCCESS);
         qp.msn = (qp.msn + 1) & 0xffffff;
     }

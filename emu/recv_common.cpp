@@ -80,6 +80,9 @@ void Device::complete_recv(Qp& qp, const net::Packet& p, ibv_wc_status status) {
     if (status == IBV_WC_SUCCESS && info && (info->flags & net::kImmOp)) {
         c.imm_data = htobe32(p.imm);
         c.wc_flags = IBV_WC_WITH_IMM;
+    } else if (status == IBV_WC_SUCCESS && info && (info->flags & net::kInvOp)) {
+        c.imm_data = p.ieth;  // ibv_wc.invalidated_rkey (host order), imm_data's union twin
+        c.wc_flags = IBV_WC_WITH_INV;
     }
     push_cqe(qp.rx_cq, c, p.bth.se);
     qp.have_rwr = false;

@@ -13,6 +13,7 @@ constexpr uint32_t kMaxInline = 512;
 constexpr uint32_t kMaxCq = 65536;
 constexpr uint32_t kMaxCqe = 1 << 20;
 constexpr uint32_t kMaxMr = 1 << 16;
+constexpr uint32_t kMaxMw = 1 << 16;
 constexpr uint64_t kMaxMrSize = uint64_t(1) << 40;
 constexpr uint32_t kMaxPd = 65536;
 constexpr uint32_t kMaxQpRdAtom = 16;

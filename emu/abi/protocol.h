@@ -33,13 +33,15 @@ enum class Op : uint32_t {
     kModifySrq,
     kQuerySrq,
     kDestroySrq,
-    kFaults,  // set the fault injection spec (uroce faults); a FaultsReq, no session
-    kOpenXrcd,   // an fd may travel with it (SCM_RIGHTS): the file whose inode names the XRCD
+    kFaults,    // set the fault injection spec (uroce faults); a FaultsReq, no session
+    kOpenXrcd,  // an fd may travel with it (SCM_RIGHTS): the file whose inode names the XRCD
     kCloseXrcd,
     kOpenQp,       // ibv_open_qp: another handle on an XRC TGT QP
     kCm,           // connection manager: a CmReq answered by a CmResp (emu/abi/cm_protocol.h)
     kAttachMcast,  // ibv_attach_mcast: a McastReq
     kDetachMcast,  // ibv_detach_mcast: a McastReq
+    kAllocMw,      // a MwReq answered by a MwResp
+    kDeallocMw,    // a HandleReq
 };
 
 struct OpenReq {
@@ -73,6 +75,15 @@ struct RegMrResp {
     uint32_t rkey;
 };
 struct HandleReq { uint32_t handle; };
+
+struct MwReq {
+    uint32_t pd;
+    uint32_t type;  // enum ibv_mw_type
+};
+struct MwResp {
+    uint32_t handle;
+    uint32_t rkey;
+};
 
 struct ChannelResp { uint32_t handle; };  // fds: [0] pipe read end
 
@@ -222,6 +233,7 @@ struct Request {
         OpenXrcdReq open_xrcd;
         OpenQpReq open_qp;
         McastReq mcast;
+        MwReq mw;
     } u;
 };
 
@@ -242,6 +254,7 @@ struct Response {
         OpenQpResp open_qp;
         CaptureResp capture;
         FaultsResp faults;
+        MwResp mw;
     } u;
 };
 

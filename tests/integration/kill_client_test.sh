@@ -39,7 +39,7 @@ sleep 0.2
 after=$("$UROCE" res) || fail "device died with its client"
 echo "$after"
 echo "$after" | grep -q "pid $cpid" && fail "objects of the killed client remain"
-echo "$after" | grep -q '^counts sessions 0 pds 0 mrs 0 cqs 0 qps 0 channels 0 srqs 0$' ||
+echo "$after" | grep -q '^counts sessions 0 pds 0 mrs 0 cqs 0 qps 0 channels 0 srqs 0 mws 0$' ||
     fail "device still holds objects after both processes ended"
 port=$((port + 1))
 run_pair ibv_rc_pingpong -g 0 -p "$port" -- ibv_rc_pingpong -g 0 -p "$port" 127.0.0.1

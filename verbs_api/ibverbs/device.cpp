@@ -115,13 +115,17 @@ void fill_device_attr(const Context* ctx, ibv_device_attr* a) {
     a->hw_ver = abi::kHwVer;
     a->max_qp = int(abi::kMaxQp);
     a->max_qp_wr = int(abi::kMaxQpWr);
+    // Memory windows of type 1 and 2B, LOCAL_INV and SEND_WITH_INV, as ConnectX reports
+    // them (docs/memory-windows.md).
     a->device_cap_flags = IBV_DEVICE_RC_RNR_NAK_GEN | IBV_DEVICE_SYS_IMAGE_GUID |
-                          IBV_DEVICE_PORT_ACTIVE_EVENT | IBV_DEVICE_XRC;
+                          IBV_DEVICE_PORT_ACTIVE_EVENT | IBV_DEVICE_XRC | IBV_DEVICE_MEM_WINDOW |
+                          IBV_DEVICE_MEM_MGT_EXTENSIONS | IBV_DEVICE_MEM_WINDOW_TYPE_2B;
     a->max_sge = int(abi::kMaxSge);
     a->max_sge_rd = int(abi::kMaxSge);
     a->max_cq = int(abi::kMaxCq);
     a->max_cqe = int(abi::kMaxCqe - 1);
     a->max_mr = int(abi::kMaxMr);
+    a->max_mw = int(abi::kMaxMw);
     a->max_pd = int(abi::kMaxPd);
     a->max_qp_rd_atom = int(abi::kMaxQpRdAtom);
     a->max_qp_init_rd_atom = int(abi::kMaxQpRdAtom);
@@ -309,6 +313,9 @@ ibv_context* ibv_open_device(ibv_device* device) {
     c.ops.post_send = post_send;
     c.ops.post_recv = post_recv;
     c.ops.post_srq_recv = post_srq_recv;
+    c.ops.alloc_mw = alloc_mw;
+    c.ops.dealloc_mw = dealloc_mw;
+    c.ops.bind_mw = bind_mw;
     return &c;
 }
 

@@ -187,6 +187,11 @@ inline bool mw_bind_wqe(const ibv_mw* mw, uint32_t rkey, const ibv_mw_bind_info&
     return true;
 }
 
+// Memory windows (mw.cpp), installed in ibv_context.ops.
+ibv_mw* alloc_mw(ibv_pd* pd, ibv_mw_type type);
+int dealloc_mw(ibv_mw* mw);
+int bind_mw(ibv_qp* qp, ibv_mw* mw, ibv_mw_bind* mw_bind);
+
 // Data path (datapath.cpp), installed in ibv_context.ops.
 int post_send(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad);
 // The pieces of post_send the ibv_wr_* interface shares: whether the QP's send queue
