@@ -44,9 +44,10 @@ int usage() {
                  "              [--faults SPEC]\n"
                  "  uroce stop [NAME]          stop NAME, or every device\n"
                  "  uroce list\n"
-                 "  uroce res [NAME] [xrcd|srq|qp]...\n"
-                 "                             objects of a device (QPs, CQs, MRs, PDs, SRQs,\n"
-                 "                             XRC domains); kind words keep only those lines\n"
+                 "  uroce res [NAME] [xrcd|srq|qp|mr|mw]...\n"
+                 "                             objects of a device (QPs, CQs, MRs, memory\n"
+                 "                             windows, PDs, SRQs, XRC domains); kind words\n"
+                 "                             keep only those lines\n"
                  "  uroce counters [NAME]      packets/bytes by opcode and QP, drops\n"
                  "  uroce capture start FILE [--max-bytes N] [NAME]\n"
                  "                             record every packet sent and received to a pcap;\n"
@@ -208,11 +209,13 @@ int cmd_list() {
 }
 
 int cmd_dump(const std::vector<std::string>& all_args, bool counters_only) {
-    // `uroce res [NAME] [xrcd|srq|qp]...`: the kind words keep only the lines that start
-    // with them (docs/xrc.md); the other words name devices.
+    // `uroce res [NAME] [xrcd|srq|qp|mr|mw]...`: the kind words keep only the lines that
+    // start with them (docs/xrc.md, docs/memory-windows.md); the other words name devices.
     std::vector<std::string> args, kinds;
-    for (const auto& a : all_args)
-        (!counters_only && (a == "xrcd" || a == "srq" || a == "qp") ? kinds : args).push_back(a);
+    for (const auto& a : all_args) {
+        bool kind = a == "xrcd" || a == "srq" || a == "qp" || a == "mr" || a == "mw";
+        (!counters_only && kind ? kinds : args).push_back(a);
+    }
     auto devs = select(args);
     if (devs.empty()) {
         std::fprintf(stderr, "uroce: no device running\n");

@@ -8,11 +8,13 @@
 // change nothing anywhere.
 //
 // The devices are named by UROCE_MW_DEV_A and UROCE_MW_DEV_B (mw_inv_test.sh starts them).
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <infiniband/verbs.h>
 
 #include <chrono>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
@@ -140,8 +142,8 @@ class MwTest : public ::testing::Test {
         a.qp_state = IBV_QPS_INIT;
         a.port_num = 1;
         a.qp_access_flags = access;
-        int init_mask = IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT;
-        if (qp->qp_type != IBV_QPT_UD) init_mask |= IBV_QP_ACCESS_FLAGS;
+        bool rc = qp->qp_type == IBV_QPT_RC;
+        int init_mask = IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS;
         ASSERT_EQ(ibv_modify_qp(qp, &a, init_mask), 0);
         ibv_gid gid{};
         ASSERT_EQ(ibv_query_gid(peer_ctx, 1, 0, &gid), 0);
@@ -157,7 +159,8 @@ class MwTest : public ::testing::Test {
         a.ah_attr.grh.hop_limit = 64;
         a.ah_attr.port_num = 1;
         int rtr_mask = IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN;
-        if (qp->qp_type == IBV_QPT_RC) rtr_mask |= IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER;
+        if (rc || qp->qp_type == IBV_QPT_XRC_RECV)
+            rtr_mask |= IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER;
         ASSERT_EQ(ibv_modify_qp(qp, &a, rtr_mask), 0);
         a = {};
         a.qp_state = IBV_QPS_RTS;
@@ -167,9 +170,11 @@ class MwTest : public ::testing::Test {
         a.sq_psn = 100;
         a.max_rd_atomic = 4;
         int rts_mask = IBV_QP_STATE | IBV_QP_SQ_PSN;
-        if (qp->qp_type == IBV_QPT_RC)
+        if (rc || qp->qp_type == IBV_QPT_XRC_SEND)
             rts_mask |=
                 IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC;
+        else if (qp->qp_type == IBV_QPT_XRC_RECV)
+            rts_mask |= IBV_QP_TIMEOUT;
         ASSERT_EQ(ibv_modify_qp(qp, &a, rts_mask), 0);
     }
 
@@ -684,6 +689,97 @@ TEST_F(MwTest, SendWithInvalidateOfWhatCannotBeInvalidatedFails) {
     }
 }
 
+// XRC: the SRQ a message names gives its PD, and a bound type 2 window of that PD is
+// invalidated (an XRC TGT QP binds nothing, so no QP is asked for; docs/memory-windows.md).
+TEST_F(MwTest, XrcSendWithInvalidate) {
+    ibv_xrcd_init_attr xa{};
+    xa.comp_mask = IBV_XRCD_INIT_ATTR_FD | IBV_XRCD_INIT_ATTR_OFLAGS;
+    xa.fd = -1;
+    xa.oflags = O_CREAT;
+    ibv_xrcd* xrcd = ibv_open_xrcd(ctx_b_, &xa);
+    ASSERT_NE(xrcd, nullptr) << std::strerror(errno);
+    ibv_srq_init_attr_ex sa{};
+    sa.attr.max_wr = 8;
+    sa.attr.max_sge = 1;
+    sa.comp_mask = IBV_SRQ_INIT_ATTR_TYPE | IBV_SRQ_INIT_ATTR_PD | IBV_SRQ_INIT_ATTR_XRCD |
+                   IBV_SRQ_INIT_ATTR_CQ;
+    sa.srq_type = IBV_SRQT_XRC;
+    sa.pd = pd_b_;
+    sa.xrcd = xrcd;
+    sa.cq = cq_b_;
+    ibv_srq* srq = ibv_create_srq_ex(ctx_b_, &sa);
+    ASSERT_NE(srq, nullptr) << std::strerror(errno);
+    uint32_t srqn = 0;
+    ASSERT_EQ(ibv_get_srq_num(srq, &srqn), 0);
+    ibv_qp_init_attr_ex ta{};
+    ta.qp_type = IBV_QPT_XRC_RECV;
+    ta.comp_mask = IBV_QP_INIT_ATTR_XRCD;
+    ta.xrcd = xrcd;
+    ibv_qp* tgt = ibv_create_qp_ex(ctx_b_, &ta);
+    ibv_qp_init_attr_ex ia{};
+    ia.qp_type = IBV_QPT_XRC_SEND;
+    ia.send_cq = cq_a_;
+    ia.cap.max_send_wr = 8;
+    ia.cap.max_send_sge = 1;
+    ia.comp_mask = IBV_QP_INIT_ATTR_PD;
+    ia.pd = pd_a_;
+    ibv_qp* ini = ibv_create_qp_ex(ctx_a_, &ia);
+    ASSERT_TRUE(tgt && ini);
+    to_rts(ini, ctx_b_, tgt->qp_num, 0);
+    to_rts(tgt, ctx_a_, ini->qp_num, kAllRemote);
+
+    Conn c = connect();  // binds the window on device B
+    Buf& target = buf(pd_b_, 4096, kMwMr | IBV_ACCESS_REMOTE_WRITE, 10);
+    Buf& rbuf = buf(pd_b_, 4096, IBV_ACCESS_LOCAL_WRITE, 20);
+    Buf& src = buf(pd_a_, 4096, IBV_ACCESS_LOCAL_WRITE, 99);
+    uint32_t key =
+        bound_type2(c.b, alloc_mw(pd_b_, IBV_MW_TYPE_2), target, 0, 4096, IBV_ACCESS_REMOTE_WRITE);
+    auto xrc_send_inv = [&](uint32_t rkey, uint32_t len, uint64_t wr_id) {
+        ibv_sge rsge{rbuf.addr(0), 4096, rbuf.mr->lkey};
+        ibv_recv_wr rwr{};
+        rwr.wr_id = wr_id + 100;
+        rwr.sg_list = &rsge;
+        rwr.num_sge = 1;
+        ibv_recv_wr* rbad = nullptr;
+        ASSERT_EQ(ibv_post_srq_recv(srq, &rwr, &rbad), 0);
+        ibv_sge sge{src.addr(0), len, src.mr->lkey};
+        ibv_send_wr wr{};
+        wr.wr_id = wr_id;
+        wr.opcode = IBV_WR_SEND_WITH_INV;
+        wr.send_flags = IBV_SEND_SIGNALED;
+        wr.sg_list = &sge;
+        wr.num_sge = 1;
+        wr.invalidate_rkey = rkey;
+        wr.qp_type.xrc.remote_srqn = srqn;
+        ASSERT_EQ(post(ini, wr), 0);
+    };
+    xrc_send_inv(key, 2500, 1);
+    expect_wc(poll(cq_a_), 1, IBV_WC_SUCCESS, IBV_WC_SEND);
+    ibv_wc wc = poll(cq_b_);
+    expect_wc(wc, 101, IBV_WC_SUCCESS, IBV_WC_RECV);
+    EXPECT_EQ(wc.byte_len, 2500u);
+    EXPECT_TRUE(wc.wc_flags & IBV_WC_WITH_INV);
+    EXPECT_EQ(wc.invalidated_rkey, key);
+    EXPECT_EQ(wc.qp_num, tgt->qp_num);
+    rbuf.expect(0, src.data(), 2500);
+    EXPECT_EQ(rbuf.first_diff(), -1);
+    EXPECT_EQ(ibv_dereg_mr(target.mr), 0) << "the window was unbound";
+    target.mr = ibv_reg_mr(pd_b_, target.data(), 4096, kMwMr | IBV_ACCESS_REMOTE_WRITE);
+
+    // An MR's R_Key cannot be invalidated: both sides fail, nothing lands.
+    xrc_send_inv(target.mr->rkey, 100, 2);
+    expect_wc(poll(cq_a_), 2, IBV_WC_REM_INV_REQ_ERR, IBV_WC_SEND);
+    expect_wc(poll(cq_b_), 102, IBV_WC_REM_INV_REQ_ERR, IBV_WC_RECV);
+    EXPECT_EQ(rbuf.first_diff(), -1);
+    EXPECT_EQ(state(ini), IBV_QPS_ERR);
+    EXPECT_EQ(state(tgt), IBV_QPS_ERR);
+
+    EXPECT_EQ(ibv_destroy_qp(ini), 0);
+    EXPECT_EQ(ibv_destroy_qp(tgt), 0);
+    EXPECT_EQ(ibv_destroy_srq(srq), 0);
+    EXPECT_EQ(ibv_close_xrcd(xrcd), 0);
+}
+
 TEST_F(MwTest, SendWithInvalidateIsRcAndXrcOnly) {
     Conn c = connect(IBV_QPT_UC);
     Buf& src = buf(pd_a_, 64, IBV_ACCESS_LOCAL_WRITE, 99);
@@ -745,6 +841,92 @@ TEST_F(MwTest, LocalOperationsCompleteInOrder) {
     expect_wc(poll(cq_a_), 4, IBV_WC_SUCCESS, IBV_WC_RDMA_READ);
     remote.expect(0, src.data(), 65536);
     EXPECT_EQ(remote.first_diff(), -1);
+}
+
+// Under loss, duplication and reordering (the device's fault injector) the requester goes
+// back and sends SENDs again; the invalidations and binds between them must take effect
+// exactly once and complete in order.
+TEST_F(MwTest, LocalOperationsRunOnceUnderLoss) {
+    const char* cli = getenv("UROCE_CLI");
+    if (!cli) GTEST_SKIP() << "UROCE_CLI is not set: cannot inject faults";
+    Conn c = connect();
+    Buf& src = buf(pd_a_, 2000, IBV_ACCESS_LOCAL_WRITE, 99);
+    Buf& target = buf(pd_a_, 4096, kMwMr, 10);
+    Buf& rbuf = buf(pd_b_, 4 * 2000, IBV_ACCESS_LOCAL_WRITE, 20);
+    ibv_mw* mw = alloc_mw(pd_a_, IBV_MW_TYPE_2);
+    const char* dev = getenv("UROCE_MW_DEV_A") ? getenv("UROCE_MW_DEV_A") : "mwa";
+    std::string on = std::string(cli) + " faults loss=0.05,dup=0.05,reorder=0.05,seed=11 " + dev;
+    ASSERT_EQ(std::system((on + " >/dev/null").c_str()), 0) << on;
+    // Each step invalidates the key the previous one bound and binds the next: running
+    // either operation twice fails (a stale key, or a bind of a bound type 2 window).
+    uint32_t key =
+        bind2(c.a, mw, mw->rkey, target.mr, target.addr(0), 4096, IBV_ACCESS_REMOTE_READ, 9);
+    expect_wc(poll(cq_a_), 9, IBV_WC_SUCCESS, IBV_WC_BIND_MW);
+    for (int round = 0; round < 30; ++round) {
+        for (uint64_t j = 0; j < 4; ++j) recv(c.b, rbuf, j * 2000, 2000, 100 + j);
+        for (uint64_t j = 0; j < 4; ++j) {
+            ibv_sge sge{src.addr(0), 2000, src.mr->lkey};
+            ibv_send_wr wr{};
+            wr.wr_id = 10 * j;
+            wr.opcode = IBV_WR_SEND;
+            wr.send_flags = IBV_SEND_SIGNALED;
+            wr.sg_list = &sge;
+            wr.num_sge = 1;
+            ASSERT_EQ(post(c.a, wr), 0);
+            local_inv(c.a, key, 10 * j + 1);
+            key = bind2(c.a, mw, key, target.mr, target.addr(0), 4096, IBV_ACCESS_REMOTE_READ,
+                        10 * j + 2);
+        }
+        const ibv_wc_opcode ops[] = {IBV_WC_SEND, IBV_WC_LOCAL_INV, IBV_WC_BIND_MW};
+        for (uint64_t j = 0; j < 12; ++j)
+            expect_wc(poll(cq_a_), 10 * (j / 3) + j % 3, IBV_WC_SUCCESS, ops[j % 3]);
+        for (uint64_t j = 0; j < 4; ++j) {
+            expect_wc(poll(cq_b_), 100 + j, IBV_WC_SUCCESS, IBV_WC_RECV);
+            rbuf.expect(j * 2000, src.data(), 2000);
+        }
+        ASSERT_EQ(rbuf.first_diff(), -1);
+        if (HasFailure()) break;
+    }
+    std::string off = std::string(cli) + " faults off " + dev + " >/dev/null";
+    EXPECT_EQ(std::system(off.c_str()), 0);
+    EXPECT_EQ(state(c.a), IBV_QPS_RTS);
+}
+
+// `uroce res NAME mw` lists the windows: a bound one with its range, rights and QP.
+TEST_F(MwTest, ResourceDumpShowsWindows) {
+    const char* cli = getenv("UROCE_CLI");
+    if (!cli) GTEST_SKIP() << "UROCE_CLI is not set";
+    Conn c = connect();
+    Buf& target = buf(pd_b_, 4096, kMwMr, 10);
+    uint32_t key = bound_type2(c.b, alloc_mw(pd_b_, IBV_MW_TYPE_2), target, 256, 1024,
+                               IBV_ACCESS_REMOTE_WRITE);
+    uint32_t key1 = alloc_mw(pd_b_, IBV_MW_TYPE_1)->rkey;
+    const char* dev = getenv("UROCE_MW_DEV_B") ? getenv("UROCE_MW_DEV_B") : "mwb";
+    std::string cmd = std::string(cli) + " res " + dev + " mw";
+    FILE* p = popen(cmd.c_str(), "r");
+    ASSERT_NE(p, nullptr);
+    std::vector<std::string> lines;
+    char line[512];
+    while (std::fgets(line, sizeof line, p)) lines.emplace_back(line);
+    EXPECT_EQ(pclose(p), 0);
+    auto find = [&](uint32_t rkey) {
+        char want[32];
+        std::snprintf(want, sizeof want, " rkey 0x%x ", rkey);
+        for (const auto& l : lines)
+            if (l.find(want) != std::string::npos) return l;
+        return std::string();
+    };
+    for (const auto& l : lines) EXPECT_EQ(l.rfind("mw ", 0), 0u) << l;
+    char want[160];
+    std::snprintf(want, sizeof want, " addr 0x%llx length 1024 access 0x%x qpn 0x%x",
+                  static_cast<unsigned long long>(target.addr(256)), IBV_ACCESS_REMOTE_WRITE,
+                  c.b->qp_num);
+    std::string bound = find(key);
+    EXPECT_NE(bound.find(" type 2 "), std::string::npos) << bound;
+    EXPECT_NE(bound.find(want), std::string::npos) << bound << " lacks" << want;
+    std::string unbound = find(key1);
+    EXPECT_NE(unbound.find(" type 1 "), std::string::npos) << unbound;
+    EXPECT_NE(unbound.find(" unbound"), std::string::npos) << unbound;
 }
 
 // IBV_SEND_FENCE: a fenced SEND of the buffer a READ is filling goes out only after the

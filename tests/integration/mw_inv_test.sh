@@ -18,7 +18,7 @@ start_device mwa 127.0.0.6 --pcap "$pa"
 start_device mwb 127.0.0.7 --pcap "$pb"
 
 out=$UROCE_RUNTIME_DIR/prog.out
-UROCE_MW_DEV_A=mwa UROCE_MW_DEV_B=mwb verbs timeout 120 "$prog" >"$out" 2>&1
+UROCE_MW_DEV_A=mwa UROCE_MW_DEV_B=mwb UROCE_CLI=$UROCE verbs timeout 120 "$prog" >"$out" 2>&1
 rc=$?
 cat "$out"
 [ $rc = 0 ] || fail "$(basename "$prog") exited $rc"
@@ -37,7 +37,8 @@ op_pkts() {
         $1 == "counters_op" && $2 == d && $3 == op { print $5; found = 1 }
         END { if (!found) print 0 }'
 }
-for op in RC_SEND_ONLY_WITH_INVALIDATE RC_SEND_LAST_WITH_INVALIDATE; do
+for op in RC_SEND_ONLY_WITH_INVALIDATE RC_SEND_LAST_WITH_INVALIDATE XRC_SEND_ONLY_WITH_INVALIDATE \
+          XRC_SEND_LAST_WITH_INVALIDATE; do
     tx=$(op_pkts mwa tx $op)
     rx=$(op_pkts mwb rx $op)
     echo "$op: mwa tx $tx, mwb rx $rx"

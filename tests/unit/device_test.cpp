@@ -1225,6 +1225,45 @@ TEST_F(RingAbuseTest, GarbageOpcodeAndHugeInlineLength) {
     expect_device_healthy();
 }
 
+// BIND_MW and LOCAL_INV WQEs naming windows, regions and ranges at random (the MwBind in
+// the data area, emu/abi/rings.h, as garbage): the bind fails with IBV_WC_MW_BIND_ERR, the
+// rest is flushed, and the device carries on.
+TEST_F(RingAbuseTest, GarbageBindAndInvalidate) {
+    std::mt19937_64 rng(777);
+    uint8_t* slot = s_.qp->sq.slot(0);
+    abi::SendWqe w{};
+    w.wr_id = 81;
+    w.opcode = IBV_WR_BIND_MW;
+    w.send_flags = IBV_SEND_SIGNALED | IBV_SEND_INLINE;  // inline means nothing to a bind
+    w.num_sge = 0xfffffff0u;                             // nor does the SGE count
+    w.inline_len = 0x7fffffffu;
+    abi::MwBind b{uint32_t(rng()), uint32_t(rng()), skey_, uint32_t(rng()), rng(), rng()};
+    std::memcpy(slot + sizeof w, &b, sizeof b);
+    std::memcpy(slot, &w, sizeof w);
+    slot = s_.qp->sq.slot(1);
+    w = abi::SendWqe{};
+    w.wr_id = 82;
+    w.opcode = IBV_WR_LOCAL_INV;
+    w.send_flags = IBV_SEND_SIGNALED;
+    w.imm_data = uint32_t(rng()) | 0x80000000u;  // an R_Key that looks like a window's
+    std::memcpy(slot, &w, sizeof w);
+    s_.qp->sq.hdr()->prod.store(2, std::memory_order_release);
+    s_.c->ring_doorbell();
+
+    abi::Cqe c{};
+    ASSERT_TRUE(poll_cq(*s_.scq, &c));
+    EXPECT_EQ(c.wr_id, 81u);
+    EXPECT_EQ(c.status, uint32_t(IBV_WC_MW_BIND_ERR));
+    EXPECT_EQ(c.opcode, uint32_t(IBV_WC_BIND_MW));
+    ASSERT_TRUE(poll_cq(*s_.scq, &c));
+    EXPECT_EQ(c.wr_id, 82u);
+    EXPECT_EQ(c.status, uint32_t(IBV_WC_WR_FLUSH_ERR));
+    EXPECT_EQ(s_.c->qp_state(s_.qp->qpn), int(IBV_QPS_ERR));
+    EXPECT_TRUE(src_->guards_intact());
+    expect_receiver_untouched();
+    expect_device_healthy();
+}
+
 TEST_F(RingAbuseTest, HugeInlineLengthFirst) {
     uint8_t* slot = s_.qp->sq.slot(0);
     abi::SendWqe w{};
