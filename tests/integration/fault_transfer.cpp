@@ -483,9 +483,13 @@ bool retry_once(Side& a, Side& b, uint8_t timeout, uint8_t retry, bool last) {
         CHECK(t >= want / 2,
               "timeout %u retry_cnt %u: RETRY_EXC_ERR after %.1f ms, want %.1f ms (x0.5..x2)",
               timeout, retry, t * 1e3, want * 1e3);
-        if (t > want * 2) {
+        // x2, plus 10 ms for a host too busy to run the device thread on time: that
+        // slack only matters for the short timeouts (8/7, 1/2), where one missed
+        // scheduler tick is already a factor of two.
+        if (t > std::max(want * 2, want + 0.010)) {
             CHECK(!last,
-                  "timeout %u retry_cnt %u: RETRY_EXC_ERR after %.1f ms, want %.1f ms (x0.5..x2)",
+                  "timeout %u retry_cnt %u: RETRY_EXC_ERR after %.1f ms, want %.1f ms (x0.5..x2, "
+                  "+10 ms)",
                   timeout, retry, t * 1e3, want * 1e3);
             ok = false;
         }
