@@ -122,7 +122,7 @@ static int post_to_ring(Ring& ring, SpinLock& lock, uint32_t max_sge, ibv_recv_w
         uint8_t* slot = ring.slot(prod);
         abi::RecvWqe r{wr->wr_id, uint32_t(wr->num_sge), 0};
         std::memcpy(slot, &r, sizeof r);
-        std::memcpy(slot + sizeof r, wr->sg_list, sizeof(abi::Sge) * r.num_sge);
+        if (r.num_sge) std::memcpy(slot + sizeof r, wr->sg_list, sizeof(abi::Sge) * r.num_sge);
         ++prod;
         h->prod.store(prod, std::memory_order_release);
     }
