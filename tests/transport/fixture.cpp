@@ -1,0 +1,531 @@
+// The transport_tests fixture: the public verbs API over the two devices (devices.cpp),
+// guarded buffers, and polling with timeouts (fixture.h).
+#include "tests/transport/fixture.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/mman.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <sstream>
+
+namespace uroce::transport_test {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double secs_since(Clock::time_point t) {
+    return std::chrono::duration<double>(Clock::now() - t).count();
+}
+
+std::string cli_path() {
+    if (const char* p = getenv("UROCE_CLI")) return p;
+    return UROCE_BIN_DIR "/uroce";
+}
+
+}  // namespace
+
+uint8_t pattern_byte(uint32_t seed, size_t i) {
+    uint64_t x = (uint64_t(seed) << 32) ^ i;
+    x = (x ^ (x >> 29)) * 0xbf58476d1ce4e5b9ull;
+    x ^= x >> 32;
+    uint8_t v = uint8_t(x);
+    return v == kPoison ? uint8_t(v ^ 0x5a) : v;
+}
+
+const char* state_name(int s) {
+    static const char* kStates[] = {"RESET", "INIT", "RTR", "RTS", "SQD", "SQE", "ERR"};
+    return s >= 0 && s <= 6 ? kStates[s] : "?";
+}
+
+void Buffer::fill(uint32_t seed, size_t off, size_t n) {
+    if (n == SIZE_MAX) n = len - off;
+    for (size_t i = 0; i < n; ++i) data()[off + i] = pattern_byte(seed, i);
+}
+
+void Buffer::poison() const {
+    std::memset(data(), kPoison, len);
+}
+
+long Buffer::mismatch(uint32_t seed, size_t off, size_t n, size_t pat_off) const {
+    for (size_t i = 0; i < n; ++i)
+        if (data()[off + i] != pattern_byte(seed, pat_off + i)) return long(off + i);
+    return -1;
+}
+
+long Buffer::not_poison(size_t off, size_t n) const {
+    for (size_t i = 0; i < n; ++i)
+        if (data()[off + i] != kPoison) return long(off + i);
+    return -1;
+}
+
+long Buffer::broken_guard() const {
+    for (size_t i = 0; i < lead; ++i)
+        if (alloc[i] != kPoison) return long(i);
+    for (size_t i = lead + len; i < alloc_len; ++i)
+        if (alloc[i] != kPoison) return long(i);
+    return -1;
+}
+
+std::string wc_str(const ibv_wc& wc) {
+    char b[256];
+    std::snprintf(b, sizeof b,
+                  "{wr_id %llu status %s opcode %d byte_len %u imm 0x%x qp_num 0x%x src_qp 0x%x "
+                  "wc_flags 0x%x}",
+                  (unsigned long long)wc.wr_id, ibv_wc_status_str(wc.status), int(wc.opcode),
+                  wc.byte_len, ntohl(wc.imm_data), wc.qp_num, wc.src_qp, wc.wc_flags);
+    return b;
+}
+
+bool wc_matches(const ibv_wc& wc, const WcWant& w, const char* what) {
+    int before =
+        ::testing::UnitTest::GetInstance()->current_test_info()->result()->total_part_count();
+    std::string ctx = std::string(what) + " " + wc_str(wc);
+    EXPECT_EQ(wc.wr_id, w.wr_id) << ctx;
+    EXPECT_EQ(wc.status, w.status) << ctx << ": status " << ibv_wc_status_str(wc.status)
+                                   << ", want " << ibv_wc_status_str(w.status);
+    EXPECT_EQ(wc.qp_num, w.qp_num) << ctx;
+    if (w.status == IBV_WC_SUCCESS) {
+        EXPECT_EQ(wc.opcode, w.opcode) << ctx;
+        EXPECT_EQ(wc.byte_len, w.byte_len) << ctx;
+        EXPECT_EQ(wc.wc_flags, w.wc_flags) << ctx;
+        if (w.wc_flags & IBV_WC_WITH_IMM) {
+            EXPECT_EQ(ntohl(wc.imm_data), ntohl(w.imm_data)) << ctx;
+        }
+        if (w.check_src_qp) {
+            EXPECT_EQ(wc.src_qp, w.src_qp) << ctx;
+        }
+    }
+    return ::testing::UnitTest::GetInstance()->current_test_info()->result()->total_part_count() ==
+           before;
+}
+
+void TransportTest::open_side(Side& s, const char* name) {
+    s.name = name;
+    int n = 0;
+    ibv_device** list = ibv_get_device_list(&n);
+    ASSERT_NE(list, nullptr) << "ibv_get_device_list: " << std::strerror(errno);
+    for (int i = 0; i < n; ++i)
+        if (std::strcmp(ibv_get_device_name(list[i]), name) == 0) s.ctx = ibv_open_device(list[i]);
+    ibv_free_device_list(list);
+    ASSERT_NE(s.ctx, nullptr) << "cannot open " << name;
+    ASSERT_EQ(ibv_query_gid(s.ctx, 1, 0, &s.gid), 0);
+    std::memcpy(&s.ipv4_be, s.gid.raw + 12, 4);
+    // Async events are read without blocking (try_async polls the fd).
+    int fl = fcntl(s.ctx->async_fd, F_GETFL);
+    ASSERT_EQ(fcntl(s.ctx->async_fd, F_SETFL, fl | O_NONBLOCK), 0);
+    s.pd = ibv_alloc_pd(s.ctx);
+    ASSERT_NE(s.pd, nullptr) << std::strerror(errno);
+}
+
+void TransportTest::SetUp() {
+    ASSERT_TRUE(devices_ready()) << "the devices did not start";
+    ASSERT_NO_FATAL_FAILURE(open_side(a_, kDeviceNames[0]));
+    ASSERT_NO_FATAL_FAILURE(open_side(b_, kDeviceNames[1]));
+}
+
+void TransportTest::TearDown() {
+    // Guard bytes first: whatever went wrong, nothing may have touched them.
+    for (auto& b : bufs_) {
+        long g = b->broken_guard();
+        EXPECT_LT(g, 0) << "guard byte " << g - long(b->lead) << " (relative to the data) of "
+                        << b->what << " changed to 0x" << std::hex << int(b->alloc[g]);
+    }
+    if (HasFailure()) {
+        // The devices' view, for the log: QP states and PSNs, drops.
+        std::printf("--- uroce res (at failure)\n%s", cli("res").c_str());
+    }
+    for (auto it = objs_.rbegin(); it != objs_.rend(); ++it) {
+        if (!it->p) continue;
+        int e = it->destroy();
+        EXPECT_EQ(e, 0) << it->what << ": " << std::strerror(e);
+    }
+    objs_.clear();
+    for (auto& b : bufs_) munmap(b->alloc, b->alloc_len);
+    bufs_.clear();
+    for (Side* s : {&a_, &b_}) {
+        if (s->pd) {
+            EXPECT_EQ(ibv_dealloc_pd(s->pd), 0);
+        }
+        if (s->ctx) {
+            EXPECT_EQ(ibv_close_device(s->ctx), 0);
+        }
+        s->pd = nullptr;
+        s->ctx = nullptr;
+    }
+}
+
+template <typename T>
+T* TransportTest::keep(T* p, std::function<int()> destroy, const char* what) {
+    EXPECT_NE(p, nullptr) << what << ": " << std::strerror(errno);
+    if (p) objs_.push_back({p, std::move(destroy), std::string("destroying ") + what});
+    return p;
+}
+
+ibv_pd* TransportTest::alloc_pd(Side& s) {
+    ibv_pd* pd = ibv_alloc_pd(s.ctx);
+    return keep(
+        pd, [pd] { return ibv_dealloc_pd(pd); }, "ibv_alloc_pd");
+}
+
+ibv_comp_channel* TransportTest::make_channel(Side& s) {
+    ibv_comp_channel* ch = ibv_create_comp_channel(s.ctx);
+    return keep(
+        ch, [ch] { return ibv_destroy_comp_channel(ch); }, "ibv_create_comp_channel");
+}
+
+ibv_cq* TransportTest::make_cq(Side& s, int cqe, ibv_comp_channel* ch) {
+    ibv_cq* cq = ibv_create_cq(s.ctx, cqe, nullptr, ch, 0);
+    return keep(
+        cq, [cq] { return ibv_destroy_cq(cq); }, "ibv_create_cq");
+}
+
+Buffer& TransportTest::reg(Side& s, size_t len, int access, ibv_pd* pd) {
+    auto b = std::make_unique<Buffer>();
+    // The data starts kGuard bytes into a page-aligned mapping, the guards on both sides.
+    b->lead = kGuard;
+    b->len = len;
+    b->alloc_len = (kGuard + len + kGuard + 4095) / 4096 * 4096;
+    void* m =
+        mmap(nullptr, b->alloc_len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    EXPECT_NE(m, MAP_FAILED);
+    b->alloc = static_cast<uint8_t*>(m);
+    std::memset(b->alloc, kPoison, b->alloc_len);
+    b->what = std::string(s.name) + " buffer of " + std::to_string(len) + " bytes";
+    b->mr = ibv_reg_mr(pd ? pd : s.pd, b->data(), len, access);
+    Buffer* bp = b.get();
+    keep(
+        b->mr, [bp] { return ibv_dereg_mr(bp->mr); }, "ibv_reg_mr");
+    bufs_.push_back(std::move(b));
+    return *bp;
+}
+
+void TransportTest::dereg(Buffer& b) {
+    ASSERT_NE(b.mr, nullptr);
+    for (auto& o : objs_)
+        if (o.p == b.mr) o.p = nullptr;
+    EXPECT_EQ(ibv_dereg_mr(b.mr), 0);
+    b.mr = nullptr;
+}
+
+ibv_srq* TransportTest::make_srq(Side& s, uint32_t max_wr, uint32_t max_sge, uint32_t limit) {
+    ibv_srq_init_attr ia{};
+    ia.attr.max_wr = max_wr;
+    ia.attr.max_sge = max_sge;
+    ia.attr.srq_limit = limit;
+    ibv_srq* srq = ibv_create_srq(s.pd, &ia);
+    return keep(
+        srq, [srq] { return ibv_destroy_srq(srq); }, "ibv_create_srq");
+}
+
+Endpoint TransportTest::make_qp(Side& s, const QpOpts& o, bool is_a) {
+    Endpoint e;
+    e.side = &s;
+    ibv_comp_channel* ch = is_a ? o.channel_a : o.channel_b;
+    e.scq = make_cq(s, 256, ch);
+    e.rcq = make_cq(s, 256, ch);
+    ibv_qp_init_attr ia{};
+    ia.send_cq = e.scq;
+    ia.recv_cq = e.rcq;
+    ia.srq = is_a ? o.srq_a : o.srq_b;
+    ia.qp_type = o.type;
+    ia.sq_sig_all = o.sq_sig_all;
+    ia.cap.max_send_wr = o.max_send_wr;
+    ia.cap.max_recv_wr = o.max_recv_wr;
+    ia.cap.max_send_sge = o.max_send_sge;
+    ia.cap.max_recv_sge = o.max_recv_sge;
+    ia.cap.max_inline_data = o.max_inline_data;
+    ibv_qp* qp = ibv_create_qp(s.pd, &ia);
+    e.qp = keep(
+        qp, [qp] { return ibv_destroy_qp(qp); }, "ibv_create_qp");
+    return e;
+}
+
+void TransportTest::destroy_qp(Endpoint& e) {
+    for (auto& o : objs_)
+        if (o.p == e.qp) o.p = nullptr;
+    EXPECT_EQ(ibv_destroy_qp(e.qp), 0);
+    e.qp = nullptr;
+}
+
+void TransportTest::connect_qp(Endpoint& e, const Side& to, uint32_t dest_qpn, const QpOpts& o,
+                               uint32_t my_psn, uint32_t peer_psn) {
+    bool rc = o.type == IBV_QPT_RC;
+    ibv_qp_attr a{};
+    a.qp_state = IBV_QPS_INIT;
+    a.port_num = 1;
+    a.qp_access_flags = rc ? o.access : (o.access & IBV_ACCESS_REMOTE_WRITE);
+    ASSERT_EQ(ibv_modify_qp(e.qp, &a,
+                            IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS),
+              0);
+    a = {};
+    a.qp_state = IBV_QPS_RTR;
+    a.path_mtu = o.mtu;
+    a.dest_qp_num = dest_qpn;
+    a.rq_psn = peer_psn;
+    a.max_dest_rd_atomic = o.max_dest_rd_atomic;
+    a.min_rnr_timer = o.min_rnr_timer;
+    a.ah_attr.is_global = 1;
+    a.ah_attr.grh.dgid = to.gid;
+    a.ah_attr.grh.hop_limit = 64;
+    a.ah_attr.port_num = 1;
+    int mask = IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN;
+    if (rc) mask |= IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER;
+    ASSERT_EQ(ibv_modify_qp(e.qp, &a, mask), 0);
+    a = {};
+    a.qp_state = IBV_QPS_RTS;
+    a.timeout = o.timeout;
+    a.retry_cnt = o.retry_cnt;
+    a.rnr_retry = o.rnr_retry;
+    a.sq_psn = my_psn;
+    a.max_rd_atomic = o.max_rd_atomic;
+    mask = IBV_QP_STATE | IBV_QP_SQ_PSN;
+    if (rc) mask |= IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC;
+    ASSERT_EQ(ibv_modify_qp(e.qp, &a, mask), 0);
+}
+
+Pair TransportTest::connect_pair(const QpOpts& o) {
+    Pair p;
+    p.a = make_qp(a_, o, true);
+    p.b = make_qp(b_, o, false);
+    if (!p.a.qp || !p.b.qp) return p;
+    connect_qp(p.a, b_, p.b.qpn(), o, o.psn_a, o.psn_b);
+    connect_qp(p.b, a_, p.a.qpn(), o, o.psn_b, o.psn_a);
+    return p;
+}
+
+Endpoint TransportTest::make_ud(Side& s, const QpOpts& o) {
+    QpOpts u = o;
+    u.type = IBV_QPT_UD;
+    Endpoint e = make_qp(s, u, &s == &a_);
+    if (!e.qp) return e;
+    ibv_qp_attr a{};
+    a.qp_state = IBV_QPS_INIT;
+    a.port_num = 1;
+    a.qkey = u.qkey;
+    EXPECT_EQ(ibv_modify_qp(e.qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_QKEY),
+              0);
+    a = {};
+    a.qp_state = IBV_QPS_RTR;
+    EXPECT_EQ(ibv_modify_qp(e.qp, &a, IBV_QP_STATE), 0);
+    a.qp_state = IBV_QPS_RTS;
+    a.sq_psn = u.psn_a;
+    EXPECT_EQ(ibv_modify_qp(e.qp, &a, IBV_QP_STATE | IBV_QP_SQ_PSN), 0);
+    return e;
+}
+
+ibv_ah* TransportTest::make_ah(Side& from, const Side& to) {
+    ibv_ah_attr at{};
+    at.is_global = 1;
+    at.grh.dgid = to.gid;
+    at.grh.hop_limit = 64;
+    at.port_num = 1;
+    ibv_ah* ah = ibv_create_ah(from.pd, &at);
+    return keep(
+        ah, [ah] { return ibv_destroy_ah(ah); }, "ibv_create_ah");
+}
+
+int TransportTest::post_recv(ibv_qp* qp, uint64_t wr_id, std::vector<ibv_sge> sges) {
+    ibv_recv_wr r{
+        .wr_id = wr_id, .next = nullptr, .sg_list = sges.data(), .num_sge = int(sges.size())};
+    ibv_recv_wr* bad = nullptr;
+    return ibv_post_recv(qp, &r, &bad);
+}
+
+int TransportTest::post_srq_recv(ibv_srq* srq, uint64_t wr_id, std::vector<ibv_sge> sges) {
+    ibv_recv_wr r{
+        .wr_id = wr_id, .next = nullptr, .sg_list = sges.data(), .num_sge = int(sges.size())};
+    ibv_recv_wr* bad = nullptr;
+    return ibv_post_srq_recv(srq, &r, &bad);
+}
+
+int TransportTest::post(ibv_qp* qp, ibv_send_wr& w, ibv_send_wr** bad) {
+    ibv_send_wr* b = nullptr;
+    int e = ibv_post_send(qp, &w, &b);
+    if (bad) *bad = b;
+    return e;
+}
+
+ibv_send_wr TransportTest::wr(uint64_t wr_id, ibv_wr_opcode op, std::vector<ibv_sge>& sges,
+                              unsigned flags) {
+    ibv_send_wr w{};
+    w.wr_id = wr_id;
+    w.opcode = op;
+    w.sg_list = sges.data();
+    w.num_sge = int(sges.size());
+    w.send_flags = flags;
+    return w;
+}
+
+ibv_send_wr TransportTest::rdma_wr(uint64_t wr_id, ibv_wr_opcode op, std::vector<ibv_sge>& sges,
+                                   uint64_t remote_addr, uint32_t rkey, unsigned flags) {
+    ibv_send_wr w = wr(wr_id, op, sges, flags);
+    w.wr.rdma.remote_addr = remote_addr;
+    w.wr.rdma.rkey = rkey;
+    return w;
+}
+
+ibv_send_wr TransportTest::atomic_wr(uint64_t wr_id, ibv_wr_opcode op, std::vector<ibv_sge>& sges,
+                                     uint64_t remote_addr, uint32_t rkey, uint64_t compare_add,
+                                     uint64_t swap) {
+    ibv_send_wr w = wr(wr_id, op, sges);
+    w.wr.atomic.remote_addr = remote_addr;
+    w.wr.atomic.rkey = rkey;
+    w.wr.atomic.compare_add = compare_add;
+    w.wr.atomic.swap = swap;
+    return w;
+}
+
+bool TransportTest::try_poll(ibv_cq* cq, ibv_wc* wc, double timeout) {
+    auto start = Clock::now();
+    for (uint32_t empty = 0;; ++empty) {
+        int n = ibv_poll_cq(cq, 1, wc);
+        EXPECT_GE(n, 0) << "ibv_poll_cq";
+        if (n == 1) return true;
+        if (n < 0) return false;
+        if (empty > 32) {
+            // The devices need the CPU more than this poller does.
+            timespec ts{0, 50000};
+            nanosleep(&ts, nullptr);
+            if (secs_since(start) > timeout) return false;
+        }
+    }
+}
+
+ibv_wc TransportTest::poll1(ibv_cq* cq, double timeout) {
+    ibv_wc wc{};
+    // After one completion failed to come, the rest of the test would only wait in vain.
+    bool got = try_poll(cq, &wc, timed_out_ ? 0.05 : timeout);
+    if (!got) timed_out_ = true;
+    [&] { ASSERT_TRUE(got) << "no completion within " << timeout << " s"; }();
+    if (!got) {
+        std::memset(&wc, 0, sizeof wc);
+        wc.status = ibv_wc_status(-1);  // matches nothing a test wants
+        wc.wr_id = ~0ull;
+    }
+    return wc;
+}
+
+void TransportTest::expect_wc(ibv_cq* cq, const WcWant& want, const char* what) {
+    wc_matches(poll1(cq), want, what);
+}
+
+void TransportTest::expect_send_ok(const Endpoint& e, uint64_t wr_id, ibv_wc_opcode op,
+                                   uint32_t byte_len) {
+    WcWant w{.wr_id = wr_id, .opcode = op, .byte_len = byte_len, .qp_num = e.qpn()};
+    w.check_src_qp = false;
+    expect_wc(e.scq, w, "send queue");
+}
+
+void TransportTest::expect_recv_ok(const Endpoint& e, uint64_t wr_id, ibv_wc_opcode op,
+                                   uint32_t byte_len, uint32_t src_qp, unsigned wc_flags,
+                                   uint32_t imm_be) {
+    expect_wc(e.rcq,
+              {.wr_id = wr_id,
+               .opcode = op,
+               .byte_len = byte_len,
+               .qp_num = e.qpn(),
+               .src_qp = src_qp,
+               .wc_flags = wc_flags,
+               .imm_data = imm_be},
+              "receive queue");
+}
+
+void TransportTest::expect_error(ibv_cq* cq, uint32_t qpn, uint64_t wr_id, ibv_wc_status status,
+                                 const char* what) {
+    expect_wc(cq, {.wr_id = wr_id, .status = status, .qp_num = qpn}, what);
+}
+
+void TransportTest::expect_empty(ibv_cq* cq, int ms) {
+    ibv_wc wc{};
+    if (try_poll(cq, &wc, ms / 1000.0)) ADD_FAILURE() << "unexpected completion " << wc_str(wc);
+}
+
+int TransportTest::qp_state(ibv_qp* qp) {
+    ibv_qp_attr attr{};
+    ibv_qp_init_attr init{};
+    int e = ibv_query_qp(qp, &attr, IBV_QP_STATE, &init);
+    EXPECT_EQ(e, 0) << "ibv_query_qp: " << std::strerror(e);
+    return e ? -1 : int(attr.qp_state);
+}
+
+bool TransportTest::wait_state(ibv_qp* qp, int state) {
+    auto start = Clock::now();
+    for (;;) {
+        int s = qp_state(qp);
+        if (s == state) return true;
+        if (s < 0 || secs_since(start) > kWaitSeconds) {
+            ADD_FAILURE() << "QP 0x" << std::hex << qp->qp_num << " is in state " << state_name(s)
+                          << ", want " << state_name(state);
+            return false;
+        }
+        usleep(1000);
+    }
+}
+
+bool TransportTest::try_async(Side& s, ibv_async_event* ev, double timeout) {
+    pollfd p{s.ctx->async_fd, POLLIN, 0};
+    if (poll(&p, 1, int(timeout * 1000)) != 1) return false;
+    if (ibv_get_async_event(s.ctx, ev) != 0) return false;
+    // Acknowledged at once (destroying the object waits for that); the event's fields stay
+    // valid for the comparison.
+    ibv_async_event copy = *ev;
+    ibv_ack_async_event(&copy);
+    return true;
+}
+
+ibv_async_event TransportTest::next_async(Side& s, double timeout) {
+    ibv_async_event ev{};
+    bool got = try_async(s, &ev, timeout);
+    [&] { ASSERT_TRUE(got) << s.name << ": no async event within " << timeout << " s"; }();
+    if (!got) ev.event_type = ibv_event_type(-1);
+    return ev;
+}
+
+void TransportTest::expect_no_async(Side& s, int ms) {
+    ibv_async_event ev{};
+    if (try_async(s, &ev, ms / 1000.0))
+        ADD_FAILURE() << s.name << ": unexpected async event " << ibv_event_type_str(ev.event_type);
+}
+
+std::string TransportTest::cli(const std::string& args) {
+    std::string cmd = "'" + cli_path() + "' " + args + " 2>&1";
+    std::string out;
+    if (FILE* f = popen(cmd.c_str(), "r")) {
+        char buf[4096];
+        size_t n;
+        while ((n = fread(buf, 1, sizeof buf, f)) > 0) out.append(buf, n);
+        pclose(f);
+    }
+    return out;
+}
+
+long TransportTest::qp_drops(const Side& s, uint32_t qpn, const char* reason) {
+    char prefix[64];
+    std::snprintf(prefix, sizeof prefix, "qp_counters 0x%x drop %s ", qpn, reason);
+    long n = counter(cli(std::string("counters ") + s.name), prefix, reason);
+    return n < 0 ? 0 : n;
+}
+
+long TransportTest::counter(const std::string& dump, const std::string& line_prefix,
+                            const std::string& key) {
+    std::istringstream in(dump);
+    std::string line;
+    while (std::getline(in, line)) {
+        if (line.rfind(line_prefix, 0) != 0) continue;
+        std::istringstream words(line);
+        std::string w;
+        while (words >> w)
+            if (w == key && (words >> w)) return std::atol(w.c_str());
+        return -1;
+    }
+    return -1;
+}
+
+}  // namespace uroce::transport_test
