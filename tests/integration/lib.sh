@@ -102,3 +102,16 @@ check_perftest_results() {
         fail "results row has no positive figure: $row"
     echo "results: $row"
 }
+
+# expect_no_objects DEVICE...: after the test's processes exited, each device holds no
+# object (every count of `uroce res`'s counts line is 0).
+expect_no_objects() {
+    local d counts
+    sleep 0.2  # the device closes a session when it sees the socket hang up
+    for d in "$@"; do
+        counts=$("$UROCE" res "$d" | grep '^counts ')
+        echo "$d: $counts"
+        echo "$counts" | awk '{ for (i = 2; i < NF; i += 2) if ($(i + 1) != 0) exit 1 }' ||
+            fail "objects remain on $d"
+    done
+}

@@ -20,6 +20,8 @@
 #                  context, data goes as XRC (or RC) SENDs, all decoded by tshark
 #   xrc_two C      the same between two devices: server on 127.0.0.2 and 127.0.0.3 (wildcard
 #                  listener), client from 127.0.0.3 (UROCE_RDMACM_SRC_ADDR) to 127.0.0.2
+#   srq BINARY     tests/integration/rdmacm_srq_tests.cpp (GoogleTest): rdma_create_srq(3),
+#                  one test per sentence, over two devices (127.0.0.10 and 127.0.0.11)
 #   api BINARY     tests/integration/rdmacm_api.cpp: private data sizes, reject, a slow
 #                  server (MRA), rdma_init_qp_attr, destroy waiting for acks, ports
 . "$(dirname "$0")/lib.sh"
@@ -298,6 +300,15 @@ perftest)
     mads=$("$UROCE" res | awk '$1 == "cm" { for (i = 2; i < NF; ++i) if ($i == "mads_rx") print $(i + 1) }')
     echo "CM MADs received by the device: $mads"
     [ "${mads:-0}" -ge 10 ] || fail "only ${mads:-0} CM MADs: the connections did not go through the CM"
+    ;;
+srq)
+    # rdmacm_srq_tests (GoogleTest): rdma_create_srq(3) sentence by sentence over two devices;
+    # afterwards neither holds an object of the test's.
+    prog=${2:?usage: rdmacm_test.sh srq BINARY}
+    start_device uroce0 127.0.0.10
+    start_device uroce1 127.0.0.11
+    verbs timeout 120 "$prog" || fail "$(basename "$prog") failed"
+    expect_no_objects uroce0 uroce1
     ;;
 api)
     start_device uroce0 127.0.0.1

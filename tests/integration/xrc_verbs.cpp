@@ -1,7 +1,8 @@
 // XRC through the public verbs API, built against the system's <infiniband/verbs.h> and
 // run over the drop-in libibverbs (docs/xrc.md). Two modes:
 //
-//   rules: one check per sentence of ibv_open_xrcd(3) and the XRC parts of
+//   rules: one check per sentence of ibv_open_xrcd(3) (the seed page; every sentence
+//          has its check, marked with the sentence quoted) and the XRC parts of
 //          ibv_create_srq_ex(3), ibv_get_srq_num(3), ibv_create_qp_ex(3), ibv_open_qp(3),
 //          ibv_post_send(3), ibv_modify_srq(3), with the Linux kernel's errno values;
 //          a second ibv_context stands in for a second process where one is needed.
@@ -462,6 +463,8 @@ int run_rules(const std::string& dir) {
     ibv_xrcd* d1 = open_xrcd(ctx, -1, O_CREAT);
     ibv_xrcd* d2 = open_xrcd(ctx2, -1, O_CREAT);
     REQUIRE(d1 && d2, "ibv_open_xrcd(fd -1, O_CREAT): %s", std::strerror(errno));
+    // "open an XRC domain for the RDMA device context context".
+    CHECK(d1->context == ctx && d2->context == ctx2, "xrcd->context is not the context opened on");
     auto priv = xrcd_lines("-");
     CHECK(priv.size() == 2, "%zu xrcd lines without inode, want 2 (two private domains)",
           priv.size());
@@ -587,7 +590,10 @@ int run_rules(const std::string& dir) {
 
     // --- ibv_close_xrcd "may fail if any other resource is still associated with the XRCD":
     // EBUSY while an XRC SRQ or a TGT QP created (or opened) through that handle exists.
+    errno = 0;
     EXPECT_RET(ibv_close_xrcd(d1), EBUSY);  // tp and s1
+    // "returns ... the value of errno on failure": errno says the same.
+    CHECK(errno == EBUSY, "errno %d after a failed ibv_close_xrcd, want EBUSY", errno);
     EXPECT_RET(ibv_close_xrcd(xf1), EBUSY); // tf
     EXPECT_RET(ibv_close_xrcd(xf2), EBUSY); // of, opened through it (as the kernel)
     EXPECT_RET(ibv_close_xrcd(xh), EBUSY);  // sh

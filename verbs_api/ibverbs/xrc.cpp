@@ -78,7 +78,8 @@ int close_xrcd(ibv_xrcd* xrcd) {
     req.op = abi::Op::kCloseXrcd;
     req.u.handle.handle = x->handle;
     abi::Response resp{};
-    if (int e = request(ctx_of(xrcd->context), req, resp)) return e;
+    // As rdma-core: the errno value, returned and left in errno (the failed command's).
+    if (int e = request(ctx_of(xrcd->context), req, resp)) return errno = e;
     delete x;
     return 0;
 }
