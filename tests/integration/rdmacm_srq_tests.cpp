@@ -36,19 +36,30 @@ sockaddr* sa(sockaddr_in& a) {
     return reinterpret_cast<sockaddr*>(&a);
 }
 
-// How many objects of `kind` (srq, cq, pd, xrcd, qp) device `dev` holds.
-int count(const char* dev, const char* kind) {
+// What device `dev` holds, from the counts line of `uroce res` (one call for all kinds).
+struct Held {
+    int pds = -1, cqs = -1, srqs = -1;
+};
+Held held(const char* dev) {
     const char* build = std::getenv("UROCE_BUILD");
-    std::string cmd = std::string(build ? build : ".") + "/bin/uroce res " + dev + " " + kind;
-    int n = 0;
+    std::string cmd = std::string(build ? build : ".") + "/bin/uroce res " + dev;
+    Held h;
     if (FILE* p = popen(cmd.c_str(), "r")) {
         char line[1024];
-        while (std::fgets(line, sizeof line, p))
-            if (std::strncmp(line, kind, std::strlen(kind)) == 0 && line[std::strlen(kind)] == ' ')
-                ++n;
+        while (std::fgets(line, sizeof line, p)) {
+            if (std::strncmp(line, "counts ", 7) != 0) continue;
+            std::istringstream in(line + 7);
+            std::string k;
+            int v;
+            while (in >> k >> v) {
+                if (k == "pds") h.pds = v;
+                if (k == "cqs") h.cqs = v;
+                if (k == "srqs") h.srqs = v;
+            }
+        }
         pclose(p);
     }
-    return n;
+    return h;
 }
 
 ibv_srq_init_attr srq_attr(uint32_t max_wr = 8, uint32_t max_sge = 1, void* ctx = nullptr) {
@@ -125,14 +136,13 @@ protected:
 // "Allocate a SRQ associated with the specified rdma_cm_id."
 TEST_F(CreateSrq, AllocatesAnSrqOfTheId) {
     rdma_cm_id* id = on(kA);
-    int before = count("uroce0", "srq");
+    int before = held("uroce0").srqs;
     ibv_srq_init_attr a = srq_attr(8, 1, id);
     ASSERT_EQ(rdma_create_srq(id, nullptr, &a), 0) << std::strerror(errno);
     ASSERT_NE(id->srq, nullptr);
     EXPECT_EQ(id->srq->context, id->verbs);
     EXPECT_EQ(id->srq->srq_context, id);
-    EXPECT_EQ(count("uroce0", "srq"), before + 1);
-    EXPECT_EQ(count("uroce1", "srq"), 0);
+    EXPECT_EQ(held("uroce0").srqs, before + 1);
 }
 
 // "Returns 0 on success, or -1 on error. If an error occurs, errno will be set to indicate
@@ -146,7 +156,7 @@ TEST_F(CreateSrq, ReturnsZeroOrMinusOneWithErrno) {
     EXPECT_EQ(rdma_create_srq(id, nullptr, &a), -1);
     EXPECT_EQ(errno, EINVAL);  // more WRs than the device allows (ibv_create_srq's errno)
     EXPECT_EQ(id->srq, nullptr);
-    EXPECT_EQ(count("uroce0", "srq"), 0);
+    EXPECT_EQ(held("uroce0").srqs, 0);
     a = srq_attr(uint32_t(dev.max_srq_wr));
     EXPECT_EQ(rdma_create_srq(id, nullptr, &a), 0) << std::strerror(errno);
 }
@@ -168,11 +178,11 @@ TEST_F(CreateSrq, IdMustBeBoundToALocalDevice) {
     errno = 0;
     EXPECT_EQ(rdma_create_srq(wildcard, nullptr, &a), -1);
     EXPECT_EQ(errno, EINVAL);
-    EXPECT_EQ(count("uroce0", "srq") + count("uroce1", "srq"), 0);
+    EXPECT_EQ(held("uroce0").srqs + held("uroce1").srqs, 0);
 
     rdma_cm_id* bound = on(kB);
     EXPECT_EQ(rdma_create_srq(bound, nullptr, &a), 0) << std::strerror(errno);
-    EXPECT_EQ(count("uroce1", "srq"), 1);
+    EXPECT_EQ(held("uroce1").srqs, 1);
 
     // rdma_resolve_addr binds the id to the device that reaches the destination.
     rdma_cm_id* resolved = fresh();
@@ -180,7 +190,7 @@ TEST_F(CreateSrq, IdMustBeBoundToALocalDevice) {
     ASSERT_EQ(rdma_resolve_addr(resolved, nullptr, sa(dst), 2000), 0);
     rdma_ack_cm_event(wait_event(ch_, RDMA_CM_EVENT_ADDR_RESOLVED));
     EXPECT_EQ(rdma_create_srq(resolved, nullptr, &a), 0) << std::strerror(errno);
-    EXPECT_EQ(count("uroce0", "srq"), 1);
+    EXPECT_EQ(held("uroce0").srqs, 1);
 }
 
 // "... and the protection domain, if provided, must be for that same device."
@@ -195,7 +205,7 @@ TEST_F(CreateSrq, PdMustBeOfTheSameDevice) {
     EXPECT_EQ(rdma_create_srq(a_id, pd_b, &a), -1);
     EXPECT_EQ(errno, EINVAL);
     EXPECT_EQ(a_id->srq, nullptr);
-    EXPECT_EQ(count("uroce0", "srq") + count("uroce1", "srq"), 0);
+    EXPECT_EQ(held("uroce0").srqs + held("uroce1").srqs, 0);
     a = srq_attr();
     ASSERT_EQ(rdma_create_srq(a_id, pd_a, &a), 0) << std::strerror(errno);
     EXPECT_EQ(a_id->srq->pd, pd_a);
@@ -279,18 +289,18 @@ TEST_F(CreateSrq, NullPdIsTheDefaultPd) {
     ASSERT_NE(id->pd, nullptr);  // the device's default PD, set when the id was bound
     EXPECT_EQ(id->pd->context, id->verbs);
     ibv_pd* dflt = id->pd;
-    int pds = count("uroce0", "pd");
+    int pds = held("uroce0").pds;
     ibv_srq_init_attr a = srq_attr();
     ASSERT_EQ(rdma_create_srq(id, nullptr, &a), 0);
     EXPECT_EQ(id->srq->pd, dflt);
     EXPECT_EQ(id->pd, dflt);
-    EXPECT_EQ(count("uroce0", "pd"), pds);  // no PD was allocated for it
+    EXPECT_EQ(held("uroce0").pds, pds);  // no PD was allocated for it
 }
 
 // "One default protection domain is allocated per RDMA device."
 TEST_F(CreateSrq, OneDefaultPdPerDevice) {
     rdma_cm_id* a1 = on(kA);
-    int pds_a = count("uroce0", "pd");
+    int pds_a = held("uroce0").pds;
     rdma_cm_id* a2 = on(kA);
     rdma_cm_id* b1 = on(kB);
     rdma_cm_id* b2 = on(kB);
@@ -303,9 +313,10 @@ TEST_F(CreateSrq, OneDefaultPdPerDevice) {
         ASSERT_EQ(rdma_create_srq(id, nullptr, &a), 0);
         EXPECT_EQ(id->srq->pd, id->pd);
     }
-    EXPECT_EQ(count("uroce0", "pd"), pds_a);  // more ids and SRQs, no more PDs
-    EXPECT_EQ(count("uroce0", "srq"), 2);
-    EXPECT_EQ(count("uroce1", "srq"), 2);
+    Held ha = held("uroce0");
+    EXPECT_EQ(ha.pds, pds_a);  // more ids and SRQs, no more PDs
+    EXPECT_EQ(ha.srqs, 2);
+    EXPECT_EQ(held("uroce1").srqs, 2);
 }
 
 // "The initial SRQ attributes are specified by the attr parameter."
@@ -347,7 +358,7 @@ TEST_F(CreateSrq, XrcCqIsOptional) {
     ASSERT_NE(id, nullptr);
     ibv_cq* mine = ibv_create_cq(id->verbs, 8, nullptr, nullptr, 0);
     ASSERT_NE(mine, nullptr);
-    int cqs = count("uroce0", "cq");
+    int cqs = held("uroce0").cqs;
     ibv_srq_init_attr_ex a{};
     a.attr.max_wr = 8;
     a.attr.max_sge = 1;
@@ -358,7 +369,7 @@ TEST_F(CreateSrq, XrcCqIsOptional) {
     EXPECT_EQ(a.cq, mine);
     EXPECT_EQ(id->recv_cq, nullptr);
     EXPECT_EQ(id->recv_cq_channel, nullptr);
-    EXPECT_EQ(count("uroce0", "cq"), cqs);
+    EXPECT_EQ(held("uroce0").cqs, cqs);
     rdma_destroy_srq(id);
     EXPECT_EQ(ibv_destroy_cq(mine), 0);  // still the caller's: rdma_destroy_srq left it
 }
@@ -368,7 +379,7 @@ TEST_F(CreateSrq, XrcCqIsOptional) {
 TEST_F(CreateSrq, XrcSrqWithoutCqGetsACqAndChannelOfTheCm) {
     rdma_cm_id* id = xrc_recv_on(kA);
     ASSERT_NE(id, nullptr);
-    int cqs = count("uroce0", "cq");
+    int cqs = held("uroce0").cqs;
     ibv_srq_init_attr a = srq_attr(16);
     ASSERT_EQ(rdma_create_srq(id, nullptr, &a), 0) << std::strerror(errno);  // XRC: the id's type
     ASSERT_NE(id->recv_cq, nullptr);
@@ -376,7 +387,7 @@ TEST_F(CreateSrq, XrcSrqWithoutCqGetsACqAndChannelOfTheCm) {
     EXPECT_EQ(id->recv_cq->channel, id->recv_cq_channel);
     EXPECT_EQ(id->recv_cq->context, id->verbs);
     EXPECT_GE(id->recv_cq->cqe, 16);
-    EXPECT_EQ(count("uroce0", "cq"), cqs + 1);
+    EXPECT_EQ(held("uroce0").cqs, cqs + 1);
     uint32_t num = 0;
     EXPECT_EQ(ibv_get_srq_num(id->srq, &num), 0);
     EXPECT_NE(num, 0u);
@@ -516,21 +527,22 @@ TEST_F(CreateSrq, OneSrqPerId) {
     EXPECT_EQ(rdma_create_srq(id, nullptr, &a), -1);
     EXPECT_EQ(errno, EINVAL);
     EXPECT_EQ(id->srq, first);
-    EXPECT_EQ(count("uroce0", "srq"), 1);
+    EXPECT_EQ(held("uroce0").srqs, 1);
 
     rdma_cm_id* x = xrc_recv_on(kA);
     ASSERT_NE(x, nullptr);
     ASSERT_EQ(rdma_create_srq(x, nullptr, &a), 0);
     ibv_srq* xfirst = x->srq;
     ibv_cq* cq = x->recv_cq;
-    int cqs = count("uroce0", "cq");
+    int cqs = held("uroce0").cqs;
     errno = 0;
     EXPECT_EQ(rdma_create_srq(x, nullptr, &a), -1);
     EXPECT_EQ(errno, EINVAL);
     EXPECT_EQ(x->srq, xfirst);
     EXPECT_EQ(x->recv_cq, cq);
-    EXPECT_EQ(count("uroce0", "cq"), cqs);
-    EXPECT_EQ(count("uroce0", "srq"), 2);
+    Held h = held("uroce0");
+    EXPECT_EQ(h.cqs, cqs);
+    EXPECT_EQ(h.srqs, 2);
 }
 
 // rdma_destroy_srq(3): the SRQ goes, and with it what rdma_create_srq allocated (the XRC
@@ -539,16 +551,18 @@ TEST_F(CreateSrq, OneSrqPerId) {
 TEST_F(CreateSrq, DestroySrqFreesWhatTheCmAllocated) {
     rdma_cm_id* x = xrc_recv_on(kA);
     ASSERT_NE(x, nullptr);
-    int srqs = count("uroce0", "srq"), cqs = count("uroce0", "cq");
+    Held h0 = held("uroce0");
+    int srqs = h0.srqs, cqs = h0.cqs;
     ibv_srq_init_attr a = srq_attr();
     ASSERT_EQ(rdma_create_srq(x, nullptr, &a), 0);
-    EXPECT_EQ(count("uroce0", "cq"), cqs + 1);
+    EXPECT_EQ(held("uroce0").cqs, cqs + 1);
     rdma_destroy_srq(x);
     EXPECT_EQ(x->srq, nullptr);
     EXPECT_EQ(x->recv_cq, nullptr);
     EXPECT_EQ(x->recv_cq_channel, nullptr);
-    EXPECT_EQ(count("uroce0", "srq"), srqs);
-    EXPECT_EQ(count("uroce0", "cq"), cqs);
+    Held h1 = held("uroce0");
+    EXPECT_EQ(h1.srqs, srqs);
+    EXPECT_EQ(h1.cqs, cqs);
     ASSERT_EQ(rdma_create_srq(x, nullptr, &a), 0);  // one SRQ per id, not one per lifetime
     EXPECT_NE(x->recv_cq, nullptr);
 
@@ -565,15 +579,16 @@ TEST_F(CreateSrq, DestroySrqFreesWhatTheCmAllocated) {
     ASSERT_EQ(rdma_create_qp(id, nullptr, &qa), 0);
     ibv_cq *scq = id->send_cq, *rcq = id->recv_cq;
     ASSERT_TRUE(scq && rcq);
-    int bcqs = count("uroce1", "cq");
+    int bcqs = held("uroce1").cqs;
     ASSERT_EQ(rdma_create_srq(id, nullptr, &a), 0);
-    EXPECT_EQ(count("uroce1", "cq"), bcqs);  // a basic SRQ needs no CQ
+    EXPECT_EQ(held("uroce1").cqs, bcqs);  // a basic SRQ needs no CQ
     rdma_destroy_srq(id);
     EXPECT_EQ(id->srq, nullptr);
     EXPECT_EQ(id->send_cq, scq);
     EXPECT_EQ(id->recv_cq, rcq);
-    EXPECT_EQ(count("uroce1", "cq"), bcqs);
-    EXPECT_EQ(count("uroce1", "srq"), 0);
+    Held hb = held("uroce1");
+    EXPECT_EQ(hb.cqs, bcqs);
+    EXPECT_EQ(hb.srqs, 0);
 }
 
 }  // namespace
