@@ -79,7 +79,9 @@ run_pair() {
     local slog=$UROCE_RUNTIME_DIR/server.out clog=$UROCE_RUNTIME_DIR/client.out
     verbs timeout "$timeout_s" "${server[@]}" >"$slog" 2>&1 &
     local spid=$!
-    sleep "${SERVER_WAIT:-0.5}"
+    # PAIR_READY names a function that waits until the server is ready (given its pid);
+    # without one, a fixed pause.
+    if [ -n "${PAIR_READY:-}" ]; then "$PAIR_READY" $spid; else sleep "${SERVER_WAIT:-0.5}"; fi
     verbs timeout "$timeout_s" "${client[@]}" >"$clog" 2>&1
     local crc=$?
     wait $spid

@@ -50,28 +50,20 @@ run_alone() {
 # it on any device of this test), not after a fixed pause: a loaded machine may take longer
 # than that to start the server, and a REQ for a port nobody listens on is rejected.
 cm_pair() {
-    local port=$1 timeout_s=${PAIR_TIMEOUT:-120} server=() client=() seen=0 i
+    local port=$1
     shift
-    for a in "$@"; do
-        if [ "$a" = "--" ] && [ $seen = 0 ]; then seen=1; continue; fi
-        if [ $seen = 0 ]; then server+=("$a"); else client+=("$a"); fi
-    done
-    local slog=$UROCE_RUNTIME_DIR/server.out clog=$UROCE_RUNTIME_DIR/client.out
-    verbs timeout "$timeout_s" "${server[@]}" >"$slog" 2>&1 &
-    local spid=$!
-    # Up to a minute: a loaded host can be slow to start the server (but not if it died).
+    CM_PORT=$port PAIR_READY=wait_listener run_pair "$@"
+}
+
+# wait_listener SERVER_PID: up to a minute (a loaded host can be slow to start the server),
+# but not once the server has died.
+wait_listener() {
+    local i
     for i in $(seq 1 600); do
-        "$UROCE" res 2>/dev/null | grep -Eq "^cm_id .* state listen .*:$port remote" && break
-        kill -0 $spid 2>/dev/null || break
+        "$UROCE" res 2>/dev/null | grep -Eq "^cm_id .* state listen .*:$CM_PORT remote" && return
+        kill -0 "$1" 2>/dev/null || return
         sleep 0.1
     done
-    verbs timeout "$timeout_s" "${client[@]}" >"$clog" 2>&1
-    local crc=$?
-    wait $spid
-    local src=$?
-    echo "--- server: ${server[*]} (exit $src)"; cat "$slog"
-    echo "--- client: ${client[*]} (exit $crc)"; cat "$clog"
-    [ $src = 0 ] && [ $crc = 0 ] || fail "server exit $src, client exit $crc"
 }
 
 case $mode in
