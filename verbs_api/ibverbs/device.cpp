@@ -174,6 +174,14 @@ void unmap_ring(Ring& r) {
     r.base = nullptr;
 }
 
+void give_back(Context* ctx, abi::Op destroy_op, uint32_t handle) {
+    abi::Request d{};
+    d.op = destroy_op;
+    d.u.handle.handle = handle;
+    abi::Response dr{};
+    request(ctx, d, dr);
+}
+
 int query_port(ibv_context* c, uint8_t port, ibv_port_attr* attr, size_t len) {
     if (port != 1) return EINVAL;
     ibv_port_attr a{};

@@ -148,6 +148,9 @@ int request(Context* ctx, abi::Request& req, abi::Response& resp, int* fds = nul
 // Maps a ring memfd received from the device (and closes the fd).
 bool map_ring(int fd, size_t bytes, uint32_t slots, uint32_t stride, Ring* out);
 void unmap_ring(Ring& r);
+// Destroys an object the device created for a call that then failed in the library (its
+// rings could not be mapped), so that nothing is left behind on the device.
+void give_back(Context* ctx, abi::Op destroy_op, uint32_t handle);
 
 struct Xrcd {
     ibv_xrcd xrcd;

@@ -55,6 +55,7 @@ Cq* create_cq(ibv_context* context, int cqe, void* cq_context, ibv_comp_channel*
     abi::Response resp{};
     int fds[abi::kMaxFds], nfds = 0;
     int e = request(ctx_of(context), req, resp, fds, &nfds);
+    const bool created = !e;
     if (!e && nfds != 1) e = EPROTO;
     const auto& r = resp.u.create_cq;
     if (!e) {
@@ -65,6 +66,7 @@ Cq* create_cq(ibv_context* context, int cqe, void* cq_context, ibv_comp_channel*
     }
     if (e) {
         for (int i = 0; i < nfds; ++i) close(fds[i]);
+        if (created) give_back(ctx_of(context), abi::Op::kDestroyCq, r.handle);
         delete cq;
         errno = e;
         return nullptr;

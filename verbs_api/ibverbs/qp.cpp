@@ -45,13 +45,7 @@ ibv_qp* create_qp(ibv_context* context, ibv_pd* pd, ibv_qp_init_attr* attr, uint
         for (int i = 0; i < nfds; ++i) close(fds[i]);
         unmap_ring(qp->sq);
         unmap_ring(qp->rq);
-        if (!resp.err && o.qpn) {  // created, but we cannot use it: give it back
-            abi::Request d{};
-            d.op = abi::Op::kDestroyQp;
-            d.u.handle.handle = o.qpn;
-            abi::Response dr{};
-            request(ctx, d, dr);
-        }
+        if (!resp.err && o.qpn) give_back(ctx, abi::Op::kDestroyQp, o.qpn);
         delete qp;
         errno = e;
         return nullptr;

@@ -28,6 +28,7 @@ ibv_srq* create_srq(ibv_context* context, ibv_pd* pd, ibv_srq_type type, uint32_
     abi::Response resp{};
     int fds[abi::kMaxFds], nfds = 0;
     int e = request(ctx_of(context), req, resp, fds, &nfds);
+    const bool created = !e;
     const auto& o = resp.u.create_srq;
     if (!e && nfds != 1) e = EPROTO;
     if (!e) {
@@ -38,6 +39,7 @@ ibv_srq* create_srq(ibv_context* context, ibv_pd* pd, ibv_srq_type type, uint32_
     }
     if (e) {
         for (int i = 0; i < nfds; ++i) close(fds[i]);
+        if (created) give_back(ctx_of(context), abi::Op::kDestroySrq, o.handle);
         delete srq;
         errno = e;
         return nullptr;
