@@ -91,6 +91,13 @@ bool Device::dma_read(Session* s, void* dst, const iovec* remote, int n, size_t 
     return false;
 }
 
+bool Device::dma_readv(Session* s, const iovec* local, int nlocal, const iovec* remote, int nremote,
+                       size_t total) {
+    if (mem_readv(s->pid, local, nlocal, remote, nremote, total)) return true;
+    if (errno == ESRCH) s->dead = true;
+    return false;
+}
+
 bool Device::dma_write(Session* s, const void* src, const iovec* remote, int n, size_t total) {
     if (mem_write(s->pid, src, remote, n, total)) return true;
     if (errno == ESRCH) s->dead = true;

@@ -19,6 +19,7 @@
 #include "emu/cm_agent.h"
 #include "emu/handle_table.h"
 #include "emu/objects.h"
+#include "emu/tx_batch.h"
 #include "net/fault_injector.h"
 #include "net/headers.h"
 #include "net/opcodes.h"
@@ -168,6 +169,8 @@ private:
     // hardware whose QPs the kernel is tearing down (completion.cpp).
     bool dma_read(Session* s, void* dst, const iovec* remote, int n, size_t total);
     bool dma_write(Session* s, const void* src, const iovec* remote, int n, size_t total);
+    bool dma_readv(Session* s, const iovec* local, int nlocal, const iovec* remote, int nremote,
+                   size_t total);
 
     // Completion and error paths (completion.cpp).
     void push_cqe(uint32_t cq_handle, const abi::Cqe& cqe, bool solicited);
@@ -185,6 +188,8 @@ private:
 
     // RC transport.
     void requester_progress(Qp& qp);                                       // rc_requester.cpp
+    void requester_build(Qp& qp);                                          // rc_requester.cpp
+    void tx_flush(Qp& qp);                                                 // rc_requester.cpp
     bool fetch_send_wqe(Qp& qp);                                           // rc_requester.cpp
     void go_back(Qp& qp, uint32_t psn);                                    // rc_requester.cpp
     void complete_blocked(Qp& qp);                                         // rc_requester.cpp
@@ -235,6 +240,7 @@ private:
     std::vector<McastGroup> mcast_;  // few: looked up by scanning
 
     std::vector<Qp*> ready_;   // QPs with send work to push
+    TxBatch txb_;              // requester_progress's packets until their payloads are read
     std::vector<Qp*> timers_;  // QPs with a deadline
     DeviceCounters counters_;
     // Packets this device sent to itself that it has not received back yet. They sit in

@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 
 namespace uroce::emu {
@@ -9,31 +10,47 @@ namespace uroce::emu {
 namespace {
 const pid_t self_pid = getpid();
 
-bool local_copy(void* local, const iovec* remote, int n, bool to_remote) {
-    auto* p = static_cast<char*>(local);
-    for (int i = 0; i < n; ++i) {
-        if (to_remote)
-            std::memcpy(remote[i].iov_base, p, remote[i].iov_len);
-        else
-            std::memcpy(p, remote[i].iov_base, remote[i].iov_len);
-        p += remote[i].iov_len;
+// Within this process: the same bytes as process_vm_readv/writev would move, local iovecs
+// filled (or drained) in order from the remote ones.
+bool local_copy(const iovec* local, int nlocal, const iovec* remote, int nremote, bool to_remote) {
+    int li = 0, ri = 0;
+    size_t loff = 0, roff = 0;
+    while (li < nlocal && ri < nremote) {
+        size_t n = std::min(local[li].iov_len - loff, remote[ri].iov_len - roff);
+        char* l = static_cast<char*>(local[li].iov_base) + loff;
+        char* r = static_cast<char*>(remote[ri].iov_base) + roff;
+        if (n) std::memcpy(to_remote ? r : l, to_remote ? l : r, n);
+        loff += n;
+        roff += n;
+        if (loff == local[li].iov_len) ++li, loff = 0;
+        if (roff == remote[ri].iov_len) ++ri, roff = 0;
     }
     return true;
 }
 }  // namespace
 
-bool mem_read(pid_t pid, void* dst, const iovec* remote, int nremote, size_t total) {
+bool mem_readv(pid_t pid, const iovec* local, int nlocal, const iovec* remote, int nremote,
+               size_t total) {
     if (total == 0) return true;
-    if (pid == self_pid) return local_copy(dst, remote, nremote, false);
+    if (pid == self_pid) return local_copy(local, nlocal, remote, nremote, false);
+    return process_vm_readv(pid, local, nlocal, remote, nremote, 0) == ssize_t(total);
+}
+
+bool mem_writev(pid_t pid, const iovec* local, int nlocal, const iovec* remote, int nremote,
+                size_t total) {
+    if (total == 0) return true;
+    if (pid == self_pid) return local_copy(local, nlocal, remote, nremote, true);
+    return process_vm_writev(pid, local, nlocal, remote, nremote, 0) == ssize_t(total);
+}
+
+bool mem_read(pid_t pid, void* dst, const iovec* remote, int nremote, size_t total) {
     iovec local{dst, total};
-    return process_vm_readv(pid, &local, 1, remote, nremote, 0) == ssize_t(total);
+    return mem_readv(pid, &local, 1, remote, nremote, total);
 }
 
 bool mem_write(pid_t pid, const void* src, const iovec* remote, int nremote, size_t total) {
-    if (total == 0) return true;
-    if (pid == self_pid) return local_copy(const_cast<void*>(src), remote, nremote, true);
     iovec local{const_cast<void*>(src), total};
-    return process_vm_writev(pid, &local, 1, remote, nremote, 0) == ssize_t(total);
+    return mem_writev(pid, &local, 1, remote, nremote, total);
 }
 
 }  // namespace uroce::emu

@@ -15,5 +15,11 @@ namespace uroce::emu {
 // moved (the application unmapped the memory, or the process is gone).
 bool mem_read(pid_t pid, void* dst, const iovec* remote, int nremote, size_t total);
 bool mem_write(pid_t pid, const void* src, const iovec* remote, int nremote, size_t total);
+// The same with several local buffers, filled (or drained) in order: one system call for a
+// burst of packets.
+bool mem_readv(pid_t pid, const iovec* local, int nlocal, const iovec* remote, int nremote,
+               size_t total);
+bool mem_writev(pid_t pid, const iovec* local, int nlocal, const iovec* remote, int nremote,
+                size_t total);
 
 }  // namespace uroce::emu

@@ -192,13 +192,69 @@ void Device::requester_progress(Qp& qp) {
     }
     if (qp.state != IBV_QPS_RTS || qp.rnr_wait || qp.owner->dead) return;
     if (qp.type == IBV_QPT_UD) return ud_requester_progress(qp);
+    requester_build(qp);
+    tx_flush(qp);
+}
+
+// Reads the payloads of the packets in txb_ (one system call) and sends them in PSN order.
+// If the application unmapped registered memory under the device, the packets before the
+// one that cannot be read go out, and the requester resumes at that packet, whose WQE
+// completes with IBV_WC_LOC_PROT_ERR (once every WQE before it has).
+void Device::tx_flush(Qp& qp) {
+    TxBatch& b = txb_;
+    if (!b.npkt) return;
+    uint32_t good = b.npkt;
+    if (b.bytes &&
+        !dma_readv(qp.owner, b.local, int(b.nlocal), b.remote, int(b.nremote), b.bytes)) {
+        // Find the first packet that cannot be read, one at a time.
+        good = 0;
+        for (uint32_t i = 0, l = 0, r = 0; i < b.npkt; ++i, ++good) {
+            if (!b.pkt[i].has_payload) continue;
+            uint32_t nr = 0;
+            for (size_t want = b.local[l].iov_len; want; want -= b.remote[r + nr++].iov_len) {
+            }
+            if (!dma_readv(qp.owner, &b.local[l], 1, &b.remote[r], int(nr), b.local[l].iov_len))
+                break;
+            ++l;
+            r += nr;
+        }
+    }
+    // A QP that went to the error state meanwhile sends nothing more.
+    if (qp.state == IBV_QPS_ERR || qp.owner->dead) good = 0;
+    for (uint32_t i = 0; i < b.npkt; ++i) {
+        if (i < good)
+            transmit(b.pkt[i].slot, b.pkt[i].frame_len, qp.dest, &qp);
+        else
+            io_.tx_free(b.pkt[i].slot);
+    }
+    if (good < b.npkt && qp.state != IBV_QPS_ERR && !qp.owner->dead) {
+        const TxBatch::Pkt& bad = b.pkt[good];
+        qp.sq_send = bad.sq_send;
+        qp.sq_send_off = bad.sq_send_off;
+        qp.next_psn = bad.psn;
+        qp.swr[bad.sq_send & qp.sq_mask].status = IBV_WC_LOC_PROT_ERR;
+        b.clear();
+        complete_blocked(qp);
+        return;
+    }
+    b.clear();
+}
+
+// Builds request packets from the send queue into txb_, as far as the window, the
+// transmit buffers and the batch allow; the caller sends them (tx_flush).
+void Device::requester_build(Qp& qp) {
     bool uc = qp.type == IBV_QPT_UC;
     uint8_t transport = qp.transport;
     for (;;) {
+        if (txb_.full()) {
+            tx_flush(qp);
+            if (qp.state != IBV_QPS_RTS) return;
+        }
         if (qp.sq_send == qp.sq_fetch && !fetch_send_wqe(qp)) break;
         if (qp.state == IBV_QPS_ERR) return;
         SendWr& w = qp.swr[qp.sq_send & qp.sq_mask];
         if (w.status != IBV_WC_SUCCESS) {
+            tx_flush(qp);  // the packets before it leave first
             complete_blocked(qp);
             return;
         }
@@ -209,6 +265,8 @@ void Device::requester_progress(Qp& qp) {
         if (is_local_op(w.opcode)) {
             // Takes effect now, once (a rewind may pass it again); completes in order.
             if (!w.executed) {
+                tx_flush(qp);  // the packets before it read their data first
+                if (qp.state != IBV_QPS_RTS) return;
                 w.executed = true;
                 w.status = w.opcode == IBV_WR_BIND_MW ? bind_mw(qp, qp.sq_send)
                                                       : local_invalidate(qp, w.imm);
@@ -271,21 +329,20 @@ void Device::requester_progress(Qp& qp) {
         }
         size_t hdr = net::encode_headers(p, buf);
         uint8_t* payload = buf + hdr;
+        TxBatch& b = txb_;
+        b.pkt[b.npkt] = {slot,       uint32_t(hdr + len + p.bth.pad), false, qp.sq_send, off,
+                         qp.next_psn};
         if (len && w.is_inline) {
             std::memcpy(payload, qp.sq_inline(qp.sq_send) + off, len);
         } else if (len) {
-            iovec iov[abi::kMaxSge];
-            int n = sge_iov(w.sge, w.num_sge, off, len, iov);
-            if (!dma_read(qp.owner, payload, iov, n, len)) {
-                // The application unmapped registered memory under the device.
-                io_.tx_free(slot);
-                w.status = IBV_WC_LOC_PROT_ERR;
-                complete_blocked(qp);
-                return;
-            }
+            // Read with the rest of the batch (tx_flush).
+            b.nremote += uint32_t(sge_iov(w.sge, w.num_sge, off, len, &b.remote[b.nremote]));
+            b.local[b.nlocal++] = {payload, len};
+            b.bytes += len;
+            b.pkt[b.npkt].has_payload = true;
         }
+        ++b.npkt;
         std::memset(payload + len, 0, p.bth.pad);
-        transmit(slot, hdr + len + p.bth.pad, qp.dest, &qp);
         ++qp.tx_pkts;
         qp.next_psn = net::psn_add(qp.next_psn, npsn);
         if (uc) {
@@ -300,6 +357,8 @@ void Device::requester_progress(Qp& qp) {
             ++qp.sq_send;
             qp.sq_send_off = 0;
             if (uc) {
+                tx_flush(qp);  // the data is read before the application may reuse it
+                if (qp.state == IBV_QPS_ERR) return;
                 complete_send(qp, qp.sq_done, IBV_WC_SUCCESS);
                 complete_local_ops(qp);
             }

@@ -322,6 +322,37 @@ int main(int argc, char** argv) {
     CHECK(static_cast<unsigned char>(dst[sizeof msg]) == 0x7e,
           "byte after the message was written");
 
+    // Memory unmapped after registration: the device reads the sender's memory as it
+    // builds the packets (with one system call for a burst of them), so a SEND over 4 pages
+    // whose third is gone completes with IBV_WC_LOC_PROT_ERR and the QP enters the error
+    // state. The packets of the first two pages may have left; the receiver (no receive
+    // posted) completes nothing.
+    void* holey =
+        mmap(nullptr, 4 * page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    REQUIRE(holey != MAP_FAILED, "mmap");
+    std::memset(holey, 0x5a, 4 * page);
+    ibv_mr* mr_holey = ibv_reg_mr(pd, holey, 4 * page, IBV_ACCESS_LOCAL_WRITE);
+    REQUIRE(mr_holey, "reg_mr: %s", std::strerror(errno));
+    REQUIRE(munmap(static_cast<char*>(holey) + 2 * page, page) == 0, "munmap third page");
+    ibv_sge hsge{reinterpret_cast<uintptr_t>(holey), uint32_t(4 * page), mr_holey->lkey};
+    swr.wr_id = 30;
+    swr.sg_list = &hsge;
+    bad_s = nullptr;
+    REQUIRE((e = ibv_post_send(qp, &swr, &bad_s)) == 0, "post_send: %s", std::strerror(e));
+    ibv_wc hwc{};
+    if (poll_one(cq, &hwc)) {
+        CHECK(hwc.wr_id == 30 && hwc.status == IBV_WC_LOC_PROT_ERR,
+              "SEND from unmapped memory: wr_id %llu status %s, want 30 and %s",
+              (unsigned long long)hwc.wr_id, ibv_wc_status_str(hwc.status),
+              ibv_wc_status_str(IBV_WC_LOC_PROT_ERR));
+    } else {
+        CHECK(false, "no completion for a SEND from unmapped memory");
+    }
+    CHECK(device_state(qp) == IBV_QPS_ERR, "after LOC_PROT_ERR the QP is %s",
+          state_name(device_state(qp)));
+    CHECK((e = ibv_dereg_mr(mr_holey)) == 0, "dereg_mr: %s", std::strerror(e));
+    munmap(holey, 4 * page);
+
     // Tear down in order; every destroy must succeed now that nothing depends on it.
     CHECK((e = ibv_destroy_qp(qp)) == 0, "destroy qp: %s", std::strerror(e));
     CHECK((e = ibv_destroy_qp(qp2)) == 0, "destroy qp2: %s", std::strerror(e));
