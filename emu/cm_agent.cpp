@@ -34,6 +34,40 @@ uint32_t req_qp_type(const cm::Req& m) {
     return 0;
 }
 
+const char* attr_name(uint16_t attr) {
+    switch (attr) {
+        case cm::kAttrReq:
+            return "REQ";
+        case cm::kAttrMra:
+            return "MRA";
+        case cm::kAttrRej:
+            return "REJ";
+        case cm::kAttrRep:
+            return "REP";
+        case cm::kAttrRtu:
+            return "RTU";
+        case cm::kAttrDreq:
+            return "DREQ";
+        case cm::kAttrDrep:
+            return "DREP";
+        case cm::kAttrSidrReq:
+            return "SIDR_REQ";
+        case cm::kAttrSidrRep:
+            return "SIDR_REP";
+        default:
+            return "MAD";
+    }
+}
+
+const char* cm_event_name(uint32_t e) {
+    static const char* kNames[] = {
+        "ADDR_RESOLVED",   "ADDR_ERROR",       "ROUTE_RESOLVED", "ROUTE_ERROR",
+        "CONNECT_REQUEST", "CONNECT_RESPONSE", "CONNECT_ERROR",  "UNREACHABLE",
+        "REJECTED",        "ESTABLISHED",      "DISCONNECTED",   "DEVICE_REMOVAL",
+        "MULTICAST_JOIN",  "MULTICAST_ERROR",  "ADDR_CHANGE",    "TIMEWAIT_EXIT"};
+    return e < sizeof kNames / sizeof kNames[0] ? kNames[e] : "?";
+}
+
 bool known_ps(uint32_t ps) {
     return ps == RDMA_PS_TCP || ps == RDMA_PS_UDP || ps == RDMA_PS_IB || ps == RDMA_PS_IPOIB;
 }
@@ -192,6 +226,66 @@ void CmAgent::request(Session& s, const abi::CmReq& r, abi::CmResp& out, std::ve
         err = EOPNOTSUPP;
     }
     out.err = err;
+    trace_request(s, r, out);
+}
+
+// "cm pid P listen id N port X" and the like, for the calls that change a connection; every
+// failed call with its errno.
+void CmAgent::trace_request(const Session& s, const abi::CmReq& r, const abi::CmResp& out) {
+    using abi::CmOp;
+    const char* what = nullptr;
+    switch (r.cm_op) {
+        case CmOp::kBind:
+            what = "bind";
+            break;
+        case CmOp::kListen:
+            what = "listen";
+            break;
+        case CmOp::kConnect:
+            what = "connect";
+            break;
+        case CmOp::kAccept:
+            what = "accept";
+            break;
+        case CmOp::kEstablish:
+            what = "establish";
+            break;
+        case CmOp::kReject:
+            what = "reject";
+            break;
+        case CmOp::kDisconnect:
+            what = "disconnect";
+            break;
+        case CmOp::kDestroy:
+            what = "destroy";
+            break;
+        case CmOp::kMigrate:
+            what = "migrate";
+            break;
+        case CmOp::kNotify:
+            what = "notify";
+            break;
+        default:
+            if (!out.err) return;
+            what = "request";
+    }
+    const uint32_t handle = r.cm_op == CmOp::kBind ? out.handle : r.handle;
+    char ip[INET_ADDRSTRLEN];
+    if (out.err) {
+        dev_.trace_.add("cm pid %d %s id %u failed: %s", int(s.pid), what, handle,
+                        strerrorname_np(out.err) ? strerrorname_np(out.err) : "?");
+    } else if (r.cm_op == CmOp::kBind || r.cm_op == CmOp::kListen) {
+        const Id* id = ids_.count(handle) ? ids_.at(handle).get() : nullptr;
+        inet_ntop(AF_INET, id ? &id->local_ip : &r.local_ip, ip, sizeof ip);
+        dev_.trace_.add("cm pid %d %s id %u %s:%u ps 0x%x", int(s.pid), what, handle, ip,
+                        id ? ntohs(id->local_port) : 0u, id ? id->ps : r.ps);
+    } else if (r.cm_op == CmOp::kConnect) {
+        inet_ntop(AF_INET, &r.remote_ip, ip, sizeof ip);
+        dev_.trace_.add("cm pid %d connect id %u to %s:%u qp 0x%x", int(s.pid), handle, ip,
+                        ntohs(r.remote_port), r.qpn);
+    } else {
+        dev_.trace_.add("cm pid %d %s id %u", int(s.pid), what, handle);
+    }
 }
 
 int CmAgent::bind(Session& s, const abi::CmReq& r, abi::CmResp& out) {
@@ -531,7 +625,28 @@ void CmAgent::send_mad(uint32_t ip_be, const uint8_t* mad) {
     to.sin_addr.s_addr = ip_be;
     to.sin_port = htons(dev_.cfg_.port);
     ++mads_tx_;
+    trace_mad("tx", "to", ip_be, mad);
     dev_.transmit(slot, h + cm::kMadLen, to);
+}
+
+// "cm tx REQ to 127.0.0.3 comm 0x... 0x..." (the first two words after the MAD header are
+// the local and remote communication IDs, or a SIDR request ID); a REJ adds its reason.
+void CmAgent::trace_mad(const char* dir, const char* prep, uint32_t peer_be, const uint8_t* mad) {
+    cm::MadHdr h;
+    if (!cm::parse_hdr(mad, &h)) return;
+    char ip[INET_ADDRSTRLEN];
+    inet_ntop(AF_INET, &peer_be, ip, sizeof ip);
+    uint32_t w[2];
+    std::memcpy(w, mad + 24, sizeof w);
+    if (h.attr_id == cm::kAttrRej) {
+        cm::Rej m;
+        cm::decode(mad, &m);
+        dev_.trace_.add("cm %s REJ %s %s comm 0x%x 0x%x reason %u", dir, prep, ip, ntohl(w[0]),
+                        ntohl(w[1]), m.reason);
+        return;
+    }
+    dev_.trace_.add("cm %s %s %s %s comm 0x%x 0x%x", dir, attr_name(h.attr_id), prep, ip,
+                    ntohl(w[0]), ntohl(w[1]));
 }
 
 void CmAgent::send_request(Id& id) {
@@ -584,6 +699,7 @@ void CmAgent::on_mad(const sockaddr_in& from, const net::Packet& p) {
         return dev_.count_drop(net::DropReason::kBadLength);
     }
     const uint8_t* mad = p.payload;
+    trace_mad("rx", "from", from.sin_addr.s_addr, mad);
     switch (h.attr_id) {
     case cm::kAttrReq: return on_req(from, mad, h.tid);
     case cm::kAttrRep: return on_rep(mad, h.tid);
@@ -1068,6 +1184,8 @@ void CmAgent::post(const Id& id, abi::CmEventRec& ev) {
     if (!id.owner) return;
     auto it = channels_.find({id.owner, id.channel});
     if (it == channels_.end()) return;
+    dev_.trace_.add("cm event %s id %u status %d -> pid %d", cm_event_name(ev.event), ev.handle,
+                    ev.status, int(id.owner->pid));
     ev.dev_tag = it->second.dev_tag;
     if (write(it->second.fd, &ev, sizeof ev) < 0) {
         // The application is not reading its channel (or closed it): the event is lost, as

@@ -122,6 +122,8 @@ private:
     void leave_pending(Id& id);
 
     void send_mad(uint32_t ip_be, const uint8_t* mad);
+    void trace_request(const Session& s, const abi::CmReq& r, const abi::CmResp& out);
+    void trace_mad(const char* dir, const char* prep, uint32_t peer_be, const uint8_t* mad);
     void send_request(Id& id);  // id.mad, armed for retransmission
     void arm(Id& id, uint64_t deadline);
     void timeout(Id& id, uint64_t now);

@@ -6,6 +6,7 @@
 #include "emu/abi/clock.h"
 #include "emu/device.h"
 #include "emu/process_memory.h"
+#include "emu/qp_state.h"
 
 namespace uroce::emu {
 
@@ -38,7 +39,7 @@ void Device::push_cqe(uint32_t cq_handle, const abi::Cqe& cqe, bool solicited) {
     if (uint32_t(cq->prod - cons) > cq->mask) {
         // Overrun: the CQ is unusable from now on, as on hardware.
         cq->overrun = true;
-        post_async(cq->owner, IBV_EVENT_CQ_ERR, cq->cookie);
+        post_async(cq->owner, IBV_EVENT_CQ_ERR, cq->cookie, "cq", cq_handle);
         return;
     }
     abi::Cqe& slot = cq->slots[cq->prod & cq->mask];
@@ -74,6 +75,9 @@ void Device::complete_send(Qp& qp, uint32_t index, ibv_wc_status status) {
     // completion may post into that slot at once.
     qp.sq_done = index + 1;
     qp.sq->cons.store(qp.sq_done, std::memory_order_release);
+    if (status != IBV_WC_SUCCESS && status != IBV_WC_WR_FLUSH_ERR)  // flushes: see qp_to_error
+        trace_.add("qp 0x%x send wr_id 0x%llx completed with %s", qp.qpn,
+                   static_cast<unsigned long long>(w.wr_id), wc_status_name(status));
     if (status != IBV_WC_SUCCESS || (w.flags & IBV_SEND_SIGNALED) || qp.sq_sig_all) {
         abi::Cqe c{};
         c.wr_id = w.wr_id;
@@ -106,6 +110,8 @@ bool Device::dma_write(Session* s, const void* src, const iovec* remote, int n, 
 
 void Device::qp_to_error(Qp& qp) {
     if (qp.state == IBV_QPS_ERR) return;
+    trace_.add("qp 0x%x %s -> ERR (outstanding work requests complete with WR_FLUSH_ERR)", qp.qpn,
+               qp_state_name(qp.state));
     qp.state = IBV_QPS_ERR;
     qp.attr.qp_state = IBV_QPS_ERR;
     flush_queues(qp);

@@ -198,6 +198,14 @@ bool ControlServer::serve(Conn& c) {
         if (text.size() > abi::kMaxDumpBytes) text.resize(abi::kMaxDumpBytes);
         return send_msg(c.sd.native_handle(), text.data(), text.size(), {});
     }
+    case abi::Op::kTrace: {
+        std::string text;
+        uint64_t last = 0;
+        dev_.call(
+            [&] { last = dev_.read_trace(req.u.trace.since, &text, abi::kMaxDumpBytes - 32); });
+        text.insert(0, "last " + std::to_string(last) + "\n");
+        return send_msg(c.sd.native_handle(), text.data(), text.size(), {});
+    }
     case abi::Op::kCapture: {
         if (size_t(n) < offsetof(abi::CaptureReq, path) + 1 ||
             std::memchr(msg.capture.path, 0, size_t(n) - offsetof(abi::CaptureReq, path)) ==

@@ -309,11 +309,21 @@ Session* Device::open_session(pid_t pid, int fds_out[2], int* err) {
     fds_out[0] = fcntl(db, F_DUPFD_CLOEXEC, 0);
     fds_out[1] = pfd[0];
     io_.watch_eventfd(db, id);  // the ring owns db from here on
+    trace_.add("pid %d attached (session %u)", int(pid), id);
     *err = 0;
     return sp;
 }
 
 void Device::close_session(Session* s) {
+    if (s->qps.empty() && s->srqs.empty() && s->cqs.empty() && s->mrs.empty() && s->mws.empty() &&
+        s->pds.empty() && s->xrcd_handles.empty() && s->channels.empty())
+        trace_.add("pid %d detached, nothing left to release", int(s->pid));
+    else
+        trace_.add(
+            "pid %d detached%s: releasing %zu QPs, %zu SRQs, %zu CQs, %zu MRs, %zu MWs, "
+            "%zu PDs, %zu XRCD handles",
+            int(s->pid), s->dead ? " (process gone)" : "", s->qps.size(), s->srqs.size(),
+            s->cqs.size(), s->mrs.size(), s->mws.size(), s->pds.size(), s->xrcd_handles.size());
     cm_.close_session(*s);  // its connections end (DREQ/REJ) as rdma_destroy_id ends them
     // Children first, as the kernel's uverbs cleanup does.
     // A shared XRC TGT QP survives while other processes hold it.
@@ -337,8 +347,15 @@ void Device::close_session(Session* s) {
     sessions_.remove(s->id);
 }
 
-void Device::post_async(Session* s, ibv_event_type type, uint64_t cookie) {
+void Device::post_async(Session* s, ibv_event_type type, uint64_t cookie, const char* what,
+                        uint32_t id) {
     if (!s || s->async_write_fd < 0) return;
+    if (what && std::strcmp(what, "qp") == 0)
+        trace_.add("async %s qp 0x%x -> pid %d", event_name(type), id, int(s->pid));
+    else if (what)
+        trace_.add("async %s %s %u -> pid %d", event_name(type), what, id, int(s->pid));
+    else
+        trace_.add("async %s -> pid %d", event_name(type), int(s->pid));
     abi::AsyncEvent ev{uint32_t(type), 0, cookie};
     if (write(s->async_write_fd, &ev, sizeof ev) < 0) {
         // The application is not reading its events; like a full EQ, this one is lost.

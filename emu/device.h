@@ -19,6 +19,7 @@
 #include "emu/cm_agent.h"
 #include "emu/handle_table.h"
 #include "emu/objects.h"
+#include "emu/trace.h"
 #include "emu/tx_batch.h"
 #include "net/fault_injector.h"
 #include "net/headers.h"
@@ -80,6 +81,11 @@ public:
     uint64_t set_faults(const net::FaultSpec& spec);
     // The connection manager agent (emu/cm_agent.h). Engine thread only.
     CmAgent& cm() { return cm_; }
+    // Trace lines after `since` (docs/trace.md), at most max_bytes; returns the last one's
+    // number. Engine thread only.
+    uint64_t read_trace(uint64_t since, std::string* out, size_t max_bytes) const {
+        return trace_.read(since, out, max_bytes);
+    }
 
 private:
     // Control operations (device_verbs.cpp).
@@ -128,6 +134,10 @@ private:
     void xrc_receive(Qp& qp, const net::Packet& p);
     void post_qp_async(Qp& qp, ibv_event_type type);  // to every holder
     void destroy_qp_now(uint32_t qpn);
+    // One trace line for a control call (device_trace.cpp); `before`: the QP's state before
+    // a kModifyQp.
+    void trace_call(const Session& s, const abi::Request& req, const abi::Response& resp,
+                    ibv_qp_state before);
     template <typename T>
     static bool owned(const Session& s, const T* obj) { return obj && obj->owner == &s; }
 
@@ -179,7 +189,9 @@ private:
     void complete_send(Qp& qp, uint32_t index, ibv_wc_status status);
     void qp_to_error(Qp& qp);
     void flush_queues(Qp& qp);
-    void post_async(Session* s, ibv_event_type type, uint64_t cookie);
+    // `what`/`id` name the object for the trace ("qp", qpn); what == nullptr: the port.
+    void post_async(Session* s, ibv_event_type type, uint64_t cookie, const char* what = nullptr,
+                    uint32_t id = 0);
     Mr* mr_for_key(uint32_t key) const;
     // Checks keys, PD, access and bounds of an SGE list and rewrites each address
     // from the MR's iova space to the owning process's address space.
@@ -243,6 +255,7 @@ private:
     TxBatch txb_;              // requester_progress's packets until their payloads are read
     std::vector<Qp*> timers_;  // QPs with a deadline
     DeviceCounters counters_;
+    Trace trace_;
     // Packets this device sent to itself that it has not received back yet. They sit in
     // its own socket's receive buffer, so requesters pause at a budget that fits there
     // instead of overrunning it (a loopback link has no PFC to push back).

@@ -28,17 +28,6 @@ void erase_handle(std::vector<uint32_t>& v, uint32_t h) {
 
 uint32_t mtu_bytes(ibv_mtu m) { return 128u << unsigned(m); }
 
-const char* qp_type_name(ibv_qp_type t) {
-    switch (t) {
-    case IBV_QPT_RC: return "RC";
-    case IBV_QPT_UC: return "UC";
-    case IBV_QPT_UD: return "UD";
-    case IBV_QPT_XRC_SEND: return "XRC_INI";
-    case IBV_QPT_XRC_RECV: return "XRC_TGT";
-    default: return "?";
-    }
-}
-
 constexpr uint32_t kMrAccessKnown = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
                                     IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC |
                                     IBV_ACCESS_MW_BIND | IBV_ACCESS_ZERO_BASED |
@@ -407,6 +396,8 @@ int Device::destroy_qp(Session& s, uint32_t qpn) {
 void Device::destroy_qp_now(uint32_t qpn) {
     Qp* qp = qps_.get(qpn);
     if (!qp) return;
+    trace_.add("qp 0x%x (%s) destroyed, was %s, pid %d", qpn, qp_type_name(qp->type),
+               qp_state_name(qp->state), int(qp->owner->pid));
     if (qp->on_ready_list) ready_.erase(std::find(ready_.begin(), ready_.end(), qp));
     if (qp->on_timer_list) timers_.erase(std::find(timers_.begin(), timers_.end(), qp));
     // A TGT QP holds no PD: its `pd` is the one of the SRQ serving the current message.
@@ -425,6 +416,8 @@ void Device::handle(Session& s, const abi::Request& req, abi::Response& resp,
                     std::vector<int>& fds, int in_fd) {
     using abi::Op;
     int err = 0;
+    const Qp* target = req.op == Op::kModifyQp ? qps_.get(req.u.modify_qp.qpn) : nullptr;
+    const ibv_qp_state before = target ? target->state : IBV_QPS_RESET;
     switch (req.op) {
     case Op::kAllocPd:
         err = alloc_pd(s, &resp.u.pd.pd);
@@ -515,6 +508,7 @@ void Device::handle(Session& s, const abi::Request& req, abi::Response& resp,
         err = EOPNOTSUPP;
     }
     resp.err = err;
+    trace_call(s, req, resp, before);
 }
 
 // One line per direction and opcode with a non-zero count:
@@ -607,9 +601,9 @@ std::string Device::dump() const {
     o << cm_.dump();     // connection manager ids (cm_agent.cpp)
     o << mcast_lines();  // multicast groups and their counters (mcast.cpp)
     o << "counters tx_pkts " << counters_.tx_pkts << " rx_pkts " << counters_.rx_pkts
-      << " tx_bytes " << counters_.tx_bytes << " rx_bytes " << counters_.rx_bytes
-      << " retransmits " << counters_.retransmits << " tx_stalls " << counters_.tx_stalls
-      << "\n";
+      << " tx_bytes " << counters_.tx_bytes << " rx_bytes " << counters_.rx_bytes << " retransmits "
+      << counters_.retransmits << " tx_stalls " << counters_.tx_stalls << " xrc_bad_srqn "
+      << counters_.xrc_bad_srqn << "\n";
     for (size_t i = 1; i < size_t(net::DropReason::kCount); ++i)
         o << "drop " << net::drop_reason_name(net::DropReason(i)) << " " << counters_.drops[i]
           << "\n";

@@ -3,6 +3,7 @@
 #include <array>
 #include <cerrno>
 #include <cstddef>
+#include <cstdio>
 
 namespace uroce::emu {
 namespace {
@@ -241,6 +242,79 @@ int qp_modify_check(ibv_qp_type type, ibv_qp_state cur, ibv_qp_state next, uint6
     return qp_modify_is_ok(type, cur, next, attr_mask) ? 0 : EINVAL;
 }
 
+namespace {
+// Appends the names of the mask bits in `bits` ("DEST_QPN|RQ_PSN").
+void append_mask_names(uint64_t bits, char* buf, size_t len, size_t* n) {
+    static constexpr struct {
+        uint64_t bit;
+        const char* name;
+    } kNames[] = {
+        {IBV_QP_STATE, "STATE"},
+        {CUR, "CUR_STATE"},
+        {SQD_NOTIFY, "EN_SQD_ASYNC_NOTIFY"},
+        {ACCESS, "ACCESS_FLAGS"},
+        {PKEY, "PKEY_INDEX"},
+        {PORT, "PORT"},
+        {QKEY, "QKEY"},
+        {AV, "AV"},
+        {MTU, "PATH_MTU"},
+        {TIMEOUT, "TIMEOUT"},
+        {RETRY, "RETRY_CNT"},
+        {RNR_RETRY, "RNR_RETRY"},
+        {RQ_PSN, "RQ_PSN"},
+        {RD_ATOMIC, "MAX_QP_RD_ATOMIC"},
+        {ALT, "ALT_PATH"},
+        {MIN_RNR, "MIN_RNR_TIMER"},
+        {SQ_PSN, "SQ_PSN"},
+        {DEST_RD_ATOMIC, "MAX_DEST_RD_ATOMIC"},
+        {MIG, "PATH_MIG_STATE"},
+        {IBV_QP_CAP, "CAP"},
+        {DQPN, "DEST_QPN"},
+        {RATE, "RATE_LIMIT"},
+    };
+    bool first = true;
+    for (const auto& e : kNames) {
+        if (!(bits & e.bit) || *n >= len) continue;
+        *n += size_t(std::snprintf(buf + *n, len - *n, "%s%s", first ? "" : "|", e.name));
+        first = false;
+        bits &= ~e.bit;
+    }
+    if (bits && *n < len)
+        *n += size_t(std::snprintf(buf + *n, len - *n, "%s0x%llx", first ? "" : "|",
+                                   static_cast<unsigned long long>(bits)));
+}
+}  // namespace
+
+void qp_modify_explain(ibv_qp_type type, ibv_qp_state cur, ibv_qp_state next, uint64_t attr_mask,
+                       char* buf, size_t len) {
+    if (!len) return;
+    buf[0] = 0;
+    const int col = type_col(type);
+    if (!(attr_mask & IBV_QP_STATE)) next = cur;
+    if (col < 0 || !is_state(cur) || !is_state(next)) return;
+    const Transition* t = find_transition(cur, next);
+    if (!t) {
+        std::snprintf(buf, len, "%s -> %s is not a legal transition", qp_state_name(cur),
+                      qp_state_name(next));
+        return;
+    }
+    const Masks& m = t->by_type[static_cast<std::size_t>(col)];
+    const uint64_t missing = m.req & ~attr_mask;
+    const uint64_t extra = attr_mask & ~(uint64_t{m.req} | m.opt | IBV_QP_STATE);
+    if (!missing && !extra) return;
+    size_t n = size_t(
+        std::snprintf(buf, len, "%s -> %s of a%s %s QP", qp_state_name(cur), qp_state_name(next),
+                      type == IBV_QPT_UD || type == IBV_QPT_UC ? "" : "n", qp_type_name(type)));
+    if (missing && n < len) {
+        n += size_t(std::snprintf(buf + n, len - n, " needs "));
+        append_mask_names(missing, buf, len, &n);
+    }
+    if (extra && n < len) {
+        n += size_t(std::snprintf(buf + n, len - n, "%s does not take ", missing ? "," : ""));
+        append_mask_names(extra, buf, len, &n);
+    }
+}
+
 const char* qp_state_name(ibv_qp_state s) {
     switch (s) {
         case IBV_QPS_RESET:
@@ -259,6 +333,23 @@ const char* qp_state_name(ibv_qp_state s) {
             return "ERR";
         default:
             return "UNKNOWN";
+    }
+}
+
+const char* qp_type_name(ibv_qp_type t) {
+    switch (t) {
+        case IBV_QPT_RC:
+            return "RC";
+        case IBV_QPT_UC:
+            return "UC";
+        case IBV_QPT_UD:
+            return "UD";
+        case IBV_QPT_XRC_SEND:
+            return "XRC_INI";
+        case IBV_QPT_XRC_RECV:
+            return "XRC_TGT";
+        default:
+            return "?";
     }
 }
 

@@ -26,7 +26,15 @@ bool qp_modify_is_ok(ibv_qp_type type, ibv_qp_state cur, ibv_qp_state next, uint
 // Same check, in the errno form the verbs provider returns: 0 or EINVAL.
 int qp_modify_check(ibv_qp_type type, ibv_qp_state cur, ibv_qp_state next, uint64_t attr_mask);
 
+// Why qp_modify_is_ok refuses (for `uroce trace`): e.g. "INIT -> RTR of an RC QP needs
+// DEST_QPN|RQ_PSN" or "RESET -> RTS is not a legal transition"; empty when the mask is fine.
+void qp_modify_explain(ibv_qp_type type, ibv_qp_state cur, ibv_qp_state next, uint64_t attr_mask,
+                       char* buf, size_t len);
+
 // "RESET", "INIT", "RTR", "RTS", "SQD", "SQE", "ERR"; "UNKNOWN" for anything else.
 const char* qp_state_name(ibv_qp_state s);
+
+// "RC", "UC", "UD", "XRC_INI", "XRC_TGT" (as `uroce res` shows them); "?" for anything else.
+const char* qp_type_name(ibv_qp_type t);
 
 }  // namespace uroce::emu

@@ -42,6 +42,8 @@ void Device::send_ack(Qp& qp, uint8_t syndrome, uint32_t psn) {
 void Device::responder_error(Qp& qp, ibv_wc_status status, uint8_t nak, uint32_t psn,
                              ibv_event_type event) {
     if (qp.owner->dead) return;  // its process is gone: nobody to tell, nothing to NAK
+    trace_.add("qp 0x%x responder: request psn 0x%x refused (%s), NAK syndrome 0x%02x sent", qp.qpn,
+               psn, wc_status_name(status), nak);
     if (qp.have_rwr) complete_recv(qp, net::Packet{}, status);
     send_ack(qp, nak, psn);
     post_qp_async(qp, event);

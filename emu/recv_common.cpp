@@ -51,7 +51,7 @@ bool Device::take_recv(Qp& qp) {
     if (srq && srq->limit && uint32_t(prod - *next) < srq->limit) {
         // The limit event fires once per arming (ibv_modify_srq).
         srq->limit = 0;
-        post_async(srq->owner, IBV_EVENT_SRQ_LIMIT_REACHED, srq->cookie);
+        post_async(srq->owner, IBV_EVENT_SRQ_LIMIT_REACHED, srq->cookie, "srq", qp.srq);
     }
     return true;
 }
@@ -68,6 +68,9 @@ bool Device::place_payload(Qp& qp, const net::Packet& p) {
 
 // Completes the receive in progress; `p` is the packet that ended it.
 void Device::complete_recv(Qp& qp, const net::Packet& p, ibv_wc_status status) {
+    if (status != IBV_WC_SUCCESS && status != IBV_WC_WR_FLUSH_ERR)
+        trace_.add("qp 0x%x receive wr_id 0x%llx completed with %s", qp.qpn,
+                   static_cast<unsigned long long>(qp.rwr.wr_id), wc_status_name(status));
     abi::Cqe c{};
     c.wr_id = qp.rwr.wr_id;
     c.status = status;

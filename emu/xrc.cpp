@@ -8,6 +8,7 @@
 #include <cerrno>
 
 #include "emu/device.h"
+#include "emu/qp_state.h"
 #include "net/opcodes.h"
 
 namespace uroce::emu {
@@ -60,6 +61,12 @@ int Device::close_xrcd(Session& s, uint32_t handle) {
     auto it = std::find(s.xrcd_handles.begin(), s.xrcd_handles.end(), handle);
     if (it != s.xrcd_handles.end()) s.xrcd_handles.erase(it);
     drop_xrcd_ref(xrcds_, id);
+    if (const Xrcd* x = xrcds_.get(id))
+        trace_.add("pid %d close_xrcd handle %u: xrcd %u lives on (%u handles, %u objects)",
+                   int(s.pid), handle, id, x->handles, x->objects);
+    else
+        trace_.add("pid %d close_xrcd handle %u: xrcd %u destroyed (last handle)", int(s.pid),
+                   handle, id);
     return 0;
 }
 
@@ -114,6 +121,8 @@ void Device::release_qp(Session& s, uint32_t qpn) {
                  hs.end());
         auto it = std::find(s.qps.begin(), s.qps.end(), qpn);
         if (it != s.qps.end()) s.qps.erase(it);
+        trace_.add("qp 0x%x (XRC_TGT) released by pid %d; lives on for pid %d (%zu holders)", qpn,
+                   int(s.pid), int(hs.front().session->pid), hs.size());
         // The QP outlives its creator: it now belongs to the next holder, and the domain
         // reference it keeps is counted against that holder's handle.
         qp->owner = hs.front().session;
@@ -125,8 +134,8 @@ void Device::release_qp(Session& s, uint32_t qpn) {
 }
 
 void Device::post_qp_async(Qp& qp, ibv_event_type type) {
-    if (qp.type != IBV_QPT_XRC_RECV) return post_async(qp.owner, type, qp.cookie);
-    for (const auto& h : qp.holders) post_async(h.session, type, h.cookie);
+    if (qp.type != IBV_QPT_XRC_RECV) return post_async(qp.owner, type, qp.cookie, "qp", qp.qpn);
+    for (const auto& h : qp.holders) post_async(h.session, type, h.cookie, "qp", qp.qpn);
 }
 
 // An XRC request at a TGT QP: the XRCETH names the SRQ whose receives (and PD, and
@@ -139,6 +148,11 @@ void Device::xrc_receive(Qp& qp, const net::Packet& p) {
         Srq* srq = srqs_.get(p.xrc.srqn);
         if (!srq || !srq->xrc || srq->xrcd != qp.xrcd) {
             ++counters_.xrc_bad_srqn;
+            trace_.add("qp 0x%x (XRC_TGT, xrcd %u): request names srq %u, %s", qp.qpn, qp.xrcd,
+                       p.xrc.srqn,
+                       !srq        ? "which does not exist"
+                       : !srq->xrc ? "which is not an XRC SRQ"
+                                   : "which belongs to another XRC domain");
             return responder_error(qp, IBV_WC_REM_INV_REQ_ERR, 0x61, p.bth.psn,
                                    IBV_EVENT_QP_REQ_ERR);
         }
@@ -146,6 +160,8 @@ void Device::xrc_receive(Qp& qp, const net::Packet& p) {
         qp.pd = srq->pd;
     } else if (in_order && p.xrc.srqn != qp.srq) {
         ++counters_.xrc_bad_srqn;
+        trace_.add("qp 0x%x (XRC_TGT): a message that began on srq %u continues on srq %u", qp.qpn,
+                   qp.srq, p.xrc.srqn);
         return responder_error(qp, IBV_WC_REM_INV_REQ_ERR, 0x61, p.bth.psn,
                                IBV_EVENT_QP_REQ_ERR);
     }

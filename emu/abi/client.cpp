@@ -82,10 +82,14 @@ int transact(int fd, const Request& req, Response* resp, int* fds, int* nfds, in
 }
 
 int simple_request(const std::string& name, Op op, std::string* reply) {
-    int fd = connect_device(name);
-    if (fd < 0) return -fd;
     Request req{};
     req.op = op;
+    return simple_request(name, req, reply);
+}
+
+int simple_request(const std::string& name, const Request& req, std::string* reply) {
+    int fd = connect_device(name);
+    if (fd < 0) return -fd;
     ssize_t n = send(fd, &req, sizeof req, MSG_NOSIGNAL);
     if (n != ssize_t(sizeof req)) {
         close(fd);

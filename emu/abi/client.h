@@ -19,5 +19,6 @@ int transact(int fd, const Request& req, Response* resp, int* fds = nullptr,
 
 // Sends a request with no session (kDump, kShutdown) and returns the raw reply.
 int simple_request(const std::string& name, Op op, std::string* reply);
+int simple_request(const std::string& name, const Request& req, std::string* reply);
 
 }  // namespace uroce::abi

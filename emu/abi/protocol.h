@@ -42,6 +42,7 @@ enum class Op : uint32_t {
     kDetachMcast,  // ibv_detach_mcast: a McastReq
     kAllocMw,      // a MwReq answered by a MwResp
     kDeallocMw,    // a HandleReq
+    kTrace,        // trace lines after TraceReq::since (uroce trace); no session, text reply
 };
 
 struct OpenReq {
@@ -75,6 +76,10 @@ struct RegMrResp {
     uint32_t rkey;
 };
 struct HandleReq { uint32_t handle; };
+// kTrace's reply: "last N\n", then the lines numbered after `since` up to N (docs/trace.md).
+struct TraceReq {
+    uint64_t since;
+};
 
 struct MwReq {
     uint32_t pd;
@@ -234,6 +239,7 @@ struct Request {
         OpenQpReq open_qp;
         McastReq mcast;
         MwReq mw;
+        TraceReq trace;
     } u;
 };
 

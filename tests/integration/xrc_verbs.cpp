@@ -409,7 +409,24 @@ void expect_delivery(Loop& l, uint32_t srqn, uint64_t wr_id, const char* what) {
 // A message naming an SRQ the TGT QP may not use: the initiator's WR completes with
 // IBV_WC_REM_INV_REQ_ERR, the TGT QP raises IBV_EVENT_QP_REQ_ERR and enters ERR, and
 // nothing reaches any receive queue. Then both QPs are reset and reconnected.
-void expect_rejected(Loop& l, uint32_t srqn, const char* what) {
+// True if `uroce trace DEVICE` has a line containing every one of `words`.
+bool trace_has(const std::vector<std::string>& words) {
+    std::string cmd = g_cli + " trace " + g_dev;
+    FILE* p = popen(cmd.c_str(), "r");
+    REQUIRE(p, "popen %s", cmd.c_str());
+    char line[4096];
+    bool found = false;
+    while (std::fgets(line, sizeof line, p)) {
+        bool all = true;
+        for (const auto& w : words) all = all && std::strstr(line, w.c_str());
+        found = found || all;
+    }
+    pclose(p);
+    return found;
+}
+
+// `why`: how the device's trace explains the refusal ("which does not exist", ...).
+void expect_rejected(Loop& l, uint32_t srqn, const char* what, const char* why) {
     static uint64_t id = 1000;
     ibv_wc_status st = send_status(l, srqn, 64, ++id);
     CHECK(st == IBV_WC_REM_INV_REQ_ERR, "%s: initiator status %s, want REM_INV_REQ_ERR", what,
@@ -419,6 +436,10 @@ void expect_rejected(Loop& l, uint32_t srqn, const char* what) {
     ibv_wc wc{};
     CHECK(ibv_poll_cq(l.rcq, 1, &wc) == 0, "%s: a receive completed (status %s)", what,
           ibv_wc_status_str(wc.status));
+    char tgt[64], named[64];
+    std::snprintf(tgt, sizeof tgt, "qp 0x%x (XRC_TGT, xrcd ", l.tgt->qp_num);
+    std::snprintf(named, sizeof named, "): request names srq %u, %s", srqn, why);
+    CHECK(trace_has({tgt, named}), "%s: no trace line '%s...%s'", what, tgt, named);
     // Reset and reconnect both halves for the next case (PSNs start over).
     EXPECT_RET(to_reset(l.tgt), 0);
     EXPECT_RET(to_reset(l.ini), 0);
@@ -680,11 +701,12 @@ int run_rules(const std::string& dir) {
 
     // A message naming an SRQ outside the TGT QP's domain is rejected.
     EXPECT_RET(post_srq_recvs(s1, l.mr, l.buf, kSlot, 20, 8), 0);
-    expect_rejected(l, nb, "remote_srqn of a basic SRQ");
+    expect_rejected(l, nb, "remote_srqn of a basic SRQ", "which is not an XRC SRQ");
     expect_delivery(l, n1, 21, "SEND after reconnecting");
-    expect_rejected(l, nh, "remote_srqn of an XRC SRQ of another domain");
+    expect_rejected(l, nh, "remote_srqn of an XRC SRQ of another domain",
+                    "which belongs to another XRC domain");
     expect_delivery(l, n1, 22, "SEND after reconnecting");
-    expect_rejected(l, 0xabcde, "remote_srqn of no SRQ");
+    expect_rejected(l, 0xabcde, "remote_srqn of no SRQ", "which does not exist");
     expect_delivery(l, n1, 23, "SEND after reconnecting");
     expect_no_event(ctx2, 100, "the opener of the other TGT QP");
 
