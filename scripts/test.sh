@@ -18,5 +18,5 @@ if [ "${1:-}" != "--no-sanitize" ]; then
     # already covered: under ASan they only take longer (tshark's share does not shrink),
     # they reach no code the short runs do not.
     (cd build-asan && ctest -j2 --output-on-failure --timeout 300 \
-        -E '\.many$|small_many|rc_pingpong\.large|faults\.transfer|perftest\.read_bw_1m|capture\.runtime|capture\.(uc|ud|srq|xsrq)_pingpong')
+        -E '\.many$|small_many|rc_pingpong\.large|faults\.transfer|perftest\.read_bw_1m|capture\.runtime|capture\.(uc|ud|srq|xsrq)_pingpong|capture\.perftest')
 fi
