@@ -57,8 +57,9 @@ int Device::start() {
         if (!pcap_.open(cfg_.pcap, cfg_.pcap_max, &why)) return errno ? errno : EIO;
     }
     if (cfg_.faults.any()) set_faults(cfg_.faults);
-    // A 4 KiB datagram costs about 8 KiB of receive buffer (truesize).
-    self_budget_ = std::max(16, io_.rcvbuf() / 8192);
+    // A 4 KiB datagram costs more than 8 KiB of receive buffer: its data sits in an 8 KiB
+    // allocation, plus the skb (truesize about 8.8 KiB). 10 KiB a packet leaves some margin.
+    self_budget_ = std::max(16, io_.rcvbuf() / 10240);
     cmd_fd_ = eventfd(0, EFD_CLOEXEC);
     if (cmd_fd_ < 0) return errno;
     io_.watch_eventfd(cmd_fd_, kCmdTag);
@@ -116,6 +117,7 @@ void Device::run_commands() {
 
 void Device::loop() {
     while (!stop_requested_) {
+        ++turn_;
         uint64_t now = now_ns();
         run_timers(now);
         cm_.run_timers(now);
@@ -230,6 +232,7 @@ void Device::on_packet(const sockaddr_in& from, uint32_t to_be, uint8_t* data, s
     if (from.sin_addr.s_addr == cfg_.ipv4_be && from.sin_port == self_.sin_port) {
         if (self_inflight_) --self_inflight_;
         last_self_rx_ns_ = now_ns();
+        self_rx_turn_ = turn_;
     }
     if (faults_.armed(net::kFaultRx) && !fault_rx(from, to_be, data, len))
         return;  // docs/faults.md

@@ -262,6 +262,10 @@ private:
     uint32_t self_inflight_ = 0;
     uint32_t self_budget_ = 64;
     uint64_t last_self_rx_ns_ = 0;
+    // Engine loop turns, and the turn that last received a packet from this device itself:
+    // a count is only stale when turns went by without one (a descheduled engine finds its
+    // packets still queued when it runs again, however long it was away).
+    uint64_t turn_ = 0, self_rx_turn_ = 0;
     bool to_self(const sockaddr_in& to) const {
         return to.sin_port == self_.sin_port &&
                (to.sin_addr.s_addr == cfg_.ipv4_be ||
@@ -271,10 +275,11 @@ private:
 
 public:
     // True when a requester should wait before sending more to `to`. A count that
-    // stops moving (the kernel dropped some of them after all) is forgotten after 2 ms.
+    // stops moving (the kernel dropped some of them after all) is forgotten after 2 ms
+    // and 4 engine turns without one of them arriving.
     bool self_paced(const sockaddr_in& to) {
         if (self_inflight_ < self_budget_ || !to_self(to)) return false;
-        if (now_ns() - last_self_rx_ns_ < 2000000) return true;
+        if (turn_ - self_rx_turn_ < 4 || now_ns() - last_self_rx_ns_ < 2000000) return true;
         self_inflight_ = 0;
         return false;
     }
