@@ -175,7 +175,7 @@ bool ControlServer::serve(Conn& c) {
             resp.err = EPROTO;
             break;
         }
-        int f[2] = {-1, -1};
+        int f[3] = {-1, -1, -1};
         int err = 0;
         dev_.call([&] { c.session = dev_.open_session(c.pid, f, &err); });
         resp.err = err;
@@ -188,7 +188,7 @@ bool ControlServer::serve(Conn& c) {
             o.device_pid = getpid();
             o.guid_be = htobe64(dev_.guid());
             o.session = c.session->id;
-            fds = {f[0], f[1]};
+            fds = {f[0], f[1], f[2]};
         }
         break;
     }

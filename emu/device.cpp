@@ -139,11 +139,42 @@ void Device::on_eventfd(uint64_t tag) {
         return;
     }
     Session* s = sessions_.get(uint32_t(tag));
-    if (!s) return;
-    for (uint32_t qpn : s->qps)
-        if (Qp* qp = qps_.get(qpn)) mark_ready(*qp);
-    for (uint32_t h : s->cqs)
-        if (Cq* cq = cqs_.get(h)) notify_if_pending(*cq);
+    if (s) take_doorbells(*s);
+}
+
+// The QPs and CQs the session's doorbell page names (emu/abi/doorbell.h). An entry that
+// names nothing of this session's is ignored, as is anything past kDoorbellSlots entries.
+void Device::take_doorbells(Session& s) {
+    abi::DoorbellPage* p = s.db;
+    uint32_t head = s.db_head;
+    for (uint32_t n = 0; n < abi::kDoorbellSlots; ++n, ++head) {
+        uint32_t e =
+            p->slots[head & (abi::kDoorbellSlots - 1)].exchange(0, std::memory_order_acquire);
+        if (!e) break;
+        if (e & abi::kDoorbellCq) {
+            Cq* cq = cqs_.get(e & ~abi::kDoorbellCq);
+            if (owned(s, cq)) notify_if_pending(*cq);
+            continue;
+        }
+        Qp* qp = qps_.get(e);
+        if (!holds(s, qp)) continue;
+        // Cleared before the requester reads the producer index: a WQE posted after this
+        // rings again (the library's side of this is ring_qp()).
+        if (qp->sq) qp->sq->arm.store(0, std::memory_order_seq_cst);
+        mark_ready(*qp);
+    }
+    s.db_head = head;
+    p->head.store(head, std::memory_order_release);
+    if (p->overflow.exchange(0, std::memory_order_acq_rel)) {
+        // The page was full: look at everything, as if every QP and CQ had rung.
+        for (uint32_t qpn : s.qps)
+            if (Qp* qp = qps_.get(qpn)) {
+                if (qp->sq) qp->sq->arm.store(0, std::memory_order_seq_cst);
+                mark_ready(*qp);
+            }
+        for (uint32_t h : s.cqs)
+            if (Cq* cq = cqs_.get(h)) notify_if_pending(*cq);
+    }
 }
 
 void Device::mark_ready(Qp& qp) {
@@ -300,6 +331,13 @@ Session* Device::open_session(pid_t pid, int fds_out[2], int* err) {
     }
     fcntl(pfd[1], F_SETFL, O_NONBLOCK);
     s->async_write_fd = pfd[1];
+    if (int e = s->db_region.create("uroce-doorbell", abi::doorbell_page_bytes())) {
+        *err = e;
+        close(db);
+        close(pfd[0]);
+        return nullptr;
+    }
+    s->db = static_cast<abi::DoorbellPage*>(s->db_region.data());
     uint32_t id;
     Session* sp = sessions_.add(std::move(s), &id);
     if (!sp) {
@@ -311,6 +349,7 @@ Session* Device::open_session(pid_t pid, int fds_out[2], int* err) {
     sp->id = id;
     fds_out[0] = fcntl(db, F_DUPFD_CLOEXEC, 0);
     fds_out[1] = pfd[0];
+    fds_out[2] = sp->db_region.take_fd();
     io_.watch_eventfd(db, id);  // the ring owns db from here on
     trace_.add("pid %d attached (session %u)", int(pid), id);
     *err = 0;

@@ -67,7 +67,8 @@ public:
     void call(const std::function<void()>& fn);
 
     // Engine thread only (wrap in call()).
-    Session* open_session(pid_t pid, int fds_out[2], int* err);
+    // fds_out: the doorbell eventfd, the async event pipe, the doorbell page (abi::OpenResp).
+    Session* open_session(pid_t pid, int fds_out[3], int* err);
     void close_session(Session* s);
     // `in_fd` is an fd that came with the request (or -1); the caller closes it.
     void handle(Session& s, const abi::Request& req, abi::Response& resp, std::vector<int>& fds,
@@ -150,6 +151,7 @@ private:
     // Hands a finished packet to the socket (loopback pacing counts it).
     void wire_send(uint32_t slot, size_t len, const sockaddr_in& to);
     void on_eventfd(uint64_t tag) override;
+    void take_doorbells(Session& s);
     void run_commands();
     void run_ready();
     void run_timers(uint64_t now);

@@ -11,6 +11,7 @@
 #include <memory>
 #include <vector>
 
+#include "emu/abi/doorbell.h"
 #include "emu/abi/rings.h"
 #include "emu/shared_region.h"
 #include "net/headers.h"
@@ -277,6 +278,9 @@ struct Session {
     uint32_t id = 0;
     pid_t pid = 0;
     int doorbell_fd = -1;
+    SharedRegion db_region;  // the doorbell page (emu/abi/doorbell.h)
+    abi::DoorbellPage* db = nullptr;
+    uint32_t db_head = 0;  // the next entry to read; the page's own head is only published
     int async_write_fd = -1;
     bool dead = false;  // the process is gone; cleanup follows when its socket closes
     std::vector<uint32_t> pds, mrs, cqs, qps, channels, srqs, xrcd_handles, mws;

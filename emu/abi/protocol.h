@@ -10,7 +10,7 @@
 
 namespace uroce::abi {
 
-constexpr uint32_t kProtocolVersion = 1;
+constexpr uint32_t kProtocolVersion = 2;
 
 enum class Op : uint32_t {
     kOpen = 1,
@@ -57,7 +57,8 @@ struct OpenResp {
     int32_t device_pid;
     uint64_t guid_be;
     uint32_t session;
-    // fds: [0] doorbell eventfd, [1] async event pipe (read end)
+    // fds: [0] doorbell eventfd, [1] async event pipe (read end), [2] the doorbell page
+    // (emu/abi/doorbell.h), a memfd of doorbell_page_bytes()
 };
 
 struct PdReq { uint32_t pd; };

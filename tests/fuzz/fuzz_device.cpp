@@ -97,12 +97,13 @@ public:
         std::memset(mem_, kGuardByte, kMemLen);
         std::memset(rw(), 0, kRwLen);
         std::memset(ro(), kRoByte, kRoLen);
-        int fds[2] = {-1, -1};
+        int fds[3] = {-1, -1, -1};
         int err = 0;
         g_dev->call([&] { s_ = g_dev->open_session(getpid(), fds, &err); });
         if (!s_) die("open_session", err);
         doorbell_ = fds[0];
         async_ = fds[1];
+        close(fds[2]);  // the doorbell page: these inputs never ring
 
         abi::Request req{};
         abi::Response resp{};

@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "emu/abi/caps.h"
+#include "emu/abi/doorbell.h"
 #include "emu/abi/protocol.h"
 #include "emu/abi/rings.h"
 #include "emu/device.h"
@@ -100,12 +101,19 @@ struct Path {
 class Client {
 public:
     explicit Client(Device& dev) : dev_(dev) {
-        int fds[2] = {-1, -1};
+        int fds[3] = {-1, -1, -1};
         int err = 0;
         dev_.call([&] { s_ = dev_.open_session(getpid(), fds, &err); });
         EXPECT_EQ(err, 0);
         doorbell_ = fds[0];
         async_ = fds[1];
+        if (fds[2] >= 0) {
+            void* p = mmap(nullptr, abi::doorbell_page_bytes(), PROT_READ | PROT_WRITE, MAP_SHARED,
+                           fds[2], 0);
+            EXPECT_NE(p, MAP_FAILED);
+            if (p != MAP_FAILED) db_ = static_cast<abi::DoorbellPage*>(p);
+            close(fds[2]);
+        }
         // Polled with a deadline in async_event(), so a missing event fails the test
         // instead of hanging it.
         if (async_ >= 0) fcntl(async_, F_SETFL, fcntl(async_, F_GETFL) | O_NONBLOCK);
@@ -116,6 +124,7 @@ public:
         if (s_) dev_.call([&] { dev_.close_session(s_); });
         if (doorbell_ >= 0) close(doorbell_);
         if (async_ >= 0) close(async_);
+        if (db_) munmap(db_, abi::doorbell_page_bytes());
     }
 
     bool ok() const { return s_ != nullptr; }
@@ -293,7 +302,9 @@ public:
             std::memcpy(slot + sizeof w, sges.data(), sizeof(abi::Sge) * sges.size());
         std::memcpy(slot, &w, sizeof w);
         h->prod.store(prod + 1, std::memory_order_release);
-        ring_doorbell();
+        // As the library's ring_qp: queue the QP once on the doorbell page.
+        if (h->arm.exchange(1, std::memory_order_seq_cst) == 0) abi::doorbell_push(db_, qp.qpn);
+        wake();
     }
 
     // Writes one receive WQE as the library's post_recv does (receives take no doorbell).
@@ -309,7 +320,16 @@ public:
         h->prod.store(prod + 1, std::memory_order_release);
     }
 
+    abi::DoorbellPage* doorbell_page() { return db_; }
+
+    // A doorbell that names no QP: the page's overflow flag makes the device look at every
+    // QP and CQ of the session.
     void ring_doorbell() {
+        db_->overflow.store(1, std::memory_order_release);
+        wake();
+    }
+
+    void wake() {
         uint64_t one = 1;
         ASSERT_EQ(write(doorbell_, &one, sizeof one), ssize_t(sizeof one));
     }
@@ -338,6 +358,7 @@ private:
     Session* s_ = nullptr;
     int doorbell_ = -1;
     int async_ = -1;
+    abi::DoorbellPage* db_ = nullptr;
 };
 
 // Waits up to `ms` for the next CQE, consuming it as poll_cq does.
@@ -1188,6 +1209,42 @@ TEST_F(RingAbuseTest, RandomBytesInSendSlot) {
     EXPECT_TRUE(c.status == IBV_WC_LOC_LEN_ERR || c.status == IBV_WC_LOC_QP_OP_ERR)
         << "status " << c.status;
     EXPECT_EQ(s_.c->qp_state(s_.qp->qpn), int(IBV_QPS_ERR));
+    expect_receiver_untouched();
+    expect_device_healthy();
+}
+
+TEST_F(RingAbuseTest, DoorbellPageNamingOtherSessionsObjectsOrGarbage) {
+    // The receiver's session queues a zero-length RDMA WRITE but never rings. The sender's
+    // doorbell page names the receiver's QP and CQs, QPNs and handles nobody has, and random
+    // numbers: the device must act on none of them (emu/abi/doorbell.h).
+    // First let the connection settle: a packet arriving for the QP (an ACK of the
+    // connection's traffic) makes the device look at its send queue, which hardware may do too.
+    std::this_thread::sleep_for(milliseconds(50));
+    uint8_t* slot = r_.qp->sq.slot(0);
+    abi::SendWqe w{};
+    w.wr_id = 81;
+    w.opcode = IBV_WR_RDMA_WRITE;
+    w.send_flags = IBV_SEND_SIGNALED;
+    std::memcpy(slot, &w, sizeof w);
+    r_.qp->sq.hdr()->prod.store(1, std::memory_order_release);
+    abi::DoorbellPage* p = s_.c->doorbell_page();
+    std::mt19937 rng(4242);
+    abi::doorbell_push(p, r_.qp->qpn);
+    abi::doorbell_push(p, r_.scq->handle | abi::kDoorbellCq);
+    abi::doorbell_push(p, r_.rcq->handle | abi::kDoorbellCq);
+    abi::doorbell_push(p, 0xffffffu);
+    abi::doorbell_push(p, abi::kDoorbellCq | 0x7fffffffu);
+    for (int i = 0; i < 100; ++i) abi::doorbell_push(p, rng() | 1);
+    // A tail far ahead of the device: it reads at most one page of entries per wake-up.
+    p->tail.store(p->tail.load() + 3 * abi::kDoorbellSlots);
+    s_.c->wake();
+    abi::Cqe c{};
+    EXPECT_FALSE(poll_cq(*r_.scq, &c, 200)) << "the receiver's WRITE ran: wr_id " << c.wr_id;
+    // The receiver's own doorbell still works.
+    r_.c->ring_doorbell();
+    ASSERT_TRUE(poll_cq(*r_.scq, &c));
+    EXPECT_EQ(c.wr_id, 81u);
+    EXPECT_EQ(c.status, uint32_t(IBV_WC_SUCCESS));
     expect_receiver_untouched();
     expect_device_healthy();
 }

@@ -10,10 +10,31 @@
 
 namespace uroce::verbs {
 
-void ring_doorbell(int fd) {
+namespace {
+void wake_device(int fd) {
     uint64_t one = 1;
     ssize_t r = write(fd, &one, sizeof one);
     (void)r;  // only fails on counter overflow, which cannot happen with +1 steps
+}
+}  // namespace
+
+void ring_qp(Qp* qp) {
+    Context* ctx = ctx_of(qp->qpx.qp_base.context);
+    abi::RingHeader* h = qp->sq.hdr();
+    // Queued once until the device takes it (emu/abi/doorbell.h). seq_cst: the WQE's
+    // producer index is stored before `arm` is read, and the device clears `arm` before it
+    // reads the index, so one of the two sides sees the other.
+    if (!h)
+        ctx->db->overflow.store(1, std::memory_order_release);
+    else if (h->arm.exchange(1, std::memory_order_seq_cst) == 0)
+        abi::doorbell_push(ctx->db, qp->qpx.qp_base.qp_num);
+    wake_device(ctx->doorbell);
+}
+
+void ring_cq(ibv_cq* cq) {
+    Context* ctx = ctx_of(cq->context);
+    abi::doorbell_push(ctx->db, cq->handle | abi::kDoorbellCq);
+    wake_device(ctx->doorbell);
 }
 
 bool sq_accepts(const ibv_qp* qp) {
@@ -96,7 +117,7 @@ int post_send(ibv_qp* qp_pub, ibv_send_wr* wr, ibv_send_wr** bad) {
         publish_send(qp, ++prod);  // the device may start on it while we build the next
     }
     qp->sq_lock.unlock();
-    if (prod != first) ring_doorbell(qp->doorbell);
+    if (prod != first) ring_qp(qp);
     if (err) *bad = wr;
     return err;
 }
@@ -140,7 +161,7 @@ int post_recv(ibv_qp* qp_pub, ibv_recv_wr* wr, ibv_recv_wr** bad) {
     }
     int err = post_to_ring(qp->rq, qp->rq_lock, qp->cap.max_recv_sge, wr, bad);
     // In ERR the device must flush them, so wake it.
-    if (qp_pub->state == IBV_QPS_ERR) ring_doorbell(qp->doorbell);
+    if (qp_pub->state == IBV_QPS_ERR) ring_qp(qp);
     return err;
 }
 
@@ -202,7 +223,7 @@ int req_notify_cq(ibv_cq* cq_pub, int solicited_only) {
     // As on hardware (the arm carries the consumer index), completions already in the
     // CQ and not yet polled raise the event at once: wake the device to send it.
     if (h->prod.load(std::memory_order_seq_cst) != h->cons.load(std::memory_order_relaxed))
-        ring_doorbell(ctx_of(cq_pub->context)->doorbell);
+        ring_cq(cq_pub);
     return 0;
 }
 

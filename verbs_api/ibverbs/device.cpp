@@ -284,19 +284,27 @@ ibv_context* ibv_open_device(ibv_device* device) {
     int nfds = 0;
     int err = abi::transact(sock, req, &resp, fds, &nfds);
     if (!err) err = resp.err;
-    if (!err && nfds != 2) err = EPROTO;
+    if (!err && nfds != 3) err = EPROTO;
+    void* db = MAP_FAILED;
+    if (!err) {
+        db = mmap(nullptr, abi::doorbell_page_bytes(), PROT_READ | PROT_WRITE, MAP_SHARED, fds[2],
+                  0);
+        if (db == MAP_FAILED) err = errno;
+    }
     if (err) {
         for (int i = 0; i < nfds; ++i) close(fds[i]);
         close(sock);
         errno = err;
         return nullptr;
     }
+    close(fds[2]);
     // Let the device reach our registered memory where Yama restricts ptrace.
     prctl(PR_SET_PTRACER, resp.u.open.device_pid, 0, 0, 0);
 
     auto* ctx = new Context();
     ctx->sock = sock;
     ctx->doorbell = fds[0];
+    ctx->db = static_cast<abi::DoorbellPage*>(db);
     ctx->device = d;
     ctx->open = resp.u.open;
     verbs_context& v = ctx->vctx;
@@ -334,6 +342,7 @@ int ibv_close_device(ibv_context* context) {
     // Closing the session makes the device destroy whatever is left, as uverbs does.
     close(ctx->sock);
     close(ctx->doorbell);
+    munmap(ctx->db, abi::doorbell_page_bytes());
     close(context->async_fd);
     pthread_mutex_destroy(&context->mutex);
     delete ctx;

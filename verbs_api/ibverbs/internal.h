@@ -13,6 +13,7 @@
 #include <string>
 
 #include "emu/abi/caps.h"
+#include "emu/abi/doorbell.h"
 #include "emu/abi/protocol.h"
 #include "emu/abi/rings.h"
 #include "emu/abi/runtime.h"
@@ -29,6 +30,7 @@ struct Context {
     verbs_context vctx;  // ends with the ibv_context applications hold
     int sock = -1;
     int doorbell = -1;
+    abi::DoorbellPage* db = nullptr;  // which QPs and CQs rang (emu/abi/doorbell.h)
     std::mutex mu;  // one request at a time on the control socket
     Device* device = nullptr;
     abi::OpenResp open{};
@@ -204,7 +206,10 @@ int post_send(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad);
 bool sq_accepts(const ibv_qp* qp);
 int write_send_wqe(Qp* qp, const ibv_send_wr* wr, uint32_t prod);
 void publish_send(Qp* qp, uint32_t prod);
-void ring_doorbell(int fd);
+// Doorbells: the QP's send queue (or, in ERR, its receive queue) has work; a CQ armed with
+// completions already in it must raise its event.
+void ring_qp(Qp* qp);
+void ring_cq(ibv_cq* cq);
 int post_recv(ibv_qp* qp, ibv_recv_wr* wr, ibv_recv_wr** bad);
 int post_srq_recv(ibv_srq* srq, ibv_recv_wr* wr, ibv_recv_wr** bad);
 int poll_cq(ibv_cq* cq, int n, ibv_wc* wc);

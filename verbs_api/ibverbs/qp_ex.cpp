@@ -194,7 +194,7 @@ int wr_complete(ibv_qp_ex* x) {
     if (posted) publish_send(qp, s.prod);
     int err = s.err;
     qp->sq_lock.unlock();
-    if (posted) ring_doorbell(qp->doorbell);
+    if (posted) ring_qp(qp);
     return err;
 }
 

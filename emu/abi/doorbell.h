@@ -1,0 +1,50 @@
+// A session's doorbell page, shared by the verbs library and the device: which QPs and CQs
+// want the device's attention. The session's eventfd only says "look"; the page says where,
+// so a doorbell costs the device the QPs that rang, not every QP of the process.
+//
+// The library pushes an entry (a QPN, or a CQ handle with kDoorbellCq) and then writes the
+// eventfd. A QP is pushed at most once until the device has taken it: the SQ ring header's
+// `arm` word (unused for send queues otherwise) says "queued", the library sets it with an
+// exchange and the device clears it before it looks at the QP. When the page is full the
+// library sets `overflow` instead, and the device then looks at all of the session's QPs and
+// CQs, as it would without a page. The device trusts nothing here: an entry is a number it
+// checks against its own tables, and it reads at most kDoorbellSlots entries per wake-up.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+
+#include "emu/abi/rings.h"
+
+namespace uroce::abi {
+
+constexpr uint32_t kDoorbellSlots = 4096;      // a power of two
+constexpr uint32_t kDoorbellCq = 0x80000000u;  // QPNs and CQ handles are below 2^24
+
+struct DoorbellPage {
+    alignas(kCacheLine) std::atomic<uint32_t> tail;      // library: the next slot to fill
+    alignas(kCacheLine) std::atomic<uint32_t> head;      // device: the next slot it reads
+    alignas(kCacheLine) std::atomic<uint32_t> overflow;  // library: an entry did not fit
+    // 0: empty. The device takes an entry by exchanging it with 0, so a slot reserved but not
+    // yet written stops it there; the writer's eventfd write brings it back.
+    alignas(kCacheLine) std::atomic<uint32_t> slots[kDoorbellSlots];
+};
+
+inline size_t doorbell_page_bytes() {
+    return align_up(sizeof(DoorbellPage), 4096);
+}
+
+// Library side: queues `entry` (non-zero), or sets overflow when the page is full.
+inline void doorbell_push(DoorbellPage* p, uint32_t entry) {
+    uint32_t t = p->tail.load(std::memory_order_relaxed);
+    do {
+        if (t - p->head.load(std::memory_order_acquire) >= kDoorbellSlots) {
+            p->overflow.store(1, std::memory_order_release);
+            return;
+        }
+    } while (!p->tail.compare_exchange_weak(t, t + 1, std::memory_order_acq_rel,
+                                            std::memory_order_relaxed));
+    p->slots[t & (kDoorbellSlots - 1)].store(entry, std::memory_order_release);
+}
+
+}  // namespace uroce::abi
