@@ -12,7 +12,7 @@ public:
     SharedRegion& operator=(const SharedRegion&) = delete;
     ~SharedRegion();
 
-    // Creates and maps `bytes` (zeroed). Returns 0 or an errno.
+    // Creates and maps `bytes` (zeroed), sealed against shrinking. Returns 0 or an errno.
     int create(const char* name, size_t bytes);
     // The memfd, to pass to the application; the device closes it once sent.
     int take_fd();

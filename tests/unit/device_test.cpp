@@ -7,12 +7,14 @@
 // write WQEs exactly as verbs_api/ibverbs/datapath.cpp does. Because the session's pid is
 // our own, the device's "DMA" is a memcpy, so MRs are plain local buffers whose every
 // byte (including guard bytes around what the device may touch) we can inspect.
+#include "emu/device.h"
+
 #include <arpa/inet.h>
 #include <fcntl.h>
-#include <sys/mman.h>
-#include <unistd.h>
-
 #include <gtest/gtest.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <chrono>
@@ -30,7 +32,7 @@
 #include "emu/abi/doorbell.h"
 #include "emu/abi/protocol.h"
 #include "emu/abi/rings.h"
-#include "emu/device.h"
+#include "emu/shared_region.h"
 
 namespace uroce::emu {
 namespace {
@@ -1187,6 +1189,24 @@ protected:
     std::unique_ptr<GuardedBuf> src_, dst_;
     uint32_t skey_ = 0, rkey_ = 0;
 };
+
+// An application that truncates a ring's memfd cannot make the device fault on it: the size is
+// sealed, and the device's mapping stays whole.
+TEST(SharedRegionTest, ApplicationCannotShrinkARing) {
+    emu::SharedRegion r;
+    ASSERT_EQ(r.create("uroce-test", 8192), 0);
+    int fd = r.take_fd();
+    ASSERT_GE(fd, 0);
+    errno = 0;
+    EXPECT_EQ(ftruncate(fd, 0), -1);
+    EXPECT_EQ(errno, EPERM);
+    EXPECT_EQ(fcntl(fd, F_ADD_SEALS, F_SEAL_WRITE), -1) << "seals can be changed";
+    struct stat st;
+    ASSERT_EQ(fstat(fd, &st), 0);
+    EXPECT_EQ(st.st_size, 8192);
+    static_cast<volatile uint8_t*>(r.data())[8191] = 1;  // still mapped to the end
+    close(fd);
+}
 
 TEST_F(RingAbuseTest, RandomBytesInSendSlot) {
     r_.c->post_recv(*r_.qp, 1, {{addr_of(dst_->data()), 512, rkey_}});
