@@ -223,6 +223,7 @@ private:
     bool place_payload(Qp& qp, const net::Packet& p);
     void complete_recv(Qp& qp, const net::Packet& p, ibv_wc_status status);
     void uc_responder_receive(Qp& qp, const net::Packet& p);              // uc_responder.cpp
+    void uc_write(Qp& qp, const net::Packet& p, bool first, bool last, bool imm);
     void ud_requester_progress(Qp& qp);                                    // ud_transport.cpp
     void ud_receive(Qp& qp, const net::Packet& p, const sockaddr_in& from,
                     uint32_t to_be);                                       // ud_transport.cpp

@@ -13,7 +13,7 @@ const char* drop_reason_name(DropReason r) {
     static constexpr const char* kNames[] = {
         "none",       "too_short", "unknown_opcode", "bad_version", "bad_pad",
         "bad_length", "bad_icrc",  "bad_pkey",       "bad_qp",      "op_not_for_qp",
-        "bad_qkey",   "no_recv",   "mcast_no_group",
+        "bad_qkey",   "no_recv",   "mcast_no_group", "bad_rkey",
     };
     static_assert(sizeof(kNames) / sizeof(kNames[0]) == static_cast<size_t>(DropReason::kCount));
     auto i = static_cast<size_t>(r);

@@ -86,6 +86,7 @@ enum class DropReason : uint8_t {
     kBadQkey,       // UD: the DETH Q_Key is not the QP's
     kNoRecv,        // UD/UC: no receive posted, the message is discarded
     kNoMcastGroup,  // UD multicast: no QP of this device is attached to the group
+    kBadRkey,       // UC: an RDMA WRITE its R_Key, bounds or access do not allow (no NAK on UC)
     kCount
 };
 

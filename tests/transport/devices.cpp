@@ -51,9 +51,40 @@ std::string read_file(const std::string& path) {
     return ss.str();
 }
 
+// A process we started, known by pid and start time: a pid the kernel has given to another
+// process since is never signalled (other builds and tests share this host's pid space).
+struct Proc {
+    pid_t pid = -1;
+    unsigned long long start = 0;  // /proc/PID/stat field 22, in clock ticks since boot
+};
+
+// Field 22 (start time) and field 3 (state) of /proc/PID/stat; false if there is no such process.
+bool proc_stat(pid_t pid, unsigned long long* start, char* state) {
+    std::string stat = read_file("/proc/" + std::to_string(pid) + "/stat");
+    auto paren = stat.rfind(')');
+    if (paren == std::string::npos) return false;
+    std::istringstream rest(stat.substr(paren + 1));
+    std::string field;
+    rest >> *state;
+    for (int i = 4; i <= 22 && rest >> field; ++i) {
+    }
+    *start = std::strtoull(field.c_str(), nullptr, 10);
+    return true;
+}
+
+// Gone: exited (a zombie its new parent has not reaped yet counts: a detached device belongs
+// to init, which in a container may reap late), or its pid now names another process.
+bool gone(const Proc& p) {
+    if (p.pid <= 0) return true;
+    waitpid(p.pid, nullptr, WNOHANG);  // reaps it if it is our child
+    unsigned long long start = 0;
+    char state = 0;
+    return !proc_stat(p.pid, &start, &state) || start != p.start || state == 'Z';
+}
+
 // Starts uroced logging to DIR/NAME.log. `detach`: in a session of its own, outliving us (the
 // ctest fixture); otherwise it dies with this process.
-pid_t spawn_device(const std::string& dir, int i, long port, bool detach) {
+Proc spawn_device(const std::string& dir, int i, long port, bool detach) {
     std::string log = dir + "/" + kDeviceNames[i] + ".log";
     std::string exe = daemon_path(), ps = std::to_string(port);
     pid_t pid = fork();
@@ -71,51 +102,43 @@ pid_t spawn_device(const std::string& dir, int i, long port, bool detach) {
               ps.c_str(), static_cast<char*>(nullptr));
         _exit(127);
     }
-    return pid;
-}
-
-// A process that has exited: gone, or a zombie its new parent has not reaped yet (a detached
-// device belongs to init, which in a container may reap late).
-bool gone(pid_t pid) {
-    if (waitpid(pid, nullptr, WNOHANG) == pid) return true;
-    std::string stat = read_file("/proc/" + std::to_string(pid) + "/stat");
-    if (stat.empty()) return true;
-    auto paren = stat.rfind(')');
-    return paren != std::string::npos && paren + 2 < stat.size() && stat[paren + 2] == 'Z';
+    Proc p;
+    char state;
+    if (pid > 0 && proc_stat(pid, &p.start, &state)) p.pid = pid;  // our child: still there
+    return p;
 }
 
 // Stops the devices (SIGTERM: a clean shutdown, with ASan's leak check) and waits for them.
-void stop(pid_t pids[2]) {
+void stop(Proc procs[2]) {
     for (int i = 0; i < 2; ++i)
-        if (pids[i] > 0) kill(pids[i], SIGTERM);
+        if (!gone(procs[i])) kill(procs[i].pid, SIGTERM);
     for (int i = 0; i < 2; ++i) {
-        if (pids[i] <= 0) continue;
         auto start = Clock::now();
-        while (!gone(pids[i]) && secs_since(start) < 20) usleep(2000);
-        if (!gone(pids[i])) kill(pids[i], SIGKILL);
-        pids[i] = -1;
+        while (!gone(procs[i]) && secs_since(start) < 20) usleep(2000);
+        if (!gone(procs[i])) kill(procs[i].pid, SIGKILL);
+        procs[i] = Proc{};
     }
 }
 
 // Starts both devices on the first port of the range where both can bind. 0 or the port.
-long start(const std::string& dir, pid_t pids[2], bool detach) {
+long start(const std::string& dir, Proc procs[2], bool detach) {
     long base = 0, count = 8;
     if (const char* p = getenv("UROCE_UDP_PORT")) base = std::atol(p);
     if (const char* c = getenv("UROCE_TRANSPORT_PORTS")) count = std::atol(c);
     if (base <= 0) base = 30000 + getpid() % 20000, count = 32;  // by hand
     for (long port = base; port < base + count; ++port) {
-        for (int i = 0; i < 2; ++i) pids[i] = spawn_device(dir, i, port, detach);
+        for (int i = 0; i < 2; ++i) procs[i] = spawn_device(dir, i, port, detach);
         // uroced writes NAME.info once it accepts sessions; it exits if the port is taken.
         bool up = true;
         for (int i = 0; i < 2 && up; ++i) {
             std::string info = dir + "/" + kDeviceNames[i] + ".info";
             for (auto t = Clock::now(); up && access(info.c_str(), F_OK) != 0;) {
-                up = !gone(pids[i]) && secs_since(t) < 20;
+                up = !gone(procs[i]) && secs_since(t) < 20;
                 usleep(2000);
             }
         }
         if (up) return port;
-        stop(pids);
+        stop(procs);
     }
     std::fprintf(stderr, "no free UDP port in %ld..%ld for two devices on %s and %s\n", base,
                  base + count - 1, kAddrs[0], kAddrs[1]);
@@ -134,20 +157,16 @@ std::string sanitizer_reports(const std::string& dir) {
     return out;
 }
 
-// The pids of a detached pair, kept next to them.
+// The detached pair's pids and start times, kept next to them.
 std::string pids_path(const std::string& dir) {
     return dir + "/devices.pids";
 }
 
 void stop_recorded(const std::string& dir) {
-    pid_t pids[2] = {-1, -1};
+    Proc procs[2];
     std::ifstream f(pids_path(dir));
-    f >> pids[0] >> pids[1];
-    for (pid_t& p : pids)  // only what is still a uroced (a pid may have been reused)
-        if (p > 0 && read_file("/proc/" + std::to_string(p) + "/cmdline").find("uroced") ==
-                         std::string::npos)
-            p = -1;
-    stop(pids);
+    f >> procs[0].pid >> procs[0].start >> procs[1].pid >> procs[1].start;
+    if (f) stop(procs);
 }
 
 int devices_start(const std::string& dir) {
@@ -159,12 +178,13 @@ int devices_start(const std::string& dir) {
         std::perror(dir.c_str());
         return 1;
     }
-    pid_t pids[2];
-    long port = start(dir, pids, true);
+    Proc procs[2];
+    long port = start(dir, procs, true);
     if (!port) return 1;
-    std::ofstream(pids_path(dir)) << pids[0] << " " << pids[1] << "\n";
-    std::printf("uroce0 (pid %d) on %s and uroce1 (pid %d) on %s, UDP port %ld, in %s\n", pids[0],
-                kAddrs[0], pids[1], kAddrs[1], port, dir.c_str());
+    std::ofstream(pids_path(dir)) << procs[0].pid << " " << procs[0].start << " " << procs[1].pid
+                                  << " " << procs[1].start << "\n";
+    std::printf("uroce0 (pid %d) on %s and uroce1 (pid %d) on %s, UDP port %ld, in %s\n",
+                procs[0].pid, kAddrs[0], procs[1].pid, kAddrs[1], port, dir.c_str());
     return 0;
 }
 
@@ -201,12 +221,12 @@ public:
         dir_ = tmpl;
         own_ = true;
         setenv("UROCE_RUNTIME_DIR", dir_.c_str(), 1);
-        g_ready = start(dir_, pids_, false) != 0;
+        g_ready = start(dir_, procs_, false) != 0;
     }
 
     void TearDown() override {
         if (!own_) return;
-        stop(pids_);
+        stop(procs_);
         std::string reports = sanitizer_reports(dir_);
         EXPECT_TRUE(reports.empty()) << "sanitizer report in a device log:\n" << reports;
         std::error_code ec;
@@ -216,7 +236,7 @@ public:
 private:
     std::string dir_;
     bool own_ = false;
-    pid_t pids_[2] = {-1, -1};
+    Proc procs_[2];
 };
 
 }  // namespace

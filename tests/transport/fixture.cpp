@@ -513,6 +513,15 @@ long TransportTest::qp_drops(const Side& s, uint32_t qpn, const char* reason) {
     return n < 0 ? 0 : n;
 }
 
+long TransportTest::wait_qp_drops(const Side& s, uint32_t qpn, const char* reason, long want) {
+    long n = qp_drops(s, qpn, reason);
+    for (int i = 0; i < 100 && n < want; ++i) {
+        usleep(10000);
+        n = qp_drops(s, qpn, reason);
+    }
+    return n;
+}
+
 long TransportTest::counter(const std::string& dump, const std::string& line_prefix,
                             const std::string& key) {
     std::istringstream in(dump);

@@ -203,6 +203,8 @@ protected:
     // Packets the device of `s` dropped at QP `qpn` for `reason` (`uroce counters`, e.g.
     // "bad_qkey"); 0 if none.
     static long qp_drops(const Side& s, uint32_t qpn, const char* reason);
+    // Waits (up to a second) until that count reaches `want`; returns the count.
+    static long wait_qp_drops(const Side& s, uint32_t qpn, const char* reason, long want);
     // `uroce res NAME` / `uroce counters NAME` output, and the number after `key` on the
     // first line starting with `line_prefix` (-1 if none).
     static std::string cli(const std::string& args);
