@@ -57,7 +57,10 @@ void Device::after_progress(Qp& qp, bool rerequest) {
         go_back(qp, qp.una_psn);
     complete_blocked(qp);
     if (qp.state == IBV_QPS_ERR) return;
-    arm_timer(qp, qp.una_psn == qp.next_psn ? 0 : now_ns() + ack_timeout_ns(qp.attr.timeout));
+    // Waiting out an RNR NAK: its timer resends from una, whatever comes in meanwhile (the
+    // NAKs of the packets that followed the refused one, ACKs of earlier ones).
+    if (!qp.rnr_wait)
+        arm_timer(qp, qp.una_psn == qp.next_psn ? 0 : now_ns() + ack_timeout_ns(qp.attr.timeout));
     mark_ready(qp);
 }
 
@@ -148,6 +151,7 @@ void Device::completer_receive(Qp& qp, const net::Packet& p) {
         if (qp.state == IBV_QPS_ERR) return;
         switch (syn & 0x1f) {
         case 0:  // PSN sequence error: resend from the PSN the responder expects
+            if (qp.rnr_wait) break;  // a packet sent behind the one refused for RNR
             ++qp.retransmits;
             ++counters_.retransmits;
             go_back(qp, qp.una_psn);  // not `psn`: see the RNR case

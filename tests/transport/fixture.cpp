@@ -469,6 +469,19 @@ bool TransportTest::wait_state(ibv_qp* qp, int state) {
     }
 }
 
+void TransportTest::expect_remote_error(const Pair& p, uint64_t wr_id, ibv_wc_status status,
+                                        uint64_t flushed_id, ibv_event_type event) {
+    expect_error(p.a.scq, p.a.qpn(), wr_id, status, "the failing WR");
+    if (flushed_id) expect_error(p.a.scq, p.a.qpn(), flushed_id, IBV_WC_WR_FLUSH_ERR, "behind it");
+    EXPECT_EQ(qp_state(p.a.qp), IBV_QPS_ERR);
+    EXPECT_TRUE(wait_state(p.b.qp, IBV_QPS_ERR));
+    ibv_async_event ev = next_async(*p.b.side);
+    EXPECT_EQ(ev.event_type, event)
+        << ibv_event_type_str(ev.event_type) << ", want " << ibv_event_type_str(event);
+    EXPECT_EQ(ev.element.qp, p.b.qp);
+    expect_no_async(*p.a.side, 0);
+}
+
 bool TransportTest::try_async(Side& s, ibv_async_event* ev, double timeout) {
     pollfd p{s.ctx->async_fd, POLLIN, 0};
     if (poll(&p, 1, int(timeout * 1000)) != 1) return false;

@@ -195,6 +195,12 @@ protected:
     // moment after the requester's completion); true if it did within kWaitSeconds.
     bool wait_state(ibv_qp* qp, int state);
 
+    // An error the responder detects (IBTA class C): WR `wr_id` of p.a completes with
+    // `status` and the WR `flushed_id` behind it (if not 0) is flushed; both QPs end in ERR;
+    // B's owner gets `event` for p.b's QP, A's none.
+    void expect_remote_error(const Pair& p, uint64_t wr_id, ibv_wc_status status,
+                             uint64_t flushed_id, ibv_event_type event);
+
     // Async events of a context: the next one (fatal when none comes), or none for `ms`.
     ibv_async_event next_async(Side& s, double timeout = kWaitSeconds);
     bool try_async(Side& s, ibv_async_event* ev, double timeout);

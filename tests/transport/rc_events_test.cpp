@@ -1,0 +1,111 @@
+// Completion events (ibv_req_notify_cq(3)): armed with solicited_only, a CQ raises an event
+// only for a receive of a message sent with IBV_SEND_SOLICITED or for an unsuccessful
+// completion; armed with 0, for any completion; an event is raised once per arming.
+#include <arpa/inet.h>
+#include <poll.h>
+
+#include "tests/transport/fixture.h"
+
+namespace uroce::transport_test {
+namespace {
+
+class RcEvents : public TransportTest {
+protected:
+    void SetUp() override {
+        TransportTest::SetUp();
+        if (HasFatalFailure()) return;
+        ch_ = make_channel(B());
+        ASSERT_NE(ch_, nullptr);
+        QpOpts o;
+        o.channel_b = ch_;
+        p_ = connect_pair(o);
+        ASSERT_TRUE(p_.a.qp && p_.b.qp);
+        src_ = &reg(A(), 4096);
+        dst_ = &reg(B(), 4096);
+        src_->fill(71);
+        for (uint64_t k = 0; k < 8; ++k)
+            ASSERT_EQ(post_recv(p_.b.qp, k, {dst_->sge(k * 512, 512)}), 0);
+    }
+    // The CQ of the next event on B's channel within `ms`, or nullptr.
+    ibv_cq* event(int ms) {
+        pollfd p{ch_->fd, POLLIN, 0};
+        if (poll(&p, 1, ms) != 1) return nullptr;
+        ibv_cq* cq = nullptr;
+        void* ctx = nullptr;
+        EXPECT_EQ(ibv_get_cq_event(ch_, &cq, &ctx), 0);
+        if (cq) ibv_ack_cq_events(cq, 1);
+        return cq;
+    }
+    void send(uint64_t id, ibv_wr_opcode op, unsigned flags) {
+        std::vector<ibv_sge> sg{src_->sge(0, 100)};
+        ibv_send_wr w = wr(id, op, sg, IBV_SEND_SIGNALED | flags);
+        w.imm_data = htonl(uint32_t(id));
+        if (op == IBV_WR_RDMA_WRITE_WITH_IMM) {
+            w.wr.rdma.remote_addr = dst_->addr(3900);
+            w.wr.rdma.rkey = dst_->rkey();
+        }
+        ASSERT_EQ(post(p_.a.qp, w), 0);
+        expect_send_ok(p_.a, id, op == IBV_WR_SEND ? IBV_WC_SEND : IBV_WC_RDMA_WRITE, 100);
+    }
+    ibv_comp_channel* ch_ = nullptr;
+    Pair p_;
+    Buffer* src_ = nullptr;
+    Buffer* dst_ = nullptr;
+};
+
+TEST_F(RcEvents, SolicitedOnly) {
+    ASSERT_EQ(ibv_req_notify_cq(p_.b.rcq, 1), 0);
+    send(1, IBV_WR_SEND, 0);  // unsolicited: completes without an event
+    expect_recv_ok(p_.b, 0, IBV_WC_RECV, 100, p_.a.qpn());
+    EXPECT_EQ(event(50), nullptr) << "an unsolicited receive raised an event";
+    send(2, IBV_WR_SEND, IBV_SEND_SOLICITED);
+    EXPECT_EQ(event(int(kWaitSeconds * 1000)), p_.b.rcq) << "no event for a solicited SEND";
+    expect_recv_ok(p_.b, 1, IBV_WC_RECV, 100, p_.a.qpn());
+    // Disarmed by the event: the next solicited message raises none until armed again.
+    send(3, IBV_WR_SEND, IBV_SEND_SOLICITED);
+    expect_recv_ok(p_.b, 2, IBV_WC_RECV, 100, p_.a.qpn());
+    EXPECT_EQ(event(50), nullptr) << "an event without arming";
+    // WRITE_WITH_IMM with IBV_SEND_SOLICITED is solicited too.
+    ASSERT_EQ(ibv_req_notify_cq(p_.b.rcq, 1), 0);
+    send(4, IBV_WR_RDMA_WRITE_WITH_IMM, IBV_SEND_SOLICITED);
+    EXPECT_EQ(event(int(kWaitSeconds * 1000)), p_.b.rcq);
+    expect_recv_ok(p_.b, 3, IBV_WC_RECV_RDMA_WITH_IMM, 100, p_.a.qpn(), IBV_WC_WITH_IMM, htonl(4));
+    // A successful send completion is never solicited.
+    ASSERT_EQ(ibv_req_notify_cq(p_.b.scq, 1), 0);
+    std::vector<ibv_sge> sg{dst_->sge(0, 8)};
+    ibv_send_wr w = wr(5, IBV_WR_SEND, sg, IBV_SEND_SIGNALED | IBV_SEND_SOLICITED);
+    Buffer& arx = reg(A(), 64);
+    ASSERT_EQ(post_recv(p_.a.qp, 9, {arx.sge(0, 64)}), 0);
+    ASSERT_EQ(post(p_.b.qp, w), 0);
+    expect_send_ok(p_.b, 5, IBV_WC_SEND, 8);
+    EXPECT_EQ(event(50), nullptr) << "a send completion raised a solicited-only event";
+}
+
+TEST_F(RcEvents, AnyCompletion) {
+    ASSERT_EQ(ibv_req_notify_cq(p_.b.rcq, 0), 0);
+    send(1, IBV_WR_SEND, 0);
+    EXPECT_EQ(event(int(kWaitSeconds * 1000)), p_.b.rcq);
+    expect_recv_ok(p_.b, 0, IBV_WC_RECV, 100, p_.a.qpn());
+    // Arming with a completion already waiting raises the event at once.
+    send(2, IBV_WR_SEND, 0);
+    EXPECT_EQ(event(50), nullptr);
+    ASSERT_EQ(ibv_req_notify_cq(p_.b.rcq, 0), 0);
+    EXPECT_EQ(event(int(kWaitSeconds * 1000)), p_.b.rcq);
+    expect_recv_ok(p_.b, 1, IBV_WC_RECV, 100, p_.a.qpn());
+}
+
+// An unsuccessful completion raises a solicited-only event: here the receives flushed when
+// B's QP is moved to ERR.
+TEST_F(RcEvents, ErrorCompletionIsSolicited) {
+    ASSERT_EQ(ibv_req_notify_cq(p_.b.rcq, 1), 0);
+    ibv_qp_attr a{};
+    a.qp_state = IBV_QPS_ERR;
+    ASSERT_EQ(ibv_modify_qp(p_.b.qp, &a, IBV_QP_STATE), 0);
+    EXPECT_EQ(event(int(kWaitSeconds * 1000)), p_.b.rcq) << "no event for a flushed receive";
+    for (uint64_t k = 0; k < 8; ++k)
+        expect_error(p_.b.rcq, p_.b.qpn(), k, IBV_WC_WR_FLUSH_ERR, "flushed receive");
+    expect_empty(p_.b.rcq, 0);
+}
+
+}  // namespace
+}  // namespace uroce::transport_test
