@@ -115,9 +115,28 @@ void Device::qp_to_error(Qp& qp) {
     qp.state = IBV_QPS_ERR;
     qp.attr.qp_state = IBV_QPS_ERR;
     flush_queues(qp);
+    last_wqe_reached(qp);
 }
 
-void Device::flush_queues(Qp& qp) {
+// IBTA 11.6.3: a QP attached to an SRQ that enters the error state takes no more receives
+// from it; its owner learns so (and may then destroy it without losing a receive).
+void Device::last_wqe_reached(Qp& qp) {
+    if (qp.srq && qp.type != IBV_QPT_XRC_RECV && !qp.owner->dead)
+        post_qp_async(qp, IBV_EVENT_QP_LAST_WQE_REACHED);
+}
+
+// A WQE failed before reaching the wire. RC and XRC QPs go to ERR; a UC or UD QP only stops
+// its send queue (IBTA 10.3.1, Send Queue Error): receives go on, sends are flushed until the
+// application moves it back to RTS, as ConnectX does.
+void Device::send_queue_error(Qp& qp) {
+    if (qp.type != IBV_QPT_UC && qp.type != IBV_QPT_UD) return qp_to_error(qp);
+    if (qp.state == IBV_QPS_ERR || qp.state == IBV_QPS_SQE) return;
+    qp.state = IBV_QPS_SQE;
+    qp.attr.qp_state = IBV_QPS_SQE;
+    flush_send_queue(qp);
+}
+
+void Device::flush_send_queue(Qp& qp) {
     qp.deadline_ns = 0;
     qp.rnr_wait = false;
     // Everything fetched but not completed, then everything still in the ring.
@@ -125,7 +144,10 @@ void Device::flush_queues(Qp& qp) {
     while (fetch_send_wqe(qp)) complete_send(qp, qp.sq_done, IBV_WC_WR_FLUSH_ERR);
     qp.sq_send = qp.sq_fetch;
     qp.sq_send_off = 0;
+}
 
+void Device::flush_queues(Qp& qp) {
+    flush_send_queue(qp);
     // A receive in progress was already taken from its ring; then the rest of the RQ.
     // Receives posted to an SRQ belong to the SRQ and stay there.
     if (qp.have_rwr) complete_recv(qp, net::Packet{}, IBV_WC_WR_FLUSH_ERR);

@@ -190,7 +190,10 @@ private:
     void notify_if_pending(Cq& cq);
     void complete_send(Qp& qp, uint32_t index, ibv_wc_status status);
     void qp_to_error(Qp& qp);
+    void send_queue_error(Qp& qp);  // UC/UD: SQE; RC/XRC: ERR
+    void last_wqe_reached(Qp& qp);
     void flush_queues(Qp& qp);
+    void flush_send_queue(Qp& qp);
     // `what`/`id` name the object for the trace ("qp", qpn); what == nullptr: the port.
     void post_async(Session* s, ibv_event_type type, uint64_t cookie, const char* what = nullptr,
                     uint32_t id = 0);

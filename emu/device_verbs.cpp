@@ -365,7 +365,10 @@ int Device::modify_qp(Session& s, const abi::ModifyQpReq& r) {
     }
     qp->state = next;
     q.qp_state = next;
-    if (next == IBV_QPS_ERR) flush_queues(*qp);
+    if (next == IBV_QPS_ERR) {
+        flush_queues(*qp);
+        last_wqe_reached(*qp);
+    }
     if (next == IBV_QPS_RTS) mark_ready(*qp);
     return 0;
 }

@@ -161,7 +161,7 @@ void Device::complete_blocked(Qp& qp) {
         if (w.status != IBV_WC_SUCCESS) {
             complete_send(qp, qp.sq_send, w.status);
             ++qp.sq_send;
-            qp_to_error(qp);
+            send_queue_error(qp);
         }
     }
 }
@@ -190,6 +190,7 @@ void Device::requester_progress(Qp& qp) {
         flush_queues(qp);
         return;
     }
+    if (qp.state == IBV_QPS_SQE) return flush_send_queue(qp);
     if (qp.state != IBV_QPS_RTS || qp.rnr_wait || qp.owner->dead) return;
     if (qp.type == IBV_QPT_UD) return ud_requester_progress(qp);
     requester_build(qp);

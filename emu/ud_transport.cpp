@@ -33,7 +33,7 @@ void ipv4_header(uint8_t* h, uint32_t src_be, uint32_t dst_be, size_t udp_payloa
 void Device::ud_requester_progress(Qp& qp) {
     for (;;) {
         if (qp.sq_send == qp.sq_fetch && !fetch_send_wqe(qp)) break;
-        if (qp.state == IBV_QPS_ERR) return;
+        if (qp.state == IBV_QPS_ERR || qp.state == IBV_QPS_SQE) return;
         SendWr& w = qp.swr[qp.sq_send & qp.sq_mask];
         if (w.status != IBV_WC_SUCCESS) {
             complete_blocked(qp);
@@ -90,9 +90,9 @@ void Device::ud_requester_progress(Qp& qp) {
 void Device::ud_receive(Qp& qp, const net::Packet& p, const sockaddr_in& from, uint32_t to_be) {
     if (qp.state != IBV_QPS_RTR && qp.state != IBV_QPS_RTS && qp.state != IBV_QPS_SQD &&
         qp.state != IBV_QPS_SQE)
-        return count_drop(net::DropReason::kBadQp);
-    if (p.deth.qkey != qp.attr.qkey) return count_drop(net::DropReason::kBadQkey);
-    if (!take_recv(qp)) return count_drop(net::DropReason::kNoRecv);
+        return count_drop(net::DropReason::kBadQp, qp);
+    if (p.deth.qkey != qp.attr.qkey) return count_drop(net::DropReason::kBadQkey, qp);
+    if (!take_recv(qp)) return count_drop(net::DropReason::kNoRecv, qp);
     if (!qp.rwr_ok || kGrhLen + p.payload_len > qp.rwr.length) {
         complete_recv(qp, p, qp.rwr_ok ? IBV_WC_LOC_LEN_ERR : IBV_WC_LOC_PROT_ERR);
         return;

@@ -785,7 +785,8 @@ TEST_F(MwTest, SendWithInvalidateIsRcAndXrcOnly) {
     Buf& src = buf(pd_a_, 64, IBV_ACCESS_LOCAL_WRITE, 99);
     send_inv(c.a, src, 0, 16, 0x1234, 13);
     expect_wc(poll(cq_a_), 13, IBV_WC_LOC_QP_OP_ERR, IBV_WC_SEND);
-    EXPECT_EQ(state(c.a), IBV_QPS_ERR);
+    // A send error on UC stops only the send queue (docs/behaviour.md, UC and UD).
+    EXPECT_EQ(state(c.a), IBV_QPS_SQE);
 }
 
 // IBTA 10.6.7.2.6: an MR with windows bound into it cannot be deregistered (EINVAL, as rxe).

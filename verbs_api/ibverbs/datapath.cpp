@@ -38,9 +38,10 @@ void ring_cq(ibv_cq* cq) {
 }
 
 bool sq_accepts(const ibv_qp* qp) {
-    // As rxe: the send queue accepts work only from RTS on (and in ERR, to be flushed).
-    // A TGT QP has no SQ.
-    return (qp->state == IBV_QPS_RTS || qp->state == IBV_QPS_SQD || qp->state == IBV_QPS_ERR) &&
+    // As rxe: the send queue accepts work only from RTS on; in SQE (UC/UD after a send
+    // error) and ERR it accepts WRs to flush them. A TGT QP has no SQ.
+    return (qp->state == IBV_QPS_RTS || qp->state == IBV_QPS_SQD || qp->state == IBV_QPS_SQE ||
+            qp->state == IBV_QPS_ERR) &&
            qp_of(const_cast<ibv_qp*>(qp))->sq.base && qp->qp_type != IBV_QPT_XRC_RECV;
 }
 
