@@ -131,6 +131,8 @@ void Device::last_wqe_reached(Qp& qp) {
 void Device::send_queue_error(Qp& qp) {
     if (qp.type != IBV_QPT_UC && qp.type != IBV_QPT_UD) return qp_to_error(qp);
     if (qp.state == IBV_QPS_ERR || qp.state == IBV_QPS_SQE) return;
+    trace_.add("qp 0x%x %s -> SQE (the send queue's work requests complete with WR_FLUSH_ERR)",
+               qp.qpn, qp_state_name(qp.state));
     qp.state = IBV_QPS_SQE;
     qp.attr.qp_state = IBV_QPS_SQE;
     flush_send_queue(qp);
