@@ -224,16 +224,44 @@ ibv_srq* TransportTest::make_srq(Side& s, uint32_t max_wr, uint32_t max_sge, uin
         srq, [srq] { return ibv_destroy_srq(srq); }, "ibv_create_srq");
 }
 
+ibv_cq_ex* TransportTest::make_cq_ex(Side& s, uint64_t wc_flags, int cqe, ibv_comp_channel* ch,
+                                     uint32_t flags, void* cq_context) {
+    ibv_cq_init_attr_ex a{};
+    a.cqe = uint32_t(cqe);
+    a.cq_context = cq_context;
+    a.channel = ch;
+    a.wc_flags = wc_flags;
+    if (flags) a.comp_mask = IBV_CQ_INIT_ATTR_MASK_FLAGS;
+    a.flags = flags;
+    ibv_cq_ex* cq = ibv_create_cq_ex(s.ctx, &a);
+    return keep(
+        cq, [cq] { return ibv_destroy_cq(ibv_cq_ex_to_cq(cq)); }, "ibv_create_cq_ex");
+}
+
 Endpoint TransportTest::make_qp(Side& s, const QpOpts& o, bool is_a) {
+    ibv_comp_channel* ch = is_a ? o.channel_a : o.channel_b;
+    ibv_cq* cq[2];
+    for (ibv_cq*& c : cq) {
+        if (!o.cq_ex) {
+            c = make_cq(s, 256, ch);
+        } else {
+            ibv_cq_ex* x = make_cq_ex(s, o.cq_wc_flags, 256, ch);
+            c = x ? ibv_cq_ex_to_cq(x) : nullptr;
+        }
+    }
+    return make_qp_with_cqs(s, o, cq[0], cq[1], is_a ? o.srq_a : o.srq_b);
+}
+
+Endpoint TransportTest::make_qp_with_cqs(Side& s, const QpOpts& o, ibv_cq* scq, ibv_cq* rcq,
+                                         ibv_srq* srq) {
     Endpoint e;
     e.side = &s;
-    ibv_comp_channel* ch = is_a ? o.channel_a : o.channel_b;
-    e.scq = make_cq(s, 256, ch);
-    e.rcq = make_cq(s, 256, ch);
-    ibv_qp_init_attr ia{};
+    e.scq = scq;
+    e.rcq = rcq;
+    ibv_qp_init_attr_ex ia{};
     ia.send_cq = e.scq;
     ia.recv_cq = e.rcq;
-    ia.srq = is_a ? o.srq_a : o.srq_b;
+    ia.srq = srq;
     ia.qp_type = o.type;
     ia.sq_sig_all = o.sq_sig_all;
     ia.cap.max_send_wr = o.max_send_wr;
@@ -241,9 +269,18 @@ Endpoint TransportTest::make_qp(Side& s, const QpOpts& o, bool is_a) {
     ia.cap.max_send_sge = o.max_send_sge;
     ia.cap.max_recv_sge = o.max_recv_sge;
     ia.cap.max_inline_data = o.max_inline_data;
-    ibv_qp* qp = ibv_create_qp(s.pd, &ia);
+    ia.comp_mask = IBV_QP_INIT_ATTR_PD;
+    ia.pd = s.pd;
+    if (o.send_ops_flags) {
+        ia.comp_mask |= IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
+        ia.send_ops_flags = o.send_ops_flags;
+    }
+    // ibv_create_qp unless the test wants the ibv_wr_* interface; ibv_qp_init_attr is the
+    // prefix of ibv_qp_init_attr_ex (verbs.h relies on it too).
+    ibv_qp* qp = o.send_ops_flags ? ibv_create_qp_ex(s.ctx, &ia)
+                                  : ibv_create_qp(s.pd, reinterpret_cast<ibv_qp_init_attr*>(&ia));
     e.qp = keep(
-        qp, [qp] { return ibv_destroy_qp(qp); }, "ibv_create_qp");
+        qp, [qp] { return ibv_destroy_qp(qp); }, "creating a QP");
     return e;
 }
 
@@ -256,11 +293,15 @@ void TransportTest::destroy_qp(Endpoint& e) {
 
 void TransportTest::connect_qp(Endpoint& e, const Side& to, uint32_t dest_qpn, const QpOpts& o,
                                uint32_t my_psn, uint32_t peer_psn) {
+    // The attributes each type needs (the IBTA's table): an RC QP and an XRC TGT QP are
+    // responders, an RC QP and an XRC INI QP requesters.
     bool rc = o.type == IBV_QPT_RC;
+    bool responder = rc || o.type == IBV_QPT_XRC_RECV;
+    bool requester = rc || o.type == IBV_QPT_XRC_SEND;
     ibv_qp_attr a{};
     a.qp_state = IBV_QPS_INIT;
     a.port_num = 1;
-    a.qp_access_flags = rc ? o.access : (o.access & IBV_ACCESS_REMOTE_WRITE);
+    a.qp_access_flags = responder ? o.access : (o.access & IBV_ACCESS_REMOTE_WRITE);
     ASSERT_EQ(ibv_modify_qp(e.qp, &a,
                             IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS),
               0);
@@ -276,7 +317,7 @@ void TransportTest::connect_qp(Endpoint& e, const Side& to, uint32_t dest_qpn, c
     a.ah_attr.grh.hop_limit = 64;
     a.ah_attr.port_num = 1;
     int mask = IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN;
-    if (rc) mask |= IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER;
+    if (responder) mask |= IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER;
     ASSERT_EQ(ibv_modify_qp(e.qp, &a, mask), 0);
     a = {};
     a.qp_state = IBV_QPS_RTS;
@@ -286,7 +327,10 @@ void TransportTest::connect_qp(Endpoint& e, const Side& to, uint32_t dest_qpn, c
     a.sq_psn = my_psn;
     a.max_rd_atomic = o.max_rd_atomic;
     mask = IBV_QP_STATE | IBV_QP_SQ_PSN;
-    if (rc) mask |= IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC;
+    if (requester)
+        mask |= IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC;
+    else if (responder)
+        mask |= IBV_QP_TIMEOUT;  // XRC TGT
     ASSERT_EQ(ibv_modify_qp(e.qp, &a, mask), 0);
 }
 
@@ -336,6 +380,17 @@ int TransportTest::post_recv(ibv_qp* qp, uint64_t wr_id, std::vector<ibv_sge> sg
         .wr_id = wr_id, .next = nullptr, .sg_list = sges.data(), .num_sge = int(sges.size())};
     ibv_recv_wr* bad = nullptr;
     return ibv_post_recv(qp, &r, &bad);
+}
+
+Buffer& TransportTest::post_recvs(const Endpoint& e, uint64_t first, size_t n, size_t each,
+                                  ibv_srq* srq) {
+    Buffer& buf = reg(*e.side, n * each);
+    for (size_t i = 0; i < n; ++i) {
+        std::vector<ibv_sge> sg{buf.sge(i * each, uint32_t(each))};
+        int err = srq ? post_srq_recv(srq, first + i, sg) : post_recv(e.qp, first + i, sg);
+        EXPECT_EQ(err, 0) << "posting receive " << i << ": " << std::strerror(err);
+    }
+    return buf;
 }
 
 int TransportTest::post_srq_recv(ibv_srq* srq, uint64_t wr_id, std::vector<ibv_sge> sges) {

@@ -105,6 +105,13 @@ struct QpOpts {
     ibv_comp_channel* channel_a = nullptr;  // for both of A's CQs
     ibv_comp_channel* channel_b = nullptr;
     uint32_t qkey = 0x11111111;  // UD
+    // Nonzero: the QP comes from ibv_create_qp_ex with IBV_QP_INIT_ATTR_SEND_OPS_FLAGS and
+    // these ops, so it has the ibv_wr_* interface (ibv_qp_to_qp_ex).
+    uint64_t send_ops_flags = 0;
+    // The QP's CQs come from ibv_create_cq_ex with these wc_flags; Endpoint holds
+    // ibv_cq_ex_to_cq of them.
+    bool cq_ex = false;
+    uint64_t cq_wc_flags = IBV_WC_STANDARD_FLAGS;
 };
 
 struct Pair {
@@ -140,6 +147,9 @@ protected:
     // Objects made here are destroyed in TearDown (reverse order of creation).
     ibv_pd* alloc_pd(Side& s);
     ibv_cq* make_cq(Side& s, int cqe = 256, ibv_comp_channel* ch = nullptr);
+    // ibv_create_cq_ex; QPs and ibv_poll_cq take ibv_cq_ex_to_cq of it.
+    ibv_cq_ex* make_cq_ex(Side& s, uint64_t wc_flags, int cqe = 256, ibv_comp_channel* ch = nullptr,
+                          uint32_t flags = 0, void* cq_context = nullptr);
     ibv_comp_channel* make_channel(Side& s);
     // `len` bytes registered with `access` in `pd` (the side's PD by default), poisoned.
     Buffer& reg(Side& s, size_t len, int access = kAllAccess, ibv_pd* pd = nullptr);
@@ -147,11 +157,14 @@ protected:
     ibv_srq* make_srq(Side& s, uint32_t max_wr, uint32_t max_sge = 4, uint32_t limit = 0);
     // A QP in RESET with its own CQs.
     Endpoint make_qp(Side& s, const QpOpts& o, bool is_a);
+    // A QP in RESET on the given CQs (o's CQ and channel options are not used).
+    Endpoint make_qp_with_cqs(Side& s, const QpOpts& o, ibv_cq* scq, ibv_cq* rcq,
+                              ibv_srq* srq = nullptr);
     void destroy_qp(Endpoint& e);  // before TearDown (the peer then sees no answer)
 
     // RC/UC: a connected pair in RTS (A on uroce0, B on uroce1).
     Pair connect_pair(const QpOpts& o = {});
-    // Moves an RC/UC QP to RTS towards `peer` (qpn on side `to`).
+    // Moves an RC/UC QP, or an XRC INI or TGT QP, to RTS towards `peer` (qpn on side `to`).
     void connect_qp(Endpoint& e, const Side& to, uint32_t dest_qpn, const QpOpts& o,
                     uint32_t my_psn, uint32_t peer_psn);
     // UD: a QP in RTS with Q_Key o.qkey.
@@ -161,6 +174,10 @@ protected:
     // Data path helpers. They return the verb's errno; bad_wr checks are left to the test.
     int post_recv(ibv_qp* qp, uint64_t wr_id, std::vector<ibv_sge> sges);
     int post_srq_recv(ibv_srq* srq, uint64_t wr_id, std::vector<ibv_sge> sges);
+    // `n` receives of `each` bytes each into one new buffer on e's side, wr_ids from
+    // `first`: to e's QP, or to `srq`. Returns the buffer.
+    Buffer& post_recvs(const Endpoint& e, uint64_t first, size_t n, size_t each,
+                       ibv_srq* srq = nullptr);
     int post(ibv_qp* qp, ibv_send_wr& wr, ibv_send_wr** bad = nullptr);
     // A signaled WR of `op` over `sges` (the vector must outlive the post).
     static ibv_send_wr wr(uint64_t wr_id, ibv_wr_opcode op, std::vector<ibv_sge>& sges,
