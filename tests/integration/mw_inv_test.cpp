@@ -11,6 +11,8 @@
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <infiniband/verbs.h>
+#include <signal.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <cstdint>
@@ -928,6 +930,18 @@ TEST_F(MwTest, ResourceDumpShowsWindows) {
     std::string unbound = find(key1);
     EXPECT_NE(unbound.find(" type 1 "), std::string::npos) << unbound;
     EXPECT_NE(unbound.find(" unbound"), std::string::npos) << unbound;
+}
+
+// Run by mw_inv_test.sh on its own (UROCE_MW_KILL=1): the process dies by SIGKILL holding
+// bound windows of both types, and the script checks that the devices freed everything.
+TEST_F(MwTest, KilledWithBoundWindows) {
+    if (!getenv("UROCE_MW_KILL")) GTEST_SKIP() << "only with UROCE_MW_KILL=1";
+    Conn c = connect();
+    Buf& target = buf(pd_b_, 4096, kMwMr, 10);
+    bind1(c.b, alloc_mw(pd_b_, IBV_MW_TYPE_1), &target, 0, 64, IBV_ACCESS_REMOTE_READ);
+    bound_type2(c.b, alloc_mw(pd_b_, IBV_MW_TYPE_2), target, 64, 64, IBV_ACCESS_REMOTE_READ);
+    alloc_mw(pd_a_, IBV_MW_TYPE_2);
+    kill(getpid(), SIGKILL);
 }
 
 // IBV_SEND_FENCE: a fenced SEND of the buffer a READ is filling goes out only after the

@@ -23,6 +23,12 @@ rc=$?
 cat "$out"
 [ $rc = 0 ] || fail "$(basename "$prog") exited $rc"
 
+# A process that dies holding bound windows of both types leaves nothing behind either.
+UROCE_MW_KILL=1 UROCE_MW_DEV_A=mwa UROCE_MW_DEV_B=mwb verbs timeout 60 "$prog" \
+    --gtest_filter=MwTest.KilledWithBoundWindows >"$out" 2>&1
+rc=$?
+[ $rc = 137 ] || { cat "$out"; fail "the killed program exited $rc, expected SIGKILL (137)"; }
+
 sleep 0.2  # the devices close the session when they see the socket hang up
 for dev in mwa mwb; do
     counts=$("$UROCE" res "$dev" | grep '^counts ') || fail "uroce res $dev"
