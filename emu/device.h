@@ -192,6 +192,7 @@ private:
     void qp_to_error(Qp& qp);
     void send_queue_error(Qp& qp);  // UC/UD: SQE; RC/XRC: ERR
     void last_wqe_reached(Qp& qp);
+    void comm_established(Qp& qp);  // recv_common.cpp
     void flush_queues(Qp& qp);
     void flush_send_queue(Qp& qp);
     // `what`/`id` name the object for the trace ("qp", qpn); what == nullptr: the port.

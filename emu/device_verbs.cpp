@@ -349,6 +349,7 @@ int Device::modify_qp(Session& s, const abi::ModifyQpReq& r) {
             qp->epsn = q.rq_psn;
             qp->msn = 0;
             qp->nak_sent = false;
+            qp->comm_est = false;
         }
         break;
     case IBV_QPS_RTS:

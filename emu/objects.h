@@ -228,6 +228,7 @@ struct Qp {
     uint32_t epsn = 0;
     uint32_t msn = 0;
     bool nak_sent = false;  // one sequence NAK per gap
+    bool comm_est = false;  // IBV_EVENT_COMM_EST posted for this stay in RTR
     bool uc_drop = false;   // UC: discarding the rest of a message after a loss
     // RDMA WRITE in progress (responder): where the next payload byte goes.
     bool have_write = false;

@@ -225,6 +225,7 @@ void Device::responder_receive(Qp& qp, const net::Packet& p) {
     if (qp.state != IBV_QPS_RTR && qp.state != IBV_QPS_RTS && qp.state != IBV_QPS_SQD &&
         qp.state != IBV_QPS_SQE)
         return count_drop(net::DropReason::kBadQp, qp);
+    if (qp.state == IBV_QPS_RTR && !qp.comm_est && qp.type == IBV_QPT_RC) comm_established(qp);
     const net::OpInfo* info = net::op_info(p.bth.opcode);
     int32_t d = net::psn_diff(p.bth.psn, qp.epsn);
     if (d < 0) {

@@ -9,6 +9,13 @@
 
 namespace uroce::emu {
 
+// IBTA 11.6.3.1: the first packet an RC or UC QP receives while in RTR raises
+// IBV_EVENT_COMM_EST, once per stay in RTR, as ConnectX does (docs/behaviour.md).
+void Device::comm_established(Qp& qp) {
+    qp.comm_est = true;
+    post_qp_async(qp, IBV_EVENT_COMM_EST);
+}
+
 // Takes (consumes) the next posted receive. Returns false if there is none.
 bool Device::take_recv(Qp& qp) {
     abi::RingHeader* ring;

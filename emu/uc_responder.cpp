@@ -55,6 +55,7 @@ void Device::uc_responder_receive(Qp& qp, const net::Packet& p) {
     if (qp.state != IBV_QPS_RTR && qp.state != IBV_QPS_RTS && qp.state != IBV_QPS_SQD &&
         qp.state != IBV_QPS_SQE)
         return count_drop(net::DropReason::kBadQp, qp);
+    if (qp.state == IBV_QPS_RTR && !qp.comm_est) comm_established(qp);
     const net::OpInfo* info = net::op_info(p.bth.opcode);
     bool write = info->flags & net::kWriteOp;
     if (!(info->flags & net::kSendOp) && !write) {

@@ -292,7 +292,7 @@ void TransportTest::destroy_qp(Endpoint& e) {
 }
 
 void TransportTest::connect_qp(Endpoint& e, const Side& to, uint32_t dest_qpn, const QpOpts& o,
-                               uint32_t my_psn, uint32_t peer_psn) {
+                               uint32_t my_psn, uint32_t peer_psn, bool to_rts) {
     // The attributes each type needs (the IBTA's table): an RC QP and an XRC TGT QP are
     // responders, an RC QP and an XRC INI QP requesters.
     bool rc = o.type == IBV_QPT_RC;
@@ -319,6 +319,7 @@ void TransportTest::connect_qp(Endpoint& e, const Side& to, uint32_t dest_qpn, c
     int mask = IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN;
     if (responder) mask |= IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER;
     ASSERT_EQ(ibv_modify_qp(e.qp, &a, mask), 0);
+    if (!to_rts) return;
     a = {};
     a.qp_state = IBV_QPS_RTS;
     a.timeout = o.timeout;

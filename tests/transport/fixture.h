@@ -165,8 +165,9 @@ protected:
     // RC/UC: a connected pair in RTS (A on uroce0, B on uroce1).
     Pair connect_pair(const QpOpts& o = {});
     // Moves an RC/UC QP, or an XRC INI or TGT QP, to RTS towards `peer` (qpn on side `to`).
+    // With `to_rts` false it stops in RTR.
     void connect_qp(Endpoint& e, const Side& to, uint32_t dest_qpn, const QpOpts& o,
-                    uint32_t my_psn, uint32_t peer_psn);
+                    uint32_t my_psn, uint32_t peer_psn, bool to_rts = true);
     // UD: a QP in RTS with Q_Key o.qkey.
     Endpoint make_ud(Side& s, const QpOpts& o = QpOpts{IBV_QPT_UD});
     ibv_ah* make_ah(Side& from, const Side& to);

@@ -2,6 +2,10 @@
 // max_dest_rd_atomic limits all complete, in order, with their data; IBV_SEND_FENCE holds a
 // WR back until the READs and ATOMICs before it have completed (ibv_post_send(3)), so a SEND
 // of what a READ brought in carries the read data.
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
 #include <cstring>
 
 #include "tests/transport/fixture.h"
@@ -39,6 +43,58 @@ TEST_F(RcOrder, ManyReadsBeyondMaxRdAtomic) {
     }
     EXPECT_EQ(qp_state(p.a.qp), IBV_QPS_RTS);
     EXPECT_EQ(qp_state(p.b.qp), IBV_QPS_RTS);
+}
+
+// ibv_modify_qp(3): max_rd_atomic is the number of RDMA READs and ATOMICs in flight. With
+// nothing answering, 6 READs posted against max_rd_atomic 2 put exactly 2 READ requests on
+// the wire before the retransmission timeout; moved to ERR, the QP flushes all 6, nothing
+// written. A max_rd_atomic above the device's max_qp_init_rd_atom is EINVAL, as on mlx5.
+TEST_F(RcOrder, MaxRdAtomicLimitsRequestsInFlight) {
+    QpOpts o;
+    o.max_rd_atomic = 2;
+    o.timeout = 17;  // 537 ms: no retransmission while the test counts
+    Pair p = connect_pair(o);
+    ASSERT_TRUE(p.a.qp && p.b.qp);
+    Buffer& remote = reg(B(), 512);
+    Buffer& local = reg(A(), 6 * 512);
+    destroy_qp(p.b);
+    std::vector<std::vector<ibv_sge>> sgs;
+    for (int i = 0; i < 6; ++i) sgs.push_back({local.sge(size_t(i) * 512, 512)});
+    for (int i = 0; i < 6; ++i) {
+        ibv_send_wr w = rdma_wr(i, IBV_WR_RDMA_READ, sgs[i], remote.addr(0), remote.rkey());
+        ASSERT_EQ(post(p.a.qp, w), 0);
+    }
+    char prefix[80];
+    std::snprintf(prefix, sizeof prefix, "qp_counters 0x%x tx RC_RDMA_READ_REQUEST ", p.a.qpn());
+    auto sent = [&] { return counter(cli(std::string("counters ") + A().name), prefix, "pkts"); };
+    for (int i = 0; i < 100 && sent() < 2; ++i) usleep(10000);
+    usleep(50000);  // time for more, were the limit not kept
+    EXPECT_EQ(sent(), 2);
+    ibv_qp_attr a{};
+    a.qp_state = IBV_QPS_ERR;
+    ASSERT_EQ(ibv_modify_qp(p.a.qp, &a, IBV_QP_STATE), 0);
+    for (int i = 0; i < 6; ++i) expect_error(p.a.scq, p.a.qpn(), i, IBV_WC_WR_FLUSH_ERR);
+    EXPECT_EQ(local.not_poison(0, 6 * 512), -1);
+
+    ibv_device_attr da{};
+    ASSERT_EQ(ibv_query_device(A().ctx, &da), 0);
+    ASSERT_LT(da.max_qp_init_rd_atom, 255);
+    Endpoint e = make_qp(A(), o, true);
+    ASSERT_TRUE(e.qp);
+    ASSERT_NO_FATAL_FAILURE(connect_qp(e, B(), 0x123, o, o.psn_a, o.psn_b, false));
+    a = {};
+    a.qp_state = IBV_QPS_RTS;
+    a.timeout = o.timeout;
+    a.retry_cnt = o.retry_cnt;
+    a.rnr_retry = o.rnr_retry;
+    a.max_rd_atomic = uint8_t(da.max_qp_init_rd_atom + 1);
+    int mask = IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
+               IBV_QP_MAX_QP_RD_ATOMIC;
+    EXPECT_EQ(ibv_modify_qp(e.qp, &a, mask), EINVAL);
+    EXPECT_EQ(qp_state(e.qp), IBV_QPS_RTR);
+    a.max_rd_atomic = uint8_t(da.max_qp_init_rd_atom);
+    EXPECT_EQ(ibv_modify_qp(e.qp, &a, mask), 0);
+    EXPECT_EQ(qp_state(e.qp), IBV_QPS_RTS);
 }
 
 // READ into L, then a fenced SEND from L: the SEND carries what the READ brought. Likewise

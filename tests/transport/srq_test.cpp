@@ -2,6 +2,9 @@
 // each completion naming the QP that received; the limit event fires once per arming; a QP
 // attached to an SRQ that enters ERR reports IBV_EVENT_QP_LAST_WQE_REACHED and leaves the
 // SRQ's receives to the other QPs.
+#include <cerrno>
+#include <cstring>
+
 #include "tests/transport/fixture.h"
 
 namespace uroce::transport_test {
@@ -141,6 +144,31 @@ TEST_F(Srq, LastWqeReachedOnError) {
     EXPECT_TRUE(last_wqe) << "no IBV_EVENT_QP_LAST_WQE_REACHED";
     EXPECT_TRUE(req_err) << "no IBV_EVENT_QP_REQ_ERR";
     EXPECT_EQ(tiny.not_poison(0, 4), -1);
+}
+
+// ibv_destroy_srq(3) fails with EBUSY while a QP uses the SRQ, which then keeps working; once
+// the QP is destroyed the SRQ can be.
+TEST_F(Srq, DestroyWhileInUseIsBusy) {
+    ibv_srq_init_attr ia{};
+    ia.attr.max_wr = 4;
+    ia.attr.max_sge = 1;
+    ibv_srq* srq = ibv_create_srq(B().pd, &ia);
+    ASSERT_NE(srq, nullptr) << std::strerror(errno);
+    QpOpts o;
+    o.srq_b = srq;
+    Pair p = connect_pair(o);
+    ASSERT_TRUE(p.a.qp && p.b.qp);
+    EXPECT_EQ(ibv_destroy_srq(srq), EBUSY);
+    ASSERT_EQ(post_srq_recv(srq, 7, {dst_->sge(0, 128)}), 0);
+    std::vector<ibv_sge> sg{src_->sge(0, 50)};
+    ibv_send_wr w = wr(1, IBV_WR_SEND, sg);
+    ASSERT_EQ(post(p.a.qp, w), 0);
+    expect_send_ok(p.a, 1, IBV_WC_SEND, 50);
+    expect_recv_ok(p.b, 7, IBV_WC_RECV, 50, p.a.qpn());
+    EXPECT_EQ(dst_->mismatch(61, 0, 50, 0), -1);
+    EXPECT_EQ(qp_state(p.b.qp), IBV_QPS_RTS);
+    destroy_qp(p.b);
+    EXPECT_EQ(ibv_destroy_srq(srq), 0);
 }
 
 }  // namespace

@@ -75,16 +75,21 @@ TEST_F(Uc, WriteAndWriteWithImm) {
     expect_rts();
 }
 
-// READ and the two ATOMICs are not UC operations: the WR completes with
-// IBV_WC_LOC_QP_OP_ERR, the QP enters SQE (IBTA 10.3.1) and flushes the WRs behind it, the
-// peer sees nothing. Back in RTS, the QP sends again.
+// READ, the two ATOMICs and SEND_WITH_INV (no UC opcode carries an IETH) are not UC
+// operations: the WR completes with IBV_WC_LOC_QP_OP_ERR, the QP enters SQE (IBTA 10.3.1)
+// and flushes the WRs behind it, the peer sees nothing. Back in RTS, the QP sends again.
 TEST_F(Uc, ReadAndAtomicAreLocalQpOperationErrors) {
-    for (ibv_wr_opcode op :
-         {IBV_WR_RDMA_READ, IBV_WR_ATOMIC_CMP_AND_SWP, IBV_WR_ATOMIC_FETCH_AND_ADD}) {
+    for (ibv_wr_opcode op : {IBV_WR_RDMA_READ, IBV_WR_ATOMIC_CMP_AND_SWP,
+                             IBV_WR_ATOMIC_FETCH_AND_ADD, IBV_WR_SEND_WITH_INV}) {
         SCOPED_TRACE(op);
         std::vector<ibv_sge> sg{src_->sge(0, 8)};
         ibv_send_wr w = rdma_wr(30, op, sg, dst_->addr(0), dst_->rkey());
-        if (op != IBV_WR_RDMA_READ) w = atomic_wr(30, op, sg, dst_->addr(0), dst_->rkey(), 1, 2);
+        if (op == IBV_WR_SEND_WITH_INV) {
+            w = wr(30, op, sg);
+            w.invalidate_rkey = dst_->rkey();
+        } else if (op != IBV_WR_RDMA_READ) {
+            w = atomic_wr(30, op, sg, dst_->addr(0), dst_->rkey(), 1, 2);
+        }
         std::vector<ibv_sge> s2{src_->sge(0, 4)};
         ibv_send_wr behind = rdma_wr(31, IBV_WR_RDMA_WRITE, s2, dst_->addr(8), dst_->rkey());
         w.next = &behind;
