@@ -11,7 +11,12 @@ port=$(tcp_port)
 slog=$UROCE_RUNTIME_DIR/server.out
 verbs timeout 120 ibv_xsrq_pingpong -g 0 -p "$port" -c "$clients" "$@" >"$slog" 2>&1 &
 spid=$!
-sleep 0.5
+# The clients connect once: wait (up to a minute on a loaded host) until the server listens.
+for _ in $(seq 600); do
+    [ -n "$(ss -Hltn "sport = :$port")" ] && break
+    kill -0 $spid 2>/dev/null || break
+    sleep 0.1
+done
 pids=()
 for i in $(seq "$clients"); do
     verbs timeout 120 ibv_xsrq_pingpong -g 0 -p "$port" "$@" 127.0.0.1 \
