@@ -36,26 +36,16 @@ uint32_t req_qp_type(const cm::Req& m) {
 
 const char* attr_name(uint16_t attr) {
     switch (attr) {
-        case cm::kAttrReq:
-            return "REQ";
-        case cm::kAttrMra:
-            return "MRA";
-        case cm::kAttrRej:
-            return "REJ";
-        case cm::kAttrRep:
-            return "REP";
-        case cm::kAttrRtu:
-            return "RTU";
-        case cm::kAttrDreq:
-            return "DREQ";
-        case cm::kAttrDrep:
-            return "DREP";
-        case cm::kAttrSidrReq:
-            return "SIDR_REQ";
-        case cm::kAttrSidrRep:
-            return "SIDR_REP";
-        default:
-            return "MAD";
+    case cm::kAttrReq: return "REQ";
+    case cm::kAttrMra: return "MRA";
+    case cm::kAttrRej: return "REJ";
+    case cm::kAttrRep: return "REP";
+    case cm::kAttrRtu: return "RTU";
+    case cm::kAttrDreq: return "DREQ";
+    case cm::kAttrDrep: return "DREP";
+    case cm::kAttrSidrReq: return "SIDR_REQ";
+    case cm::kAttrSidrRep: return "SIDR_REP";
+    default: return "MAD";
     }
 }
 
@@ -129,8 +119,8 @@ void CmAgent::request(Session& s, const abi::CmReq& r, abi::CmResp& out, std::ve
             err = errno;
             break;
         }
-        fcntl(p[1], F_SETFL, O_NONBLOCK);          // never block the engine on a slow reader
-        fcntl(p[1], F_SETPIPE_SZ, 1 << 20);        // best effort: room for many events
+        fcntl(p[1], F_SETFL, O_NONBLOCK);    // never block the engine on a slow reader
+        fcntl(p[1], F_SETPIPE_SZ, 1 << 20);  // best effort: room for many events
         Channel& ch = channels_[{&s, r.channel}];
         if (ch.fd >= 0) close(ch.fd);
         ch.fd = p[1];
@@ -148,9 +138,7 @@ void CmAgent::request(Session& s, const abi::CmReq& r, abi::CmResp& out, std::ve
         channels_.erase(it);
         break;
     }
-    case CmOp::kBind:
-        err = bind(s, r, out);
-        break;
+    case CmOp::kBind: err = bind(s, r, out); break;
     case CmOp::kListen:
         if (!(id = find(s, r.handle)) || !id->bound ||
             (id->st != St::kIdle && id->st != St::kListen)) {
@@ -168,12 +156,8 @@ void CmAgent::request(Session& s, const abi::CmReq& r, abi::CmResp& out, std::ve
             for (uint32_t h : waiting) unpark(*ids_[h]);
         }
         break;
-    case CmOp::kConnect:
-        err = (id = find(s, r.handle)) ? connect(*id, r) : EINVAL;
-        break;
-    case CmOp::kAccept:
-        err = (id = find(s, r.handle)) ? accept(*id, r) : EINVAL;
-        break;
+    case CmOp::kConnect: err = (id = find(s, r.handle)) ? connect(*id, r) : EINVAL; break;
+    case CmOp::kAccept: err = (id = find(s, r.handle)) ? accept(*id, r) : EINVAL; break;
     case CmOp::kEstablish:
         if (!(id = find(s, r.handle)) || id->st != St::kRepRcvd) {
             err = EINVAL;
@@ -188,12 +172,8 @@ void CmAgent::request(Session& s, const abi::CmReq& r, abi::CmResp& out, std::ve
             id->st = St::kEstablished;  // the RTU is kept in id->mad for a repeated REP
         }
         break;
-    case CmOp::kReject:
-        err = (id = find(s, r.handle)) ? reject(*id, r) : EINVAL;
-        break;
-    case CmOp::kDisconnect:
-        err = (id = find(s, r.handle)) ? disconnect(*id) : EINVAL;
-        break;
+    case CmOp::kReject: err = (id = find(s, r.handle)) ? reject(*id, r) : EINVAL; break;
+    case CmOp::kDisconnect: err = (id = find(s, r.handle)) ? disconnect(*id) : EINVAL; break;
     case CmOp::kDestroy:
         if (!(id = find(s, r.handle))) {
             err = EINVAL;
@@ -222,8 +202,7 @@ void CmAgent::request(Session& s, const abi::CmReq& r, abi::CmResp& out, std::ve
             post(*id, ev);
         }
         break;
-    default:
-        err = EOPNOTSUPP;
+    default: err = EOPNOTSUPP;
     }
     out.err = err;
     trace_request(s, r, out);
@@ -235,39 +214,19 @@ void CmAgent::trace_request(const Session& s, const abi::CmReq& r, const abi::Cm
     using abi::CmOp;
     const char* what = nullptr;
     switch (r.cm_op) {
-        case CmOp::kBind:
-            what = "bind";
-            break;
-        case CmOp::kListen:
-            what = "listen";
-            break;
-        case CmOp::kConnect:
-            what = "connect";
-            break;
-        case CmOp::kAccept:
-            what = "accept";
-            break;
-        case CmOp::kEstablish:
-            what = "establish";
-            break;
-        case CmOp::kReject:
-            what = "reject";
-            break;
-        case CmOp::kDisconnect:
-            what = "disconnect";
-            break;
-        case CmOp::kDestroy:
-            what = "destroy";
-            break;
-        case CmOp::kMigrate:
-            what = "migrate";
-            break;
-        case CmOp::kNotify:
-            what = "notify";
-            break;
-        default:
-            if (!out.err) return;
-            what = "request";
+    case CmOp::kBind: what = "bind"; break;
+    case CmOp::kListen: what = "listen"; break;
+    case CmOp::kConnect: what = "connect"; break;
+    case CmOp::kAccept: what = "accept"; break;
+    case CmOp::kEstablish: what = "establish"; break;
+    case CmOp::kReject: what = "reject"; break;
+    case CmOp::kDisconnect: what = "disconnect"; break;
+    case CmOp::kDestroy: what = "destroy"; break;
+    case CmOp::kMigrate: what = "migrate"; break;
+    case CmOp::kNotify: what = "notify"; break;
+    default:
+        if (!out.err) return;
+        what = "request";
     }
     const uint32_t handle = r.cm_op == CmOp::kBind ? out.handle : r.handle;
     char ip[INET_ADDRSTRLEN];
@@ -500,8 +459,7 @@ int CmAgent::disconnect(Id& id) {
         enter_timewait(id);
         return 0;
     }
-    default:
-        return EINVAL;
+    default: return EINVAL;
     }
 }
 
@@ -517,16 +475,16 @@ void CmAgent::destroy(Id& id) {
                  id.tid, nullptr, 0, true);
         break;
     case St::kReqRcvd:
-        send_rej(id.remote_ip, id.local_comm_id, id.remote_comm_id, cm::kMsgReq,
-                 cm::kRejConsumer, id.tid, nullptr, 0, false);
+        send_rej(id.remote_ip, id.local_comm_id, id.remote_comm_id, cm::kMsgReq, cm::kRejConsumer,
+                 id.tid, nullptr, 0, false);
         break;
     case St::kRepSent:
-        send_rej(id.remote_ip, id.local_comm_id, id.remote_comm_id, cm::kMsgRep,
-                 cm::kRejConsumer, id.tid, nullptr, 0, false);
+        send_rej(id.remote_ip, id.local_comm_id, id.remote_comm_id, cm::kMsgRep, cm::kRejConsumer,
+                 id.tid, nullptr, 0, false);
         break;
     case St::kRepRcvd:
-        send_rej(id.remote_ip, id.local_comm_id, id.remote_comm_id, cm::kMsgRep,
-                 cm::kRejConsumer, id.tid, nullptr, 0, false);
+        send_rej(id.remote_ip, id.local_comm_id, id.remote_comm_id, cm::kMsgRep, cm::kRejConsumer,
+                 id.tid, nullptr, 0, false);
         break;
     case St::kSidrReqRcvd: {
         cm::SidrRep m;
@@ -542,10 +500,8 @@ void CmAgent::destroy(Id& id) {
         disconnect(id);  // DREQ (then retransmitted), or DREP and TimeWait
         return;
     case St::kDreqSent:
-    case St::kTimewait:
-        return;  // the protocol finishes on its own; the id goes when it does
-    default:
-        break;
+    case St::kTimewait: return;  // the protocol finishes on its own; the id goes when it does
+    default: break;
     }
     erase(h);
 }
@@ -587,9 +543,8 @@ void CmAgent::close_session(Session& s) {
     for (auto& [h, id] : ids_)
         if (id->owner == &s) mine.push_back(h);
     // Listeners first, so their requests are not counted against a backlog that is going.
-    std::stable_partition(mine.begin(), mine.end(), [&](uint32_t h) {
-        return ids_[h]->st == St::kListen;
-    });
+    std::stable_partition(mine.begin(), mine.end(),
+                          [&](uint32_t h) { return ids_[h]->st == St::kListen; });
     for (uint32_t h : mine) {
         auto it = ids_.find(h);
         if (it != ids_.end() && it->second->owner == &s) destroy(*it->second);
@@ -796,8 +751,8 @@ void CmAgent::on_req(const sockaddr_in& from, const uint8_t* mad, uint64_t tid, 
              m.local_comm_id))
         return;
     if (!listener) {
-        send_rej(peer, 0, m.local_comm_id, cm::kMsgReq, cm::kRejInvalidServiceId, tid, nullptr,
-                 0, false);
+        send_rej(peer, 0, m.local_comm_id, cm::kMsgReq, cm::kRejInvalidServiceId, tid, nullptr, 0,
+                 false);
         return;
     }
     // The REQ's transport must be the listener's QP type (the kernel's
@@ -805,8 +760,7 @@ void CmAgent::on_req(const sockaddr_in& from, const uint8_t* mad, uint64_t tid, 
     // the RDMA CM refuses the request).
     uint32_t qp_type = req_qp_type(m);
     if (qp_type != listener->qp_type || listener->pending >= uint32_t(listener->backlog)) {
-        send_rej(peer, 0, m.local_comm_id, cm::kMsgReq, cm::kRejConsumer, tid, nullptr, 0,
-                 false);
+        send_rej(peer, 0, m.local_comm_id, cm::kMsgReq, cm::kRejConsumer, tid, nullptr, 0, false);
         return;
     }
     auto c = std::make_unique<Id>();
@@ -896,8 +850,7 @@ void CmAgent::on_rep(const uint8_t* mad, uint64_t tid) {
     case St::kEstablished:
         send_mad(id->remote_ip, id->mad);  // our RTU was lost
         break;
-    default:
-        break;
+    default: break;
     }
 }
 
@@ -933,8 +886,7 @@ void CmAgent::on_rej(const uint8_t* mad) {
         if (!id->owner) erase(id->handle);
         break;
     }
-    default:
-        break;
+    default: break;
     }
 }
 
@@ -995,8 +947,7 @@ void CmAgent::on_dreq(const sockaddr_in& from, const uint8_t* mad, uint64_t tid)
         send_mad(id->remote_ip, out);
         break;
     }
-    default:
-        break;
+    default: break;
     }
 }
 
@@ -1018,8 +969,7 @@ void CmAgent::on_sidr_req(const sockaddr_in& from, const uint8_t* mad, uint64_t 
     auto dup = remote_.find({peer, m.request_id});
     if (dup != remote_.end()) {
         auto it = ids_.find(dup->second);
-        if (it != ids_.end() && it->second->st == St::kSidrDone)
-            send_mad(peer, it->second->mad);
+        if (it != ids_.end() && it->second->st == St::kSidrDone) send_mad(peer, it->second->mad);
         return;
     }
     cm::IpHdr hdr;
@@ -1129,8 +1079,7 @@ void CmAgent::timeout(Id& id, uint64_t now) {
             return;
         }
         break;
-    case St::kParked:
-        return unpark(id);  // no listener came: rejected now
+    case St::kParked: return unpark(id);  // no listener came: rejected now
     case St::kTimewait: {
         id.st = St::kIdle;
         if (!id.owner) return erase(id.handle);
@@ -1138,8 +1087,7 @@ void CmAgent::timeout(Id& id, uint64_t now) {
         post(id, ev);
         return;
     }
-    default:
-        return;
+    default: return;
     }
     // Out of retries.
     if (id.st == St::kDreqSent) {
@@ -1202,9 +1150,9 @@ std::string CmAgent::dump() const {
         char lip[INET_ADDRSTRLEN], rip[INET_ADDRSTRLEN];
         inet_ntop(AF_INET, &id->local_ip, lip, sizeof lip);
         inet_ntop(AF_INET, &id->remote_ip, rip, sizeof rip);
-        o << "cm_id " << h << " state " << state_name(int(id->st)) << " ps 0x" << std::hex
-          << id->ps << std::dec << " local " << lip << ":" << ntohs(id->local_port) << " remote "
-          << rip << ":" << ntohs(id->remote_port) << " qpn 0x" << std::hex << id->local_qpn
+        o << "cm_id " << h << " state " << state_name(int(id->st)) << " ps 0x" << std::hex << id->ps
+          << std::dec << " local " << lip << ":" << ntohs(id->local_port) << " remote " << rip
+          << ":" << ntohs(id->remote_port) << " qpn 0x" << std::hex << id->local_qpn
           << " remote_qpn 0x" << id->remote_qpn << std::dec << " pid "
           << (id->owner ? int(id->owner->pid) : 0) << "\n";
     }

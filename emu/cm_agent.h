@@ -29,7 +29,7 @@ public:
     // RDMA_CM_EVENT_UNREACHABLE, 2.5 s after rdma_connect). An MRA stretches the wait.
     static constexpr uint64_t kMadTimeoutNs = 500'000'000;
     static constexpr int kMadRetries = 4;
-    static constexpr uint8_t kMadTimeoutCode = 17;   // 4.096 us * 2^17 = 537 ms, as sent in REQ
+    static constexpr uint8_t kMadTimeoutCode = 17;     // 4.096 us * 2^17 = 537 ms, as sent in REQ
     static constexpr uint8_t kMraServiceTimeout = 20;  // 4.3 s: what we ask for in an MRA
     static constexpr uint64_t kMaxMraWaitNs = 16'000'000'000ull;
     // A connection stays in TimeWait this long after DREQ/DREP before TIMEWAIT_EXIT. Like
@@ -69,7 +69,7 @@ private:
         kMraReqRcvd,  // REQ sent, the peer asked for more time
         kReqRcvd,     // reported to the application, not answered yet
         kRepSent,
-        kRepRcvd,     // reported to the application, RTU not sent yet
+        kRepRcvd,  // reported to the application, RTU not sent yet
         kEstablished,
         kDreqSent,
         kDreqRcvd,
@@ -86,8 +86,8 @@ private:
         uint32_t ps = 0, qp_type = 0;
         St st = St::kIdle;
         bool bound = false;
-        uint32_t local_ip = 0, remote_ip = 0;       // network order
-        uint16_t local_port = 0, remote_port = 0;   // network order
+        uint32_t local_ip = 0, remote_ip = 0;      // network order
+        uint16_t local_port = 0, remote_port = 0;  // network order
         int backlog = 0;
         uint32_t pending = 0;   // listener: requests not yet established or failed
         uint32_t listener = 0;  // connection request: the listening id
@@ -143,8 +143,7 @@ private:
     void unpark(Id& id);
     void on_sidr_rep(const uint8_t* mad);
     void send_rej(uint32_t ip, uint32_t local_comm, uint32_t remote_comm, uint8_t msg,
-                  uint16_t reason, uint64_t tid, const uint8_t* pd, size_t pd_len,
-                  bool ari_guid);
+                  uint16_t reason, uint64_t tid, const uint8_t* pd, size_t pd_len, bool ari_guid);
 
     abi::CmEventRec event_for(const Id& id, uint32_t type, int32_t status) const;
     void post(const Id& id, abi::CmEventRec& ev);
@@ -152,7 +151,8 @@ private:
     Device& dev_;
     std::map<uint32_t, std::unique_ptr<Id>> ids_;
     std::map<uint32_t, uint32_t> comm_;  // local comm ID -> handle
-    std::map<std::pair<uint32_t, uint32_t>, uint32_t> remote_;  // (peer IP, peer comm ID/request ID)
+    std::map<std::pair<uint32_t, uint32_t>, uint32_t>
+        remote_;  // (peer IP, peer comm ID/request ID)
     std::map<std::pair<const Session*, uint32_t>, Channel> channels_;
     std::map<std::pair<uint32_t, uint16_t>, uint32_t> ports_;  // (ps, port host order) -> handle
     std::multimap<uint64_t, uint32_t> timers_;  // deadline -> handle (stale entries skipped)

@@ -53,7 +53,7 @@ enum SidrStatus : uint8_t { kSidrOk = 0, kSidrNoService = 1, kSidrReject = 2 };
 
 // The RDMA CM IP header at the start of REQ / SIDR_REQ private data (36 bytes).
 struct IpHdr {
-    uint16_t src_port = 0;  // network order
+    uint16_t src_port = 0;            // network order
     uint32_t src_ip = 0, dst_ip = 0;  // network order
 };
 constexpr size_t kIpHdrLen = 36;

@@ -118,8 +118,8 @@ void ControlServer::accept_next() {
     listener_->async_wait(asio::posix::stream_descriptor::wait_read, [this](asio::error_code ec) {
         if (ec) return;
         for (;;) {
-            int fd = accept4(listener_->native_handle(), nullptr, nullptr,
-                             SOCK_CLOEXEC | SOCK_NONBLOCK);
+            int fd =
+                accept4(listener_->native_handle(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
             if (fd < 0) break;
             auto c = std::make_shared<Conn>(io_, fd);
             ucred cred{};
@@ -164,7 +164,7 @@ bool ControlServer::serve(Conn& c) {
         }
     } closer{in_fd};
     if (n < 0) return errno == EAGAIN || errno == EINTR;
-    if (n == 0) return false;                        // the application went away
+    if (n == 0) return false;                                 // the application went away
     if (size_t(n) < offsetof(abi::Request, u)) return false;  // not our protocol
     const abi::Request& req = msg.req;
     abi::Response resp{};

@@ -222,7 +222,8 @@ void Device::run_timers(uint64_t now) {
 uint64_t Device::next_timeout(uint64_t now) const {
     uint64_t best = 1000000000ull;  // wake at least once a second
     for (const Qp* qp : timers_)
-        if (qp->deadline_ns) best = std::min(best, qp->deadline_ns > now ? qp->deadline_ns - now : 1);
+        if (qp->deadline_ns)
+            best = std::min(best, qp->deadline_ns > now ? qp->deadline_ns - now : 1);
     best = std::min(best, cm_.next_timeout(now));
     return best;
 }
@@ -240,8 +241,7 @@ void Device::transmit(uint32_t slot, size_t len_no_icrc, const sockaddr_in& to, 
     if (pcap_.is_open()) {
         timeval tv;
         gettimeofday(&tv, nullptr);
-        pcap_.record(cfg_.ipv4_be, cfg_.port, to.sin_addr.s_addr, ntohs(to.sin_port), buf, len,
-                     tv);
+        pcap_.record(cfg_.ipv4_be, cfg_.port, to.sin_addr.s_addr, ntohs(to.sin_port), buf, len, tv);
     }
     ++counters_.tx_pkts;
     counters_.tx_bytes += len;
@@ -297,9 +297,8 @@ void Device::receive(const sockaddr_in& from, uint32_t to_be, uint8_t* data, siz
     bool ud = info->cls == net::QpClass::UD && qp->type == IBV_QPT_UD;
     // XRC: requests go to TGT QPs, responses to INI QPs.
     bool request = info->flags & net::kRequest;
-    bool xrc = info->cls == net::QpClass::XRC &&
-               ((qp->type == IBV_QPT_XRC_RECV && request) ||
-                (qp->type == IBV_QPT_XRC_SEND && !request));
+    bool xrc = info->cls == net::QpClass::XRC && ((qp->type == IBV_QPT_XRC_RECV && request) ||
+                                                  (qp->type == IBV_QPT_XRC_SEND && !request));
     if (!rc && !uc && !ud && !xrc) return count_drop(net::DropReason::kOpNotForQp, *qp);
     ++qp->rx_pkts;
     qp->rx_op.add(p.bth.opcode, len);

@@ -118,7 +118,7 @@ private:
     void mcast_receive(const net::Packet& p, const sockaddr_in& from, uint32_t group_be,
                        size_t len);
     bool mcast_member(uint32_t group_be) const;
-    std::string mcast_lines() const;            // the "mcast" lines of dump()
+    std::string mcast_lines() const;  // the "mcast" lines of dump()
     // Memory windows and invalidation (memory_windows.cpp).
     int alloc_mw(Session& s, const abi::MwReq& r, abi::MwResp* out);
     int dealloc_mw(Session& s, uint32_t handle);
@@ -140,7 +140,9 @@ private:
     void trace_call(const Session& s, const abi::Request& req, const abi::Response& resp,
                     ibv_qp_state before);
     template <typename T>
-    static bool owned(const Session& s, const T* obj) { return obj && obj->owner == &s; }
+    static bool owned(const Session& s, const T* obj) {
+        return obj && obj->owner == &s;
+    }
 
     // Engine loop (device.cpp).
     void loop();
@@ -201,42 +203,42 @@ private:
     Mr* mr_for_key(uint32_t key) const;
     // Checks keys, PD, access and bounds of an SGE list and rewrites each address
     // from the MR's iova space to the owning process's address space.
-    bool check_local_sges(const Session* owner, uint32_t pd, abi::Sge* sge, uint32_t n,
-                          bool write, uint64_t* total) const;
+    bool check_local_sges(const Session* owner, uint32_t pd, abi::Sge* sge, uint32_t n, bool write,
+                          uint64_t* total) const;
 
     // RC transport.
-    void requester_progress(Qp& qp);                                       // rc_requester.cpp
-    void requester_build(Qp& qp);                                          // rc_requester.cpp
-    void tx_flush(Qp& qp);                                                 // rc_requester.cpp
-    bool fetch_send_wqe(Qp& qp);                                           // rc_requester.cpp
-    void go_back(Qp& qp, uint32_t psn);                                    // rc_requester.cpp
-    void complete_blocked(Qp& qp);                                         // rc_requester.cpp
-    void complete_local_ops(Qp& qp);                                       // rc_requester.cpp
-    void responder_receive(Qp& qp, const net::Packet& p);                  // rc_responder.cpp
-    void send_ack(Qp& qp, uint8_t syndrome, uint32_t psn);                 // rc_responder.cpp
-    uint64_t remote_target(const Qp& qp, uint32_t rkey, uint64_t va, uint64_t len,
-                           uint32_t access, Session** owner) const;       // rc_responder.cpp
-    void execute_read(Qp& qp, const net::Packet& p, bool duplicate);       // rc_responder.cpp
-    void execute_atomic(Qp& qp, const net::Packet& p, bool duplicate);     // rc_responder.cpp
+    void requester_progress(Qp& qp);                        // rc_requester.cpp
+    void requester_build(Qp& qp);                           // rc_requester.cpp
+    void tx_flush(Qp& qp);                                  // rc_requester.cpp
+    bool fetch_send_wqe(Qp& qp);                            // rc_requester.cpp
+    void go_back(Qp& qp, uint32_t psn);                     // rc_requester.cpp
+    void complete_blocked(Qp& qp);                          // rc_requester.cpp
+    void complete_local_ops(Qp& qp);                        // rc_requester.cpp
+    void responder_receive(Qp& qp, const net::Packet& p);   // rc_responder.cpp
+    void send_ack(Qp& qp, uint8_t syndrome, uint32_t psn);  // rc_responder.cpp
+    uint64_t remote_target(const Qp& qp, uint32_t rkey, uint64_t va, uint64_t len, uint32_t access,
+                           Session** owner) const;                      // rc_responder.cpp
+    void execute_read(Qp& qp, const net::Packet& p, bool duplicate);    // rc_responder.cpp
+    void execute_atomic(Qp& qp, const net::Packet& p, bool duplicate);  // rc_responder.cpp
     void execute_write(Qp& qp, const net::Packet& p, const net::OpInfo* info);
-    void send_atomic_ack(Qp& qp, uint32_t psn, uint64_t orig);             // rc_responder.cpp
+    void send_atomic_ack(Qp& qp, uint32_t psn, uint64_t orig);  // rc_responder.cpp
     void responder_error(Qp& qp, ibv_wc_status status, uint8_t nak, uint32_t psn,
-                         ibv_event_type event);                            // rc_responder.cpp
+                         ibv_event_type event);  // rc_responder.cpp
     // Receive side shared by the transports (recv_common.cpp).
     bool take_recv(Qp& qp);
     bool place_payload(Qp& qp, const net::Packet& p);
     void complete_recv(Qp& qp, const net::Packet& p, ibv_wc_status status);
-    void uc_responder_receive(Qp& qp, const net::Packet& p);              // uc_responder.cpp
+    void uc_responder_receive(Qp& qp, const net::Packet& p);  // uc_responder.cpp
     void uc_write(Qp& qp, const net::Packet& p, bool first, bool last, bool imm);
-    void ud_requester_progress(Qp& qp);                                    // ud_transport.cpp
+    void ud_requester_progress(Qp& qp);  // ud_transport.cpp
     void ud_receive(Qp& qp, const net::Packet& p, const sockaddr_in& from,
-                    uint32_t to_be);                                       // ud_transport.cpp
-    void completer_receive(Qp& qp, const net::Packet& p);                  // rc_completer.cpp
-    void ack_upto(Qp& qp, uint32_t psn, bool implicit = false);            // rc_completer.cpp
-    void after_progress(Qp& qp, bool rerequest);                           // rc_completer.cpp
-    void read_atomic_response(Qp& qp, const net::Packet& p);               // rc_completer.cpp
-    void fail_oldest(Qp& qp, ibv_wc_status status);                        // rc_completer.cpp
-    void retransmit_timeout(Qp& qp);                                       // rc_completer.cpp
+                    uint32_t to_be);                             // ud_transport.cpp
+    void completer_receive(Qp& qp, const net::Packet& p);        // rc_completer.cpp
+    void ack_upto(Qp& qp, uint32_t psn, bool implicit = false);  // rc_completer.cpp
+    void after_progress(Qp& qp, bool rerequest);                 // rc_completer.cpp
+    void read_atomic_response(Qp& qp, const net::Packet& p);     // rc_completer.cpp
+    void fail_oldest(Qp& qp, ibv_wc_status status);              // rc_completer.cpp
+    void retransmit_timeout(Qp& qp);                             // rc_completer.cpp
 
     DeviceConfig cfg_;
     uint64_t guid_ = 0;
@@ -292,7 +294,6 @@ public:
     }
 
 private:
-
     std::thread thread_;
     bool running_ = false;
     bool stop_requested_ = false;

@@ -67,10 +67,10 @@ std::string Device::fault_lines() const {
     o << "faults " << net::format_fault_spec(cfg_.faults) << "\n";
     for (net::FaultDir d : {net::kFaultRx, net::kFaultTx}) {
         const net::FaultStats& s = faults_.stats(d);
-        o << "faults " << (d == net::kFaultRx ? "rx" : "tx") << " seen " << s.seen
-          << " dropped " << s.dropped << " duplicated " << s.duplicated << " reordered "
-          << s.reordered << " delayed " << s.delayed << " corrupted " << s.corrupted
-          << " released " << s.released << " overflow " << s.overflow << "\n";
+        o << "faults " << (d == net::kFaultRx ? "rx" : "tx") << " seen " << s.seen << " dropped "
+          << s.dropped << " duplicated " << s.duplicated << " reordered " << s.reordered
+          << " delayed " << s.delayed << " corrupted " << s.corrupted << " released " << s.released
+          << " overflow " << s.overflow << "\n";
     }
     return o.str();
 }

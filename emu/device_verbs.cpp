@@ -3,6 +3,7 @@
 // library is not trusted.
 #include <arpa/inet.h>
 #include <fcntl.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -10,7 +11,6 @@
 #include <cstdio>
 #include <cstring>
 #include <sstream>
-#include <sys/sysmacros.h>
 
 #include "emu/device.h"
 #include "emu/qp_state.h"
@@ -28,11 +28,10 @@ void erase_handle(std::vector<uint32_t>& v, uint32_t h) {
 
 uint32_t mtu_bytes(ibv_mtu m) { return 128u << unsigned(m); }
 
-constexpr uint32_t kMrAccessKnown = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
-                                    IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC |
-                                    IBV_ACCESS_MW_BIND | IBV_ACCESS_ZERO_BASED |
-                                    IBV_ACCESS_ON_DEMAND | IBV_ACCESS_HUGETLB |
-                                    IBV_ACCESS_RELAXED_ORDERING;
+constexpr uint32_t kMrAccessKnown =
+    IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
+    IBV_ACCESS_REMOTE_ATOMIC | IBV_ACCESS_MW_BIND | IBV_ACCESS_ZERO_BASED | IBV_ACCESS_ON_DEMAND |
+    IBV_ACCESS_HUGETLB | IBV_ACCESS_RELAXED_ORDERING;
 }  // namespace
 
 int Device::alloc_pd(Session& s, uint32_t* pd) {
@@ -197,10 +196,10 @@ int Device::create_qp(Session& s, const abi::CreateQpReq& r, abi::CreateQpResp* 
     auto qp = std::make_unique<Qp>();
     qp->owner = &s;
     qp->type = ibv_qp_type(r.qp_type);
-    qp->transport = ini || tgt ? net::kTransportXrc
+    qp->transport = ini || tgt                ? net::kTransportXrc
                     : r.qp_type == IBV_QPT_UC ? net::kTransportUc
                     : r.qp_type == IBV_QPT_UD ? net::kTransportUd
-                                               : net::kTransportRc;
+                                              : net::kTransportRc;
     qp->pd = pd ? r.pd : 0;
     qp->send_cq = scq ? r.send_cq : 0;
     qp->recv_cq = rcq ? r.recv_cq : 0;
@@ -286,8 +285,7 @@ int Device::modify_qp(Session& s, const abi::ModifyQpReq& r) {
     if ((m & IBV_QP_RNR_RETRY) && a.rnr_retry > 7) return EINVAL;
     if ((m & IBV_QP_MIN_RNR_TIMER) && a.min_rnr_timer > 31) return EINVAL;
     if ((m & IBV_QP_MAX_QP_RD_ATOMIC) && a.max_rd_atomic > abi::kMaxQpRdAtom) return EINVAL;
-    if ((m & IBV_QP_MAX_DEST_RD_ATOMIC) && a.max_dest_rd_atomic > abi::kMaxQpRdAtom)
-        return EINVAL;
+    if ((m & IBV_QP_MAX_DEST_RD_ATOMIC) && a.max_dest_rd_atomic > abi::kMaxQpRdAtom) return EINVAL;
     if ((m & IBV_QP_DEST_QPN) && a.dest_qp_num > 0xffffff) return EINVAL;
     if (m & IBV_QP_ALT_PATH) return EINVAL;  // one port, no alternate path
     sockaddr_in dest{};
@@ -361,8 +359,7 @@ int Device::modify_qp(Session& s, const abi::ModifyQpReq& r) {
             qp->rnr_left = q.rnr_retry;
         }
         break;
-    default:
-        break;
+    default: break;
     }
     qp->state = next;
     q.qp_state = next;
@@ -416,73 +413,49 @@ void Device::destroy_qp_now(uint32_t qpn) {
     qps_.remove(qpn);
 }
 
-void Device::handle(Session& s, const abi::Request& req, abi::Response& resp,
-                    std::vector<int>& fds, int in_fd) {
+void Device::handle(Session& s, const abi::Request& req, abi::Response& resp, std::vector<int>& fds,
+                    int in_fd) {
     using abi::Op;
     int err = 0;
     const Qp* target = req.op == Op::kModifyQp ? qps_.get(req.u.modify_qp.qpn) : nullptr;
     const ibv_qp_state before = target ? target->state : IBV_QPS_RESET;
     switch (req.op) {
-    case Op::kAllocPd:
-        err = alloc_pd(s, &resp.u.pd.pd);
-        break;
-    case Op::kDeallocPd:
-        err = dealloc_pd(s, req.u.pd.pd);
-        break;
-    case Op::kRegMr:
-        err = reg_mr(s, req.u.reg_mr, &resp.u.reg_mr);
-        break;
-    case Op::kDeregMr:
-        err = dereg_mr(s, req.u.handle.handle);
-        break;
+    case Op::kAllocPd: err = alloc_pd(s, &resp.u.pd.pd); break;
+    case Op::kDeallocPd: err = dealloc_pd(s, req.u.pd.pd); break;
+    case Op::kRegMr: err = reg_mr(s, req.u.reg_mr, &resp.u.reg_mr); break;
+    case Op::kDeregMr: err = dereg_mr(s, req.u.handle.handle); break;
     case Op::kCreateCompChannel: {
         int fd = -1;
         err = create_channel(s, &resp.u.channel.handle, &fd);
         if (!err) fds.push_back(fd);
         break;
     }
-    case Op::kDestroyCompChannel:
-        err = destroy_channel(s, req.u.handle.handle);
-        break;
+    case Op::kDestroyCompChannel: err = destroy_channel(s, req.u.handle.handle); break;
     case Op::kCreateCq: {
         int fd = -1;
         err = create_cq(s, req.u.create_cq, &resp.u.create_cq, &fd);
         if (!err) fds.push_back(fd);
         break;
     }
-    case Op::kDestroyCq:
-        err = destroy_cq(s, req.u.handle.handle);
-        break;
+    case Op::kDestroyCq: err = destroy_cq(s, req.u.handle.handle); break;
     case Op::kCreateQp: {
         int f[2] = {-1, -1};
         err = create_qp(s, req.u.create_qp, &resp.u.create_qp, f);
         if (!err) fds.insert(fds.end(), {f[0], f[1]});
         break;
     }
-    case Op::kModifyQp:
-        err = modify_qp(s, req.u.modify_qp);
-        break;
-    case Op::kQueryQp:
-        err = query_qp(s, req.u.query_qp, &resp.u.query_qp);
-        break;
-    case Op::kDestroyQp:
-        err = destroy_qp(s, req.u.handle.handle);
-        break;
+    case Op::kModifyQp: err = modify_qp(s, req.u.modify_qp); break;
+    case Op::kQueryQp: err = query_qp(s, req.u.query_qp, &resp.u.query_qp); break;
+    case Op::kDestroyQp: err = destroy_qp(s, req.u.handle.handle); break;
     case Op::kCreateSrq: {
         int fd = -1;
         err = create_srq(s, req.u.create_srq, &resp.u.create_srq, &fd);
         if (!err) fds.push_back(fd);
         break;
     }
-    case Op::kModifySrq:
-        err = modify_srq(s, req.u.modify_srq);
-        break;
-    case Op::kQuerySrq:
-        err = query_srq(s, req.u.handle.handle, &resp.u.query_srq);
-        break;
-    case Op::kDestroySrq:
-        err = destroy_srq(s, req.u.handle.handle);
-        break;
+    case Op::kModifySrq: err = modify_srq(s, req.u.modify_srq); break;
+    case Op::kQuerySrq: err = query_srq(s, req.u.handle.handle, &resp.u.query_srq); break;
+    case Op::kDestroySrq: err = destroy_srq(s, req.u.handle.handle); break;
     case Op::kOpenXrcd:
         if (req.u.open_xrcd.has_fd && in_fd < 0)
             err = EBADF;
@@ -490,26 +463,13 @@ void Device::handle(Session& s, const abi::Request& req, abi::Response& resp,
             err = open_xrcd(s, req.u.open_xrcd.has_fd ? in_fd : -1, req.u.open_xrcd.oflags,
                             &resp.u.xrcd.handle);
         break;
-    case Op::kCloseXrcd:
-        err = close_xrcd(s, req.u.handle.handle);
-        break;
-    case Op::kOpenQp:
-        err = open_qp(s, req.u.open_qp, &resp.u.open_qp);
-        break;
-    case Op::kAttachMcast:
-        err = attach_mcast(s, req.u.mcast);
-        break;
-    case Op::kDetachMcast:
-        err = detach_mcast(s, req.u.mcast);
-        break;
-    case Op::kAllocMw:
-        err = alloc_mw(s, req.u.mw, &resp.u.mw);
-        break;
-    case Op::kDeallocMw:
-        err = dealloc_mw(s, req.u.handle.handle);
-        break;
-    default:
-        err = EOPNOTSUPP;
+    case Op::kCloseXrcd: err = close_xrcd(s, req.u.handle.handle); break;
+    case Op::kOpenQp: err = open_qp(s, req.u.open_qp, &resp.u.open_qp); break;
+    case Op::kAttachMcast: err = attach_mcast(s, req.u.mcast); break;
+    case Op::kDetachMcast: err = detach_mcast(s, req.u.mcast); break;
+    case Op::kAllocMw: err = alloc_mw(s, req.u.mw, &resp.u.mw); break;
+    case Op::kDeallocMw: err = dealloc_mw(s, req.u.handle.handle); break;
+    default: err = EOPNOTSUPP;
     }
     resp.err = err;
     trace_call(s, req, resp, before);
@@ -542,8 +502,8 @@ std::string Device::dump() const {
     std::ostringstream o;
     char ip[INET_ADDRSTRLEN];
     inet_ntop(AF_INET, &cfg_.ipv4_be, ip, sizeof ip);
-    o << "device " << cfg_.name << " addr " << ip << " port " << cfg_.port
-      << " pcap " << (cfg_.pcap.empty() ? "-" : cfg_.pcap) << "\n";
+    o << "device " << cfg_.name << " addr " << ip << " port " << cfg_.port << " pcap "
+      << (cfg_.pcap.empty() ? "-" : cfg_.pcap) << "\n";
     o << "counts sessions " << sessions_.count() << " pds " << pds_.count() << " mrs "
       << mrs_.count() << " cqs " << cqs_.count() << " qps " << qps_.count() << " channels "
       << channels_.count() << " srqs " << srqs_.count() << " mws " << mws_.count() << "\n";
@@ -574,10 +534,10 @@ std::string Device::dump() const {
         o << "cq " << h << " cqe " << cq.cqe << " pid " << cq.owner->pid << "\n";
     });
     qps_.for_each([&](uint32_t qpn, const Qp& qp) {
-        o << "qp 0x" << std::hex << qpn << std::dec << " type " << qp_type_name(qp.type) << " state "
-          << qp_state_name(qp.state) << " pid " << qp.owner->pid << " dest_qpn 0x" << std::hex
-          << qp.attr.dest_qp_num << " sq_psn 0x" << qp.next_psn << " una 0x" << qp.una_psn
-          << " epsn 0x" << qp.epsn << std::dec << " tx " << qp.tx_pkts << " rx "
+        o << "qp 0x" << std::hex << qpn << std::dec << " type " << qp_type_name(qp.type)
+          << " state " << qp_state_name(qp.state) << " pid " << qp.owner->pid << " dest_qpn 0x"
+          << std::hex << qp.attr.dest_qp_num << " sq_psn 0x" << qp.next_psn << " una 0x"
+          << qp.una_psn << " epsn 0x" << qp.epsn << std::dec << " tx " << qp.tx_pkts << " rx "
           << qp.rx_pkts << " retx " << qp.retransmits;
         if (qp.type == IBV_QPT_XRC_RECV) {
             o << " xrcd " << qp.xrcd << " holders";

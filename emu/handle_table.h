@@ -11,8 +11,7 @@ namespace uroce::emu {
 template <typename T>
 class HandleTable {
 public:
-    explicit HandleTable(uint32_t capacity, uint32_t first = 1)
-        : first_(first), slots_(capacity) {
+    explicit HandleTable(uint32_t capacity, uint32_t first = 1) : first_(first), slots_(capacity) {
         free_.reserve(capacity);
         for (uint32_t i = capacity; i-- > 0;) free_.push_back(i);
     }

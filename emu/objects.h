@@ -80,8 +80,8 @@ struct Cq {
     abi::RingHeader* hdr = nullptr;
     abi::Cqe* slots = nullptr;
     uint32_t mask = 0;
-    uint32_t cqe = 0;  // capacity reported to the app
-    uint32_t prod = 0; // the device's own producer index (never read back from shm)
+    uint32_t cqe = 0;      // capacity reported to the app
+    uint32_t prod = 0;     // the device's own producer index (never read back from shm)
     uint32_t channel = 0;  // 0: none
     uint64_t cookie = 0;
     uint32_t users = 0;
@@ -114,9 +114,9 @@ struct SendWr {
     uint64_t remote_addr = 0;
     uint32_t rkey = 0;
     uint64_t compare_add = 0, swap = 0;
-    uint32_t ud_ip = 0;   // UD: destination IPv4 (network order), from the AH
-    uint32_t ud_qpn = 0;  // UD: destination QP
-    uint32_t ud_qkey = 0; // UD: Q_Key to send with
+    uint32_t ud_ip = 0;     // UD: destination IPv4 (network order), from the AH
+    uint32_t ud_qpn = 0;    // UD: destination QP
+    uint32_t ud_qkey = 0;   // UD: Q_Key to send with
     uint32_t xrc_srqn = 0;  // XRC INI: the remote SRQ (XRCETH)
     uint32_t num_sge = 0;
     uint32_t first_psn = 0;
@@ -159,10 +159,10 @@ struct Srq {
     SharedRegion region;
     abi::RingHeader* ring = nullptr;
     uint32_t mask = 0, stride = 0, max_wr = 0, max_sge = 0;
-    uint32_t next = 0;     // next ring index to take (published as ring->cons)
-    uint32_t limit = 0;    // srq_limit; armed while non-zero
+    uint32_t next = 0;   // next ring index to take (published as ring->cons)
+    uint32_t limit = 0;  // srq_limit; armed while non-zero
     uint64_t cookie = 0;
-    uint32_t users = 0;    // QPs attached
+    uint32_t users = 0;  // QPs attached
 };
 
 struct Qp {
@@ -194,12 +194,12 @@ struct Qp {
     SharedRegion sq_region;
     abi::RingHeader* sq = nullptr;
     uint32_t sq_mask = 0, sq_stride = 0;
-    std::vector<SendWr> swr;  // shadow of each SQ slot
+    std::vector<SendWr> swr;        // shadow of each SQ slot
     std::vector<abi::Sge> swr_sge;  // their SGEs: max_send_sge per slot
-    uint32_t sq_fetch = 0;    // next ring index to read from the application
-    uint32_t sq_send = 0;     // next WQE to transmit (go-back-N resets it)
-    uint32_t sq_send_off = 0; // byte offset within that WQE
-    uint32_t sq_done = 0;     // oldest WQE not yet completed (published as sq->cons)
+    uint32_t sq_fetch = 0;          // next ring index to read from the application
+    uint32_t sq_send = 0;           // next WQE to transmit (go-back-N resets it)
+    uint32_t sq_send_off = 0;       // byte offset within that WQE
+    uint32_t sq_done = 0;           // oldest WQE not yet completed (published as sq->cons)
 
     // Requester PSN state.
     uint32_t wqe_psn = 0;   // PSN the next fetched WQE starts at
@@ -232,9 +232,9 @@ struct Qp {
     bool uc_drop = false;   // UC: discarding the rest of a message after a loss
     // RDMA WRITE in progress (responder): where the next payload byte goes.
     bool have_write = false;
-    uint64_t write_va = 0;     // process address
+    uint64_t write_va = 0;  // process address
     uint32_t write_left = 0;
-    uint32_t write_total = 0;  // the WRITE's DMA length, reported with WRITE_WITH_IMM
+    uint32_t write_total = 0;        // the WRITE's DMA length, reported with WRITE_WITH_IMM
     Session* write_owner = nullptr;  // whose memory the WRITE lands in
     bool write_imm_pending = false;
     // Replay state for atomics (responder), so a duplicate is answered, not re-executed.

@@ -15,20 +15,13 @@ enum TypeCol : std::size_t { kRc, kUc, kUd, kXrcSend, kXrcRecv, kRaw, kNumTypeCo
 
 constexpr int type_col(ibv_qp_type type) {
     switch (type) {
-        case IBV_QPT_RC:
-            return kRc;
-        case IBV_QPT_UC:
-            return kUc;
-        case IBV_QPT_UD:
-            return kUd;
-        case IBV_QPT_XRC_SEND:
-            return kXrcSend;
-        case IBV_QPT_XRC_RECV:
-            return kXrcRecv;
-        case IBV_QPT_RAW_PACKET:
-            return kRaw;
-        default:
-            return -1;
+    case IBV_QPT_RC: return kRc;
+    case IBV_QPT_UC: return kUc;
+    case IBV_QPT_UD: return kUd;
+    case IBV_QPT_XRC_SEND: return kXrcSend;
+    case IBV_QPT_XRC_RECV: return kXrcRecv;
+    case IBV_QPT_RAW_PACKET: return kRaw;
+    default: return -1;
     }
 }
 
@@ -185,9 +178,7 @@ constexpr Transition kTransitions[] = {
 };
 // clang-format on
 
-constexpr bool is_state(int s) {
-    return s >= IBV_QPS_RESET && s <= IBV_QPS_ERR;
-}
+constexpr bool is_state(int s) { return s >= IBV_QPS_RESET && s <= IBV_QPS_ERR; }
 
 // Compile-time checks of the table's own consistency, so an edit cannot silently produce a
 // cell the lookup would misread.
@@ -317,39 +308,25 @@ void qp_modify_explain(ibv_qp_type type, ibv_qp_state cur, ibv_qp_state next, ui
 
 const char* qp_state_name(ibv_qp_state s) {
     switch (s) {
-        case IBV_QPS_RESET:
-            return "RESET";
-        case IBV_QPS_INIT:
-            return "INIT";
-        case IBV_QPS_RTR:
-            return "RTR";
-        case IBV_QPS_RTS:
-            return "RTS";
-        case IBV_QPS_SQD:
-            return "SQD";
-        case IBV_QPS_SQE:
-            return "SQE";
-        case IBV_QPS_ERR:
-            return "ERR";
-        default:
-            return "UNKNOWN";
+    case IBV_QPS_RESET: return "RESET";
+    case IBV_QPS_INIT: return "INIT";
+    case IBV_QPS_RTR: return "RTR";
+    case IBV_QPS_RTS: return "RTS";
+    case IBV_QPS_SQD: return "SQD";
+    case IBV_QPS_SQE: return "SQE";
+    case IBV_QPS_ERR: return "ERR";
+    default: return "UNKNOWN";
     }
 }
 
 const char* qp_type_name(ibv_qp_type t) {
     switch (t) {
-        case IBV_QPT_RC:
-            return "RC";
-        case IBV_QPT_UC:
-            return "UC";
-        case IBV_QPT_UD:
-            return "UD";
-        case IBV_QPT_XRC_SEND:
-            return "XRC_INI";
-        case IBV_QPT_XRC_RECV:
-            return "XRC_TGT";
-        default:
-            return "?";
+    case IBV_QPT_RC: return "RC";
+    case IBV_QPT_UC: return "UC";
+    case IBV_QPT_UD: return "UD";
+    case IBV_QPT_XRC_SEND: return "XRC_INI";
+    case IBV_QPT_XRC_RECV: return "XRC_TGT";
+    default: return "?";
     }
 }
 

@@ -102,8 +102,7 @@ void Device::read_atomic_response(Qp& qp, const net::Packet& p) {
     } else {
         uint64_t orig = p.atomic_ack.orig;
         iovec iov{reinterpret_cast<void*>(w.sge[0].addr), 8};
-        if (!dma_write(qp.owner, &orig, &iov, 1, 8))
-            return fail_oldest(qp, IBV_WC_LOC_PROT_ERR);
+        if (!dma_write(qp.owner, &orig, &iov, 1, 8)) return fail_oldest(qp, IBV_WC_LOC_PROT_ERR);
     }
     qp.una_psn = net::psn_add(psn, 1);
     qp.retry_left = qp.attr.retry_cnt;
@@ -156,18 +155,10 @@ void Device::completer_receive(Qp& qp, const net::Packet& p) {
             ++counters_.retransmits;
             go_back(qp, qp.una_psn);  // not `psn`: see the RNR case
             break;
-        case 1:
-            fail_oldest(qp, IBV_WC_REM_INV_REQ_ERR);
-            break;
-        case 2:
-            fail_oldest(qp, IBV_WC_REM_ACCESS_ERR);
-            break;
-        case 3:
-            fail_oldest(qp, IBV_WC_REM_OP_ERR);
-            break;
-        default:
-            fail_oldest(qp, IBV_WC_REM_INV_RD_REQ_ERR);
-            break;
+        case 1: fail_oldest(qp, IBV_WC_REM_INV_REQ_ERR); break;
+        case 2: fail_oldest(qp, IBV_WC_REM_ACCESS_ERR); break;
+        case 3: fail_oldest(qp, IBV_WC_REM_OP_ERR); break;
+        default: fail_oldest(qp, IBV_WC_REM_INV_RD_REQ_ERR); break;
         }
         break;
     }

@@ -11,18 +11,16 @@
 namespace uroce::emu {
 
 namespace {
-constexpr uint32_t kUdMtu = 4096;  // the port's active MTU
+constexpr uint32_t kUdMtu = 4096;              // the port's active MTU
 constexpr uint32_t kMaxOutstandingPkts = 128;  // unacknowledged packets per QP
-constexpr uint32_t kAckReqEvery = 64;           // ask for an ACK at least this often
+constexpr uint32_t kAckReqEvery = 64;          // ask for an ACK at least this often
 
 bool opcode_allowed(ibv_qp_type type, uint32_t op) {
     switch (op) {
     case IBV_WR_SEND:
-    case IBV_WR_SEND_WITH_IMM:
-        return true;
+    case IBV_WR_SEND_WITH_IMM: return true;
     case IBV_WR_RDMA_WRITE:
-    case IBV_WR_RDMA_WRITE_WITH_IMM:
-        return type != IBV_QPT_UD;
+    case IBV_WR_RDMA_WRITE_WITH_IMM: return type != IBV_QPT_UD;
     case IBV_WR_RDMA_READ:
     case IBV_WR_ATOMIC_CMP_AND_SWP:
     case IBV_WR_ATOMIC_FETCH_AND_ADD:
@@ -32,10 +30,8 @@ bool opcode_allowed(ibv_qp_type type, uint32_t op) {
     // XRC INI QP could never be reached: its QP receives nothing).
     case IBV_WR_LOCAL_INV:
         return type == IBV_QPT_RC || type == IBV_QPT_UC || type == IBV_QPT_XRC_SEND;
-    case IBV_WR_BIND_MW:
-        return type == IBV_QPT_RC || type == IBV_QPT_UC;
-    default:
-        return false;
+    case IBV_WR_BIND_MW: return type == IBV_QPT_RC || type == IBV_QPT_UC;
+    default: return false;
     }
 }
 
@@ -65,9 +61,7 @@ bool is_rd_atomic(uint32_t op) {
 
 // Work requests the device executes on its own, with no packet: they take no PSN and
 // complete, in order, once they have taken effect.
-bool is_local_op(uint32_t op) {
-    return op == IBV_WR_BIND_MW || op == IBV_WR_LOCAL_INV;
-}
+bool is_local_op(uint32_t op) { return op == IBV_WR_BIND_MW || op == IBV_WR_LOCAL_INV; }
 
 // READ/ATOMIC WQEs among [from, to): what a fenced WQE waits for (IBV_SEND_FENCE).
 static bool rd_atomic_between(const Qp& qp, uint32_t from, uint32_t to) {
@@ -309,11 +303,11 @@ void Device::requester_build(Qp& qp) {
             npsn = uint32_t(net::psn_diff(w.last_psn, qp.next_psn)) + 1;
             p.bth.ackreq = true;
         } else if (rd_atomic) {
-            p.bth.opcode = net::op_on(transport, w.opcode == IBV_WR_ATOMIC_CMP_AND_SWP
-                                                     ? net::kOpCmpSwap
-                                                     : net::kOpFetchAdd);
-            p.atomic = {w.remote_addr, w.rkey, w.opcode == IBV_WR_ATOMIC_CMP_AND_SWP ? w.swap
-                                                                                     : w.compare_add,
+            p.bth.opcode =
+                net::op_on(transport, w.opcode == IBV_WR_ATOMIC_CMP_AND_SWP ? net::kOpCmpSwap
+                                                                            : net::kOpFetchAdd);
+            p.atomic = {w.remote_addr, w.rkey,
+                        w.opcode == IBV_WR_ATOMIC_CMP_AND_SWP ? w.swap : w.compare_add,
                         w.compare_add};
             p.bth.ackreq = true;
         } else {

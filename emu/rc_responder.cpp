@@ -3,9 +3,8 @@
 // NAKs and error NAKs.
 #include <cstring>
 
-#include "emu/process_memory.h"
-
 #include "emu/device.h"
+#include "emu/process_memory.h"
 #include "net/opcodes.h"
 
 namespace uroce::emu {
@@ -157,8 +156,8 @@ void Device::execute_atomic(Qp& qp, const net::Packet& p, bool duplicate) {
         return responder_error(qp, IBV_WC_REM_ACCESS_ERR, kNakRemAccess, p.bth.psn,
                                IBV_EVENT_QP_ACCESS_ERR);
     bool cas = (p.bth.opcode & 0x1f) == net::kOpCmpSwap;
-    uint64_t val = cas ? (orig == p.atomic.compare ? p.atomic.swap_add : orig)
-                       : orig + p.atomic.swap_add;
+    uint64_t val =
+        cas ? (orig == p.atomic.compare ? p.atomic.swap_add : orig) : orig + p.atomic.swap_add;
     if (val != orig && !dma_write(mem, &val, &iov, 1, 8))
         return responder_error(qp, IBV_WC_REM_ACCESS_ERR, kNakRemAccess, p.bth.psn,
                                IBV_EVENT_QP_ACCESS_ERR);
@@ -179,8 +178,8 @@ void Device::execute_write(Qp& qp, const net::Packet& p, const net::OpInfo* info
                                    IBV_EVENT_QP_REQ_ERR);
         uint64_t dst = 0;
         if (p.reth.dma_len) {
-            dst = remote_target(qp, p.reth.rkey, p.reth.va, p.reth.dma_len,
-                                IBV_ACCESS_REMOTE_WRITE, &qp.write_owner);
+            dst = remote_target(qp, p.reth.rkey, p.reth.va, p.reth.dma_len, IBV_ACCESS_REMOTE_WRITE,
+                                &qp.write_owner);
             if (!dst)
                 return responder_error(qp, IBV_WC_REM_ACCESS_ERR, kNakRemAccess, p.bth.psn,
                                        IBV_EVENT_QP_ACCESS_ERR);
@@ -264,8 +263,7 @@ void Device::responder_receive(Qp& qp, const net::Packet& p) {
         return responder_error(qp, IBV_WC_LOC_PROT_ERR, kNakRemOp, p.bth.psn,
                                IBV_EVENT_QP_ACCESS_ERR);
     if (p.payload_len > qp.rwr.length - qp.rwr_off)
-        return responder_error(qp, IBV_WC_LOC_LEN_ERR, kNakInvReq, p.bth.psn,
-                               IBV_EVENT_QP_REQ_ERR);
+        return responder_error(qp, IBV_WC_LOC_LEN_ERR, kNakInvReq, p.bth.psn, IBV_EVENT_QP_REQ_ERR);
     // SEND_WITH_INVALIDATE: the R_Key in the IETH is invalidated before the receive
     // completes. One that cannot be (not a bound type 2 window of this PD and QP) is an
     // invalid request, with rxe's status for the receive (docs/memory-windows.md).

@@ -17,8 +17,8 @@ inline uint64_t ack_timeout_ns(uint8_t timeout) {
 // RNR NAK timer field (IBTA table "Encoding of RNR NAK timer"), in microseconds.
 inline uint64_t rnr_timer_ns(uint8_t code) {
     static constexpr uint32_t kUs[32] = {
-        655360, 10,    20,    30,    40,    60,    80,     120,    160,    240,    320,
-        480,    640,   960,   1280,  1920,  2560,  3840,   5120,   7680,   10240,  15360,
+        655360, 10,    20,    30,    40,    60,     80,     120,    160,    240,   320,
+        480,    640,   960,   1280,  1920,  2560,   3840,   5120,   7680,   10240, 15360,
         20480,  30720, 40960, 61440, 81920, 122880, 163840, 245760, 327680, 491520};
     return uint64_t(kUs[code & 31]) * 1000;
 }

@@ -7,8 +7,7 @@
 
 namespace uroce::emu {
 
-int Device::create_srq(Session& s, const abi::CreateSrqReq& r, abi::CreateSrqResp* out,
-                       int* fd) {
+int Device::create_srq(Session& s, const abi::CreateSrqReq& r, abi::CreateSrqResp* out, int* fd) {
     Pd* pd = pds_.get(r.pd);
     if (!owned(s, pd)) return EINVAL;
     bool xrc = r.srq_type == IBV_SRQT_XRC;
@@ -20,8 +19,8 @@ int Device::create_srq(Session& s, const abi::CreateSrqReq& r, abi::CreateSrqRes
         cq = cqs_.get(r.cq);
         if (!owned(s, xh) || !owned(s, cq)) return EINVAL;
     }
-    if (r.max_wr == 0 || r.max_wr > abi::kMaxSrqWr || r.max_sge == 0 ||
-        r.max_sge > abi::kMaxSge || r.srq_limit > r.max_wr)
+    if (r.max_wr == 0 || r.max_wr > abi::kMaxSrqWr || r.max_sge == 0 || r.max_sge > abi::kMaxSge ||
+        r.srq_limit > r.max_wr)
         return EINVAL;
     auto srq = std::make_unique<Srq>();
     srq->owner = &s;

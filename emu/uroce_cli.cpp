@@ -93,13 +93,20 @@ int cmd_start(std::vector<std::string> args, bool quiet = false) {
             return true;
         };
         bool ok = true;
-        if (args[i] == "--name") ok = val(name);
-        else if (args[i] == "--addr") ok = val(addr);
-        else if (args[i] == "--port") ok = val(port);
-        else if (args[i] == "--pcap") ok = val(pcap);
-        else if (args[i] == "--pcap-max") ok = val(pcap_max);
-        else if (args[i] == "--faults") ok = val(faults);
-        else ok = false;
+        if (args[i] == "--name")
+            ok = val(name);
+        else if (args[i] == "--addr")
+            ok = val(addr);
+        else if (args[i] == "--port")
+            ok = val(port);
+        else if (args[i] == "--pcap")
+            ok = val(pcap);
+        else if (args[i] == "--pcap-max")
+            ok = val(pcap_max);
+        else if (args[i] == "--faults")
+            ok = val(faults);
+        else
+            ok = false;
         if (!ok) return usage();
     }
     if (!faults.empty()) {
@@ -326,7 +333,8 @@ int cmd_capture(const std::vector<std::string>& args) {
         }
         auto devs = select(std::vector<std::string>(pos.begin() + 1, pos.end()));
         if (devs.empty()) {
-            std::fprintf(stderr, "uroce: no device %s\n", pos.size() > 1 ? pos[1].c_str() : "running");
+            std::fprintf(stderr, "uroce: no device %s\n",
+                         pos.size() > 1 ? pos[1].c_str() : "running");
             return 1;
         }
         if (devs.size() > 1) {
@@ -343,8 +351,9 @@ int cmd_capture(const std::vector<std::string>& args) {
             std::printf("%s: closed %s (%llu packets)\n", devs[0].name.c_str(),
                         devs[0].pcap.c_str(), (unsigned long long)before);
         std::printf("%s: capturing to %s", devs[0].name.c_str(), file.c_str());
-        if (max_bytes) std::printf(" (rotating to %s.1 at %llu bytes)", file.c_str(),
-                                   (unsigned long long)max_bytes);
+        if (max_bytes)
+            std::printf(" (rotating to %s.1 at %llu bytes)", file.c_str(),
+                        (unsigned long long)max_bytes);
         std::printf("\n");
         return 0;
     }
@@ -388,7 +397,8 @@ int cmd_faults(const std::vector<std::string>& args) {
     }
     auto devs = select(std::vector<std::string>(args.begin() + 1, args.end()));
     if (devs.empty()) {
-        std::fprintf(stderr, "uroce: no device %s\n", args.size() > 1 ? args[1].c_str() : "running");
+        std::fprintf(stderr, "uroce: no device %s\n",
+                     args.size() > 1 ? args[1].c_str() : "running");
         return 1;
     }
     int rc = 0;
@@ -411,7 +421,8 @@ int cmd_faults(const std::vector<std::string>& args) {
                 do {
                     n = recv(fd, &resp, sizeof resp, 0);
                 } while (n < 0 && errno == EINTR);
-                if (n < 0) e = errno;
+                if (n < 0)
+                    e = errno;
                 else if (n < ssize_t(offsetof(abi::Response, u) + sizeof(abi::FaultsResp)))
                     e = ENODEV;
                 else

@@ -34,19 +34,23 @@ int main(int argc, char** argv) {
             }
             return argv[++i];
         };
-        if (a == "--name") cfg.name = val();
-        else if (a == "--addr") addr = val();
-        else if (a == "--port") cfg.port = uint16_t(std::strtoul(val(), nullptr, 10));
-        else if (a == "--pcap") cfg.pcap = val();
-        else if (a == "--pcap-max") cfg.pcap_max = std::strtoull(val(), nullptr, 10);
+        if (a == "--name")
+            cfg.name = val();
+        else if (a == "--addr")
+            addr = val();
+        else if (a == "--port")
+            cfg.port = uint16_t(std::strtoul(val(), nullptr, 10));
+        else if (a == "--pcap")
+            cfg.pcap = val();
+        else if (a == "--pcap-max")
+            cfg.pcap_max = std::strtoull(val(), nullptr, 10);
         else if (a == "--faults") {
             std::string why;
             if (!net::parse_fault_spec(val(), &cfg.faults, &why)) {
                 std::fprintf(stderr, "uroced: bad --faults: %s\n", why.c_str());
                 return 2;
             }
-        }
-        else {
+        } else {
             usage();
             return 2;
         }

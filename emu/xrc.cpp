@@ -162,8 +162,7 @@ void Device::xrc_receive(Qp& qp, const net::Packet& p) {
         ++counters_.xrc_bad_srqn;
         trace_.add("qp 0x%x (XRC_TGT): a message that began on srq %u continues on srq %u", qp.qpn,
                    qp.srq, p.xrc.srqn);
-        return responder_error(qp, IBV_WC_REM_INV_REQ_ERR, 0x61, p.bth.psn,
-                               IBV_EVENT_QP_REQ_ERR);
+        return responder_error(qp, IBV_WC_REM_INV_REQ_ERR, 0x61, p.bth.psn, IBV_EVENT_QP_REQ_ERR);
     }
     responder_receive(qp, p);
 }

@@ -84,18 +84,19 @@ bool parse_fault_spec(const std::string& text, FaultSpec* out, std::string* err)
             return false;
         }
         if (eq == std::string::npos) {
-            *err = "'" + item + "' is not key=value (keys: loss, dup, reorder, delay, corrupt, "
+            *err = "'" + item +
+                   "' is not key=value (keys: loss, dup, reorder, delay, corrupt, "
                    "seed, dir)";
             return false;
         }
         std::string key = item.substr(0, eq), val = item.substr(eq + 1);
-        static const char* const kKeys[] = {"loss", "dup", "reorder", "delay",
+        static const char* const kKeys[] = {"loss",    "dup",  "reorder", "delay",
                                             "corrupt", "seed", "dir"};
         unsigned k = 0;
         while (k < 7 && key != kKeys[k]) ++k;
         if (k == 7) {
-            *err = "unknown key '" + key +
-                   "' (keys: loss, dup, reorder, delay, corrupt, seed, dir)";
+            *err =
+                "unknown key '" + key + "' (keys: loss, dup, reorder, delay, corrupt, seed, dir)";
             return false;
         }
         if (seen & (1u << k)) {
@@ -119,9 +120,12 @@ bool parse_fault_spec(const std::string& text, FaultSpec* out, std::string* err)
             s.has_seed = true;
             break;
         case 6:
-            if (val == "rx") s.dir = kFaultRx;
-            else if (val == "tx") s.dir = kFaultTx;
-            else if (val == "both") s.dir = kFaultBoth;
+            if (val == "rx")
+                s.dir = kFaultRx;
+            else if (val == "tx")
+                s.dir = kFaultTx;
+            else if (val == "both")
+                s.dir = kFaultBoth;
             else {
                 *err = "dir: '" + val + "' is not rx, tx or both";
                 ok = false;

@@ -21,11 +21,11 @@ namespace uroce::net {
 enum FaultDir : uint8_t { kFaultRx = 1, kFaultTx = 2, kFaultBoth = 3 };
 
 struct FaultSpec {
-    double loss = 0;       // probability a packet is dropped
-    double dup = 0;        // ... delivered twice
-    double reorder = 0;    // ... held back until 1-4 later packets overtook it (100 us at most)
-    double corrupt = 0;    // ... has one byte after the BTH flipped (the ICRC check fails)
-    uint32_t delay_us = 0; // every packet is held this long (order kept)
+    double loss = 0;        // probability a packet is dropped
+    double dup = 0;         // ... delivered twice
+    double reorder = 0;     // ... held back until 1-4 later packets overtook it (100 us at most)
+    double corrupt = 0;     // ... has one byte after the BTH flipped (the ICRC check fails)
+    uint32_t delay_us = 0;  // every packet is held this long (order kept)
     uint64_t seed = 0;
     bool has_seed = false;  // false: configure() picks a seed (see FaultInjector::spec())
     uint8_t dir = kFaultBoth;
@@ -44,22 +44,22 @@ std::string format_fault_spec(const FaultSpec& s);
 
 // What happened to the packets of one direction since the device started.
 struct FaultStats {
-    uint64_t seen = 0;        // packets the injector looked at
+    uint64_t seen = 0;  // packets the injector looked at
     uint64_t dropped = 0;
     uint64_t duplicated = 0;
     uint64_t reordered = 0;
     uint64_t delayed = 0;
     uint64_t corrupted = 0;
-    uint64_t released = 0;    // held packets delivered later (each copy of a duplicate counts)
-    uint64_t overflow = 0;    // would have been held, but every slot was taken: passed at once
+    uint64_t released = 0;  // held packets delivered later (each copy of a duplicate counts)
+    uint64_t overflow = 0;  // would have been held, but every slot was taken: passed at once
 };
 
 class FaultInjector {
 public:
-    static constexpr size_t kSlotBytes = 4608;   // largest datagram (as UdpUring::kBufSize)
-    static constexpr uint32_t kSlots = 1024;     // packets held at once, both directions
-    static constexpr uint32_t kReorderMaxLater = 4;         // overtaken by 1..4 later packets
-    static constexpr uint64_t kReorderMaxNs = 100 * 1000;   // or released after 100 us
+    static constexpr size_t kSlotBytes = 4608;       // largest datagram (as UdpUring::kBufSize)
+    static constexpr uint32_t kSlots = 1024;         // packets held at once, both directions
+    static constexpr uint32_t kReorderMaxLater = 4;  // overtaken by 1..4 later packets
+    static constexpr uint64_t kReorderMaxNs = 100 * 1000;  // or released after 100 us
 
     enum class Verdict : uint8_t {
         kPass,  // deliver it (its bytes may have been corrupted in place)
@@ -119,9 +119,9 @@ public:
 
 private:
     struct Slot {
-        uint64_t due_ns = 0;    // when it may go (a reordered packet: at the latest)
-        uint64_t order = 0;     // tie-break among packets due at once: the order they went in
-        uint64_t after_seq = 0; // reordered: goes once its direction saw this many packets
+        uint64_t due_ns = 0;     // when it may go (a reordered packet: at the latest)
+        uint64_t order = 0;      // tie-break among packets due at once: the order they went in
+        uint64_t after_seq = 0;  // reordered: goes once its direction saw this many packets
         sockaddr_in peer{};
         uint32_t local_be = 0;
         uint32_t len = 0;
@@ -145,19 +145,19 @@ private:
     uint64_t thr_loss_ = 0, thr_dup_ = 0, thr_reorder_ = 0, thr_corrupt_ = 0;
     uint64_t delay_ns_ = 0;
     FaultStats stats_[2];
-    uint64_t seq_[2] = {0, 0};         // packets seen per direction
+    uint64_t seq_[2] = {0, 0};  // packets seen per direction
     uint64_t next_order_ = 0;
-    uint32_t waiting_[2] = {0, 0};     // reordered packets waiting to be overtaken
-    uint64_t min_after_[2] = {0, 0};   // smallest after_seq among them
+    uint32_t waiting_[2] = {0, 0};    // reordered packets waiting to be overtaken
+    uint64_t min_after_[2] = {0, 0};  // smallest after_seq among them
 
     // Preallocated by the first configure() that can hold packets.
     std::unique_ptr<uint8_t[]> mem_;
     std::unique_ptr<Slot[]> slots_;
-    std::unique_ptr<uint32_t[]> free_;     // stack of free slot numbers
+    std::unique_ptr<uint32_t[]> free_;  // stack of free slot numbers
     uint32_t nfree_ = 0;
     std::unique_ptr<uint32_t[]> pending_;  // held slot numbers, unordered
     uint32_t npending_ = 0;
-    std::unique_ptr<uint32_t[]> due_;      // scratch for release()
+    std::unique_ptr<uint32_t[]> due_;  // scratch for release()
 };
 
 }  // namespace uroce::net

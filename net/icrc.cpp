@@ -37,12 +37,12 @@ inline void store_le32(uint8_t* p, uint32_t v) {
 
 // Masks the variant fields of a copied IPv4 + UDP header + BTH in place.
 inline void mask_variant(uint8_t* ip, size_t ihl_bytes) {
-    ip[1] = 0xff;                        // ToS (DSCP/ECN)
-    ip[8] = 0xff;                        // TTL
-    ip[10] = ip[11] = 0xff;              // header checksum
+    ip[1] = 0xff;            // ToS (DSCP/ECN)
+    ip[8] = 0xff;            // TTL
+    ip[10] = ip[11] = 0xff;  // header checksum
     uint8_t* udp = ip + ihl_bytes;
-    udp[6] = udp[7] = 0xff;              // UDP checksum
-    udp[kUdpLen + 4] = 0xff;             // BTH FECN, BECN, resv6
+    udp[6] = udp[7] = 0xff;   // UDP checksum
+    udp[kUdpLen + 4] = 0xff;  // BTH FECN, BECN, resv6
 }
 
 // CRC over pseudo (masked IP + UDP + BTH, already copied) and the rest of the UDP payload.

@@ -35,9 +35,7 @@ uint16_t ipv4_checksum(const uint8_t* h) {
 
 }  // namespace
 
-PcapTap::~PcapTap() {
-    close();
-}
+PcapTap::~PcapTap() { close(); }
 
 bool PcapTap::open(const std::string& path, uint64_t max_bytes, std::string* err) {
     close_file();
@@ -97,9 +95,7 @@ void PcapTap::close() {
     }
 }
 
-bool PcapTap::is_open() const {
-    return dumper_ != nullptr;
-}
+bool PcapTap::is_open() const { return dumper_ != nullptr; }
 
 void PcapTap::flush() {
     if (!unflushed_) return;

@@ -65,9 +65,9 @@ int UdpUring::open(uint32_t ip_be, uint16_t port) {
     if (bind(sock_, reinterpret_cast<sockaddr*>(&sa), sizeof sa) != 0) return errno;
 
     // Transmit pool.
-    tx_mem_ = static_cast<uint8_t*>(mmap(nullptr, size_t(kTxBufs) * kBufSize,
-                                         PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
-                                         -1, 0));
+    tx_mem_ =
+        static_cast<uint8_t*>(mmap(nullptr, size_t(kTxBufs) * kBufSize, PROT_READ | PROT_WRITE,
+                                   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
     if (tx_mem_ == MAP_FAILED) {
         tx_mem_ = nullptr;
         return ENOMEM;
@@ -77,16 +77,16 @@ int UdpUring::open(uint32_t ip_be, uint16_t port) {
     for (uint32_t i = kTxBufs; i-- > 0;) tx_free_.push_back(i);
 
     // Receive buffers, provided to the kernel through a buffer ring.
-    rx_mem_ = static_cast<uint8_t*>(mmap(nullptr, size_t(kRxBufs) * kBufSize,
-                                         PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
-                                         -1, 0));
+    rx_mem_ =
+        static_cast<uint8_t*>(mmap(nullptr, size_t(kRxBufs) * kBufSize, PROT_READ | PROT_WRITE,
+                                   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
     if (rx_mem_ == MAP_FAILED) {
         rx_mem_ = nullptr;
         return ENOMEM;
     }
     br_bytes_ = kRxBufs * sizeof(io_uring_buf);
-    void* brm = mmap(nullptr, br_bytes_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
-                     -1, 0);
+    void* brm =
+        mmap(nullptr, br_bytes_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (brm == MAP_FAILED) return ENOMEM;
     br_ = static_cast<io_uring_buf_ring*>(brm);
     io_uring_buf_reg reg{};
@@ -304,9 +304,7 @@ void UdpUring::run_once(uint64_t timeout_ns, Handler& h) {
             recycle_rx(bid);
             break;
         }
-        case kSend:
-            tx_free_.push_back(uint32_t(idx));
-            break;
+        case kSend: tx_free_.push_back(uint32_t(idx)); break;
         case kWatch: {
             Watch& w = watches_[idx];
             if (w.closing || cqe->res < 0) {
@@ -322,8 +320,7 @@ void UdpUring::run_once(uint64_t timeout_ns, Handler& h) {
             if (watches_[idx].active && !watches_[idx].closing) post_watch_read(uint32_t(idx));
             break;
         }
-        default:
-            break;
+        default: break;
         }
     }
     io_uring_cq_advance(&ring_, seen);

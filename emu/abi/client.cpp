@@ -46,8 +46,10 @@ static ssize_t recv_with_fds(int fd, void* buf, size_t len, int* fds, int* nfds)
         for (int i = 0; i < k; ++i) {
             int f;
             std::memcpy(&f, CMSG_DATA(cm) + i * sizeof(int), sizeof f);
-            if (fds && got < kMaxFds) fds[got++] = f;
-            else close(f);
+            if (fds && got < kMaxFds)
+                fds[got++] = f;
+            else
+                close(f);
         }
     }
     if (nfds) *nfds = got;

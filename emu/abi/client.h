@@ -14,8 +14,8 @@ int connect_device(const std::string& name);
 // Sends `req`, waits for the response. Received fds are stored in fds[0..*nfds).
 // Returns 0 or an errno for a transport failure (the device's verdict is resp->err).
 // `send_fd` (if >= 0) travels with the request.
-int transact(int fd, const Request& req, Response* resp, int* fds = nullptr,
-             int* nfds = nullptr, int send_fd = -1);
+int transact(int fd, const Request& req, Response* resp, int* fds = nullptr, int* nfds = nullptr,
+             int send_fd = -1);
 
 // Sends a request with no session (kDump, kShutdown) and returns the raw reply.
 int simple_request(const std::string& name, Op op, std::string* reply);

@@ -55,17 +55,17 @@ struct CmReq {
     Op op;  // kCm
     CmOp cm_op;
     uint32_t handle;
-    uint32_t channel;   // library's channel id
-    uint32_t dev_tag;   // kChannel: echoed in CmEventRec::dev_tag
-    uint32_t ps;        // enum rdma_port_space
-    uint32_t qp_type;   // enum ibv_qp_type
+    uint32_t channel;  // library's channel id
+    uint32_t dev_tag;  // kChannel: echoed in CmEventRec::dev_tag
+    uint32_t ps;       // enum rdma_port_space
+    uint32_t qp_type;  // enum ibv_qp_type
     int32_t backlog;
-    uint32_t local_ip, remote_ip;  // network order
+    uint32_t local_ip, remote_ip;      // network order
     uint16_t local_port, remote_port;  // network order
-    uint32_t qpn;       // local QP number (connect, accept)
-    uint32_t psn;       // local starting PSN (connect, accept)
-    uint32_t qkey;      // UD accept
-    uint32_t event;     // kNotify
+    uint32_t qpn;                      // local QP number (connect, accept)
+    uint32_t psn;                      // local starting PSN (connect, accept)
+    uint32_t qkey;                     // UD accept
+    uint32_t event;                    // kNotify
     uint8_t responder_resources, initiator_depth, flow_control, retry_count;
     uint8_t rnr_retry_count, srq, mtu /* enum ibv_mtu */, private_data_len;
     uint8_t private_data[kCmPrivateMax];
@@ -81,15 +81,15 @@ struct CmResp {
 // One event, as the device (or the library itself) writes it into a channel pipe. Fixed
 // size and below PIPE_BUF, so every write and every read moves exactly one record.
 struct CmEventRec {
-    uint32_t event;      // enum rdma_cm_event_type
+    uint32_t event;  // enum rdma_cm_event_type
     int32_t status;
-    uint32_t dev_tag;    // which device connection of the library it came through
-    uint32_t handle;     // the id it is for; for CONNECT_REQUEST, the listening id
-    uint32_t new_handle; // CONNECT_REQUEST: the new id, owned by the listener's session
-    uint32_t remote_qpn; // the peer's QP (REQ/REP/SIDR_REP)
-    uint32_t remote_psn; // the peer's starting PSN (REQ/REP)
-    uint32_t qkey;       // UD
-    uint32_t local_ip, remote_ip;      // network order
+    uint32_t dev_tag;              // which device connection of the library it came through
+    uint32_t handle;               // the id it is for; for CONNECT_REQUEST, the listening id
+    uint32_t new_handle;           // CONNECT_REQUEST: the new id, owned by the listener's session
+    uint32_t remote_qpn;           // the peer's QP (REQ/REP/SIDR_REP)
+    uint32_t remote_psn;           // the peer's starting PSN (REQ/REP)
+    uint32_t qkey;                 // UD
+    uint32_t local_ip, remote_ip;  // network order
     uint16_t local_port, remote_port;  // network order
     uint8_t responder_resources, initiator_depth, flow_control, retry_count;
     uint8_t rnr_retry_count, srq, mtu, private_data_len;

@@ -30,9 +30,7 @@ struct DoorbellPage {
     alignas(kCacheLine) std::atomic<uint32_t> slots[kDoorbellSlots];
 };
 
-inline size_t doorbell_page_bytes() {
-    return align_up(sizeof(DoorbellPage), 4096);
-}
+inline size_t doorbell_page_bytes() { return align_up(sizeof(DoorbellPage), 4096); }
 
 // Library side: queues `entry` (non-zero), or sets overflow when the page is full.
 inline void doorbell_push(DoorbellPage* p, uint32_t entry) {

@@ -61,8 +61,12 @@ struct OpenResp {
     // (emu/abi/doorbell.h), a memfd of doorbell_page_bytes()
 };
 
-struct PdReq { uint32_t pd; };
-struct PdResp { uint32_t pd; };
+struct PdReq {
+    uint32_t pd;
+};
+struct PdResp {
+    uint32_t pd;
+};
 
 struct RegMrReq {
     uint32_t pd;
@@ -76,7 +80,9 @@ struct RegMrResp {
     uint32_t lkey;
     uint32_t rkey;
 };
-struct HandleReq { uint32_t handle; };
+struct HandleReq {
+    uint32_t handle;
+};
 // kTrace's reply: "last N\n", then the lines numbered after `since` up to N (docs/trace.md).
 struct TraceReq {
     uint64_t since;
@@ -91,7 +97,9 @@ struct MwResp {
     uint32_t rkey;
 };
 
-struct ChannelResp { uint32_t handle; };  // fds: [0] pipe read end
+struct ChannelResp {
+    uint32_t handle;
+};  // fds: [0] pipe read end
 
 struct CreateCqReq {
     uint32_t cqe;
@@ -151,7 +159,7 @@ constexpr size_t kMaxCapturePath = 4096;
 struct CaptureReq {
     Op op;  // kCapture
     uint32_t reserved;
-    uint64_t max_bytes;  // rotation size, 0: unlimited
+    uint64_t max_bytes;          // rotation size, 0: unlimited
     char path[kMaxCapturePath];  // absolute, NUL-terminated; empty: stop capturing
 };
 struct CaptureResp {
@@ -175,7 +183,7 @@ struct CreateSrqReq {
     uint32_t max_wr;
     uint32_t max_sge;
     uint32_t srq_limit;
-    uint64_t cookie;  // the library's struct ibv_srq *
+    uint64_t cookie;    // the library's struct ibv_srq *
     uint32_t srq_type;  // enum ibv_srq_type
     uint32_t xrcd;      // XRC: XRCD handle
     uint32_t cq;        // XRC: the CQ its receives complete on
@@ -202,7 +210,9 @@ struct OpenXrcdReq {
     int32_t has_fd;  // 0: fd == -1, a domain with no inode
     int32_t oflags;
 };
-struct XrcdResp { uint32_t handle; };
+struct XrcdResp {
+    uint32_t handle;
+};
 struct OpenQpReq {
     uint32_t xrcd;  // XRCD handle
     uint32_t qpn;
@@ -272,7 +282,7 @@ struct CompEvent {
 struct AsyncEvent {
     uint32_t event_type;  // enum ibv_event_type
     uint32_t reserved;
-    uint64_t cookie;      // the library object (qp/cq/srq) or the port number
+    uint64_t cookie;  // the library object (qp/cq/srq) or the port number
 };
 
 constexpr int kMaxFds = 4;

@@ -45,10 +45,10 @@ struct SendWqe {
     uint64_t remote_addr;
     uint64_t compare_add;
     uint64_t swap;
-    uint32_t ah;          // UD: address handle number
-    uint32_t remote_qpn;  // UD
-    uint32_t remote_qkey; // UD
-    uint32_t remote_srqn; // XRC
+    uint32_t ah;           // UD: address handle number
+    uint32_t remote_qpn;   // UD
+    uint32_t remote_qkey;  // UD
+    uint32_t remote_srqn;  // XRC
 };
 static_assert(sizeof(SendWqe) == 72);
 

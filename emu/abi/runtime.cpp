@@ -62,12 +62,18 @@ bool read_info(const std::string& name, DeviceInfo* out) {
         auto eq = line.find('=');
         if (eq == std::string::npos) continue;
         std::string k = line.substr(0, eq), v = line.substr(eq + 1);
-        if (k == "name") d.name = v;
-        else if (k == "addr") d.addr = v;
-        else if (k == "port") d.port = uint16_t(strtoul(v.c_str(), nullptr, 10));
-        else if (k == "pid") d.pid = pid_t(strtol(v.c_str(), nullptr, 10));
-        else if (k == "guid") d.guid = strtoull(v.c_str(), nullptr, 10);
-        else if (k == "pcap") d.pcap = v;
+        if (k == "name")
+            d.name = v;
+        else if (k == "addr")
+            d.addr = v;
+        else if (k == "port")
+            d.port = uint16_t(strtoul(v.c_str(), nullptr, 10));
+        else if (k == "pid")
+            d.pid = pid_t(strtol(v.c_str(), nullptr, 10));
+        else if (k == "guid")
+            d.guid = strtoull(v.c_str(), nullptr, 10);
+        else if (k == "pcap")
+            d.pcap = v;
     }
     if (d.name.empty() || d.pid <= 0) return false;
     *out = d;

@@ -90,7 +90,7 @@ int run_bw(const Options& o) {
         close(rs);
         close(report[0]);
         static volatile sig_atomic_t stop = 0;
-        struct sigaction sa{};
+        struct sigaction sa {};
         sa.sa_handler = [](int) { stop = 1; };
         sigaction(SIGTERM, &sa, nullptr);
         std::vector<char> data(o.size, 'u');
@@ -105,8 +105,10 @@ int run_bw(const Options& o) {
         uint64_t sent = 0;
         while (!stop) {
             int n = sendmmsg(ss, msgs.data(), o.batch, 0);
-            if (n > 0) sent += unsigned(n);
-            else if (n < 0 && errno != EINTR && errno != ENOBUFS && errno != EAGAIN) die("sendmmsg");
+            if (n > 0)
+                sent += unsigned(n);
+            else if (n < 0 && errno != EINTR && errno != ENOBUFS && errno != EAGAIN)
+                die("sendmmsg");
         }
         if (write(report[1], &sent, sizeof sent) != sizeof sent) _exit(1);
         _exit(0);
@@ -158,11 +160,12 @@ int run_bw(const Options& o) {
     // Loss over the whole run (the sender kept going a little after we stopped counting,
     // so this is an upper bound).
     double loss = sent ? 1.0 - double(dgrams) / double(sent) : 0.0;
-    std::printf("mode=bw size=%zu batch=%u seconds=%.3f datagrams=%llu bytes=%llu "
-                "goodput_MiBps=%.1f goodput_Gbps=%.2f datagrams_per_s=%.0f sent=%llu loss=%.3f\n",
-                o.size, o.batch, secs, (unsigned long long)dgrams, (unsigned long long)bytes,
-                mibs, double(bytes) * 8 / secs / 1e9, double(dgrams) / secs,
-                (unsigned long long)sent, loss < 0 ? 0.0 : loss);
+    std::printf(
+        "mode=bw size=%zu batch=%u seconds=%.3f datagrams=%llu bytes=%llu "
+        "goodput_MiBps=%.1f goodput_Gbps=%.2f datagrams_per_s=%.0f sent=%llu loss=%.3f\n",
+        o.size, o.batch, secs, (unsigned long long)dgrams, (unsigned long long)bytes, mibs,
+        double(bytes) * 8 / secs / 1e9, double(dgrams) / secs, (unsigned long long)sent,
+        loss < 0 ? 0.0 : loss);
     return 0;
 }
 
@@ -221,11 +224,14 @@ int run_lat(const Options& o) {
     std::sort(rtt.begin(), rtt.end());
     double sum = 0;
     for (double v : rtt) sum += v;
-    auto pct = [&](double p) { return rtt[std::min(rtt.size() - 1, size_t(p * double(rtt.size())))]; };
-    std::printf("mode=lat size=%zu iters=%u poll=%s rtt_min_us=%.2f rtt_median_us=%.2f "
-                "rtt_avg_us=%.2f rtt_p99_us=%.2f half_rtt_median_us=%.2f half_rtt_avg_us=%.2f\n",
-                o.size, o.iters, o.block ? "block" : "busy", rtt.front(), pct(0.5),
-                sum / double(rtt.size()), pct(0.99), pct(0.5) / 2, sum / double(rtt.size()) / 2);
+    auto pct = [&](double p) {
+        return rtt[std::min(rtt.size() - 1, size_t(p * double(rtt.size())))];
+    };
+    std::printf(
+        "mode=lat size=%zu iters=%u poll=%s rtt_min_us=%.2f rtt_median_us=%.2f "
+        "rtt_avg_us=%.2f rtt_p99_us=%.2f half_rtt_median_us=%.2f half_rtt_avg_us=%.2f\n",
+        o.size, o.iters, o.block ? "block" : "busy", rtt.front(), pct(0.5),
+        sum / double(rtt.size()), pct(0.99), pct(0.5) / 2, sum / double(rtt.size()) / 2);
     return 0;
 }
 
@@ -248,13 +254,20 @@ int main(int argc, char** argv) {
             if (i + 1 >= argc) usage();
             return argv[++i];
         };
-        if (a == "--size") o.size = std::strtoul(val(), nullptr, 0);
-        else if (a == "--seconds") o.seconds = std::strtod(val(), nullptr);
-        else if (a == "--batch") o.batch = unsigned(std::strtoul(val(), nullptr, 0));
-        else if (a == "--iters") o.iters = unsigned(std::strtoul(val(), nullptr, 0));
-        else if (a == "--warmup") o.warmup = unsigned(std::strtoul(val(), nullptr, 0));
-        else if (a == "--block") o.block = true;
-        else usage();
+        if (a == "--size")
+            o.size = std::strtoul(val(), nullptr, 0);
+        else if (a == "--seconds")
+            o.seconds = std::strtod(val(), nullptr);
+        else if (a == "--batch")
+            o.batch = unsigned(std::strtoul(val(), nullptr, 0));
+        else if (a == "--iters")
+            o.iters = unsigned(std::strtoul(val(), nullptr, 0));
+        else if (a == "--warmup")
+            o.warmup = unsigned(std::strtoul(val(), nullptr, 0));
+        else if (a == "--block")
+            o.block = true;
+        else
+            usage();
     }
     if (mode == "bw") {
         if (!o.size) o.size = 4096;

@@ -33,8 +33,8 @@ constexpr uint32_t kSrc = 0x0100000a;  // 10.0.0.1 in network order (little-endi
 constexpr uint32_t kDst = 0x0200000a;  // 10.0.0.2
 constexpr uint16_t kPort = kRoceUdpPort;
 
-#define CHECK(cond)                  \
-    do {                             \
+#define CHECK(cond)                    \
+    do {                               \
         if (!(cond)) __builtin_trap(); \
     } while (0)
 

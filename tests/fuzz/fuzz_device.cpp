@@ -111,8 +111,8 @@ public:
         must(req, &resp, "alloc_pd");
         pd_ = resp.u.pd.pd;
         rw_key_ = reg_mr(rw(), kRwLen,
-                         IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
-                             IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC);
+                         IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
+                             IBV_ACCESS_REMOTE_ATOMIC);
         ro_key_ = reg_mr(ro(), kRoLen, IBV_ACCESS_REMOTE_READ);
 
         req = {};
@@ -260,8 +260,8 @@ private:
         a.ah_attr.grh.dgid.raw[10] = 0xff;
         a.ah_attr.grh.dgid.raw[11] = 0xff;
         std::memcpy(&a.ah_attr.grh.dgid.raw[12], &kPeer, 4);
-        uint64_t mask = IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
-                        IBV_QP_RQ_PSN;
+        uint64_t mask =
+            IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN;
         if (rc) mask |= IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER;
         modify(i, a, mask, "modify RTR");
     }
@@ -275,8 +275,7 @@ private:
         a.max_rd_atomic = 4;
         uint64_t mask = IBV_QP_STATE | IBV_QP_SQ_PSN;
         if (rc)
-            mask |= IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
-                    IBV_QP_MAX_QP_RD_ATOMIC;
+            mask |= IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC;
         modify(i, a, mask, "modify RTS");
     }
 

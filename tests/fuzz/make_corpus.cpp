@@ -139,7 +139,8 @@ int main(int argc, char** argv) {
         d.payload = payload ? (mid ? kMtu : 8) : 0;
         d.dma_len = (op->flags & kFirst) && !(op->flags & kLast) ? 2 * kMtu + 8 : d.payload;
         if (op->flags & kReadReq) d.dma_len = 3000;
-        if (op->flags & kResponse) d.psn = (op->flags & kAtomicAck) ? 3 : (op->flags & kReadResp) ? 1 : 0;
+        if (op->flags & kResponse)
+            d.psn = (op->flags & kAtomicAck) ? 3 : (op->flags & kReadResp) ? 1 : 0;
         write_file("device", name, device_input(kFixAll, {d}));
     }
 
@@ -152,22 +153,30 @@ int main(int argc, char** argv) {
         v = {f, m, l};
         return v;
     };
-    write_file("device", "rc_send_seq", device_input(kFixAll, seq(kRcSendFirst, kRcSendMiddle, kRcSendLast, kRcQp, false)));
-    write_file("device", "rc_write_seq", device_input(kFixAll, seq(kRcWriteFirst, kRcWriteMiddle, kRcWriteLastImm, kRcQp, true)));
-    write_file("device", "uc_send_seq", device_input(kFixAll, seq(kUcSendFirst, kUcSendMiddle, kUcSendLastImm, kUcQp, false)));
-    write_file("device", "uc_write_seq", device_input(kFixAll, seq(kUcWriteFirst, kUcWriteMiddle, kUcWriteLast, kUcQp, true)));
+    write_file("device", "rc_send_seq",
+               device_input(kFixAll, seq(kRcSendFirst, kRcSendMiddle, kRcSendLast, kRcQp, false)));
+    write_file(
+        "device", "rc_write_seq",
+        device_input(kFixAll, seq(kRcWriteFirst, kRcWriteMiddle, kRcWriteLastImm, kRcQp, true)));
+    write_file(
+        "device", "uc_send_seq",
+        device_input(kFixAll, seq(kUcSendFirst, kUcSendMiddle, kUcSendLastImm, kUcQp, false)));
+    write_file(
+        "device", "uc_write_seq",
+        device_input(kFixAll, seq(kUcWriteFirst, kUcWriteMiddle, kUcWriteLast, kUcQp, true)));
     // The completer: ACK the SEND (PSN 0), answer the 2048-byte READ (PSNs 1-2), ACK the
     // FETCH_ADD (PSN 3).
     write_file("device", "rc_complete_all",
-               device_input(kFixAll, {Spec{kRcAck, kRcQp, 0},
-                                      Spec{kRcReadRespFirst, kRcQp, 1, kMtu},
-                                      Spec{kRcReadRespLast, kRcQp, 2, kMtu},
-                                      Spec{kRcAtomicAck, kRcQp, 3}}));
+               device_input(kFixAll,
+                            {Spec{kRcAck, kRcQp, 0}, Spec{kRcReadRespFirst, kRcQp, 1, kMtu},
+                             Spec{kRcReadRespLast, kRcQp, 2, kMtu}, Spec{kRcAtomicAck, kRcQp, 3}}));
     // NAKs and RNR NAK for the SEND; an ACK of everything at once (coalesced).
     write_file("device", "rc_nak_seq",
-               device_input(kFixAll, {Spec{kRcAck, kRcQp, 0, 0, 0, 0, 0, aeth::nak(aeth::kNakPsnSeqError)}}));
+               device_input(kFixAll, {Spec{kRcAck, kRcQp, 0, 0, 0, 0, 0,
+                                           aeth::nak(aeth::kNakPsnSeqError)}}));
     write_file("device", "rc_nak_access",
-               device_input(kFixAll, {Spec{kRcAck, kRcQp, 0, 0, 0, 0, 0, aeth::nak(aeth::kNakRemoteAccessError)}}));
+               device_input(kFixAll, {Spec{kRcAck, kRcQp, 0, 0, 0, 0, 0,
+                                           aeth::nak(aeth::kNakRemoteAccessError)}}));
     write_file("device", "rc_rnr_nak",
                device_input(kFixAll, {Spec{kRcAck, kRcQp, 0, 0, 0, 0, 0, aeth::rnr_nak(1)}}));
     write_file("device", "rc_ack_coalesced", device_input(kFixAll, {Spec{kRcAck, kRcQp, 3}}));
@@ -178,8 +187,9 @@ int main(int argc, char** argv) {
     Spec cs{kRcCmpSwap, kRcQp, 2, 0, 8};
     write_file("device", "rc_read_atomic_dup", device_input(kFixAll, {rd, fa, cs, fa, cs}));
     // Out of sequence (PSN 5 when 0 is expected), then the expected one.
-    write_file("device", "rc_psn_gap",
-               device_input(kFixAll, {Spec{kRcSendOnly, kRcQp, 5, 8}, Spec{kRcSendOnly, kRcQp, 0, 8}}));
+    write_file(
+        "device", "rc_psn_gap",
+        device_input(kFixAll, {Spec{kRcSendOnly, kRcQp, 5, 8}, Spec{kRcSendOnly, kRcQp, 0, 8}}));
     write_file("device", "to_init_qp", device_input(kFixAll, {Spec{kRcSendOnly, kInitQp, 0, 8}}));
     // No fix-ups: the raw packet (its dqpn and ICRC are for fuzz_decode, so it is dropped).
     write_file("device", "raw", device_input(0, {Spec{kRcSendOnly, 0x11, 0, 8}}));

@@ -118,7 +118,7 @@ struct Ud {
 };
 
 class Mcast : public ::testing::Test {
-  protected:
+protected:
     Dev a_{"uroce0", ip_of("127.0.0.6")}, b_{"uroce1", ip_of("127.0.0.7")};
     std::vector<std::unique_ptr<Ud>> uds_;
     std::vector<ibv_ah*> ahs_;
@@ -433,9 +433,7 @@ struct GroupAddr {
     sockaddr_in sin;
     sockaddr* sa() { return reinterpret_cast<sockaddr*>(&sin); }
 };
-GroupAddr group_addr(int n) {
-    return GroupAddr{group(n), sin_of(group(n))};
-}
+GroupAddr group_addr(int n) { return GroupAddr{group(n), sin_of(group(n))}; }
 
 rdma_cm_event* next_event(rdma_event_channel* ch, int ms = 5000) {
     pollfd p{ch->fd, POLLIN, 0};
@@ -445,7 +443,7 @@ rdma_cm_event* next_event(rdma_event_channel* ch, int ms = 5000) {
 }
 
 class Rdmacm : public ::testing::Test {
-  protected:
+protected:
     rdma_event_channel* ch_ = nullptr;
     void SetUp() override {
         ch_ = rdma_create_event_channel();

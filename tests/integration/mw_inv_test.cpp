@@ -76,7 +76,7 @@ struct Conn {
 
 // MRs that windows are bound into: the windows give the remote rights.
 class MwTest : public ::testing::Test {
-  protected:
+protected:
     static ibv_context* ctx_a_;
     static ibv_context* ctx_b_;
 
@@ -337,26 +337,24 @@ class MwTest : public ::testing::Test {
     // another PD, 4 a type 2 window bound through another QP. `target` is in pd_b_.
     uint32_t uninvalidatable_key(int kind, Conn& c, Buf& target) {
         switch (kind) {
-            case 1:
-                return bind1(c.b, alloc_mw(pd_b_, IBV_MW_TYPE_1), &target, 0, 64,
-                             IBV_ACCESS_REMOTE_READ);
-            case 2:
-                return alloc_mw(pd_b_, IBV_MW_TYPE_2)->rkey;
-            case 3: {
-                ibv_pd* other = ibv_alloc_pd(ctx_b_);
-                extra_pds_.push_back(other);
-                Conn o = connect(IBV_QPT_RC, other);
-                Buf& t2 = buf(other, 4096, kMwMr, 10);
-                return bound_type2(o.b, alloc_mw(other, IBV_MW_TYPE_2), t2, 0, 64,
-                                   IBV_ACCESS_REMOTE_READ);
-            }
-            case 4: {
-                Conn o = connect();
-                return bound_type2(o.b, alloc_mw(pd_b_, IBV_MW_TYPE_2), target, 0, 64,
-                                   IBV_ACCESS_REMOTE_READ);
-            }
-            default:
-                return target.mr->rkey;
+        case 1:
+            return bind1(c.b, alloc_mw(pd_b_, IBV_MW_TYPE_1), &target, 0, 64,
+                         IBV_ACCESS_REMOTE_READ);
+        case 2: return alloc_mw(pd_b_, IBV_MW_TYPE_2)->rkey;
+        case 3: {
+            ibv_pd* other = ibv_alloc_pd(ctx_b_);
+            extra_pds_.push_back(other);
+            Conn o = connect(IBV_QPT_RC, other);
+            Buf& t2 = buf(other, 4096, kMwMr, 10);
+            return bound_type2(o.b, alloc_mw(other, IBV_MW_TYPE_2), t2, 0, 64,
+                               IBV_ACCESS_REMOTE_READ);
+        }
+        case 4: {
+            Conn o = connect();
+            return bound_type2(o.b, alloc_mw(pd_b_, IBV_MW_TYPE_2), target, 0, 64,
+                               IBV_ACCESS_REMOTE_READ);
+        }
+        default: return target.mr->rkey;
         }
     }
 

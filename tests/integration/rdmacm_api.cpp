@@ -30,13 +30,13 @@
 
 namespace {
 
-#define CHECK(c)                                                                       \
-    do {                                                                               \
-        if (!(c)) {                                                                    \
-            std::fprintf(stderr, "FAIL %s:%d: %s (errno %d %s)\n", __FILE__, __LINE__, \
-                         #c, errno, std::strerror(errno));                             \
-            std::exit(1);                                                              \
-        }                                                                              \
+#define CHECK(c)                                                                                  \
+    do {                                                                                          \
+        if (!(c)) {                                                                               \
+            std::fprintf(stderr, "FAIL %s:%d: %s (errno %d %s)\n", __FILE__, __LINE__, #c, errno, \
+                         std::strerror(errno));                                                   \
+            std::exit(1);                                                                         \
+        }                                                                                         \
     } while (0)
 
 sockaddr_in g_addr;
@@ -372,7 +372,8 @@ void test_misc() {
     ibv_context** devs = rdma_get_devices(&n);
     CHECK(devs && n >= 1 && devs[0] && !devs[n]);
     rdma_free_devices(devs);
-    CHECK(std::strcmp(rdma_event_str(RDMA_CM_EVENT_TIMEWAIT_EXIT), "RDMA_CM_EVENT_TIMEWAIT_EXIT") == 0);
+    CHECK(std::strcmp(rdma_event_str(RDMA_CM_EVENT_TIMEWAIT_EXIT), "RDMA_CM_EVENT_TIMEWAIT_EXIT") ==
+          0);
     rdma_destroy_event_channel(ch);
 }
 

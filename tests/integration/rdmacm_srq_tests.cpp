@@ -32,9 +32,7 @@ sockaddr_in addr(const char* ip, uint16_t port = 0) {
     return a;
 }
 
-sockaddr* sa(sockaddr_in& a) {
-    return reinterpret_cast<sockaddr*>(&a);
-}
+sockaddr* sa(sockaddr_in& a) { return reinterpret_cast<sockaddr*>(&a); }
 
 // What device `dev` holds, from the counts line of `uroce res` (one call for all kinds).
 struct Held {

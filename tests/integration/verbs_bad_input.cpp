@@ -236,8 +236,8 @@ int main(int argc, char** argv) {
 
     // Registering memory that is not mapped fails at registration with EFAULT, as the
     // kernel's page pinning does: a fully unmapped range, and one with a hole.
-    void* region = mmap(nullptr, 3 * page, PROT_READ | PROT_WRITE,
-                        MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    void* region =
+        mmap(nullptr, 3 * page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     REQUIRE(region != MAP_FAILED, "mmap");
     REQUIRE(munmap(static_cast<char*>(region) + page, page) == 0, "munmap middle page");
     errno = 0;
@@ -309,8 +309,7 @@ int main(int argc, char** argv) {
         } else if (wc.wr_id == 20) {
             got_recv = true;
             CHECK(wc.opcode == IBV_WC_RECV, "recv CQE opcode %d", int(wc.opcode));
-            CHECK(wc.byte_len == sizeof msg, "recv byte_len %u, want %zu", wc.byte_len,
-                  sizeof msg);
+            CHECK(wc.byte_len == sizeof msg, "recv byte_len %u, want %zu", wc.byte_len, sizeof msg);
             CHECK(wc.qp_num == qp2->qp_num, "recv CQE qp_num %u", wc.qp_num);
             CHECK(wc.src_qp == qp->qp_num, "recv CQE src_qp %u", wc.src_qp);
         } else {
@@ -366,8 +365,7 @@ int main(int argc, char** argv) {
     CHECK(!counts.empty(), "no counts line from `%s res`", cli.c_str());
     for (const auto& [name, n] : counts) {
         long want_n = name == "sessions" ? 1 : 0;
-        CHECK(n == want_n, "device holds %ld %s before close, want %ld", n, name.c_str(),
-              want_n);
+        CHECK(n == want_n, "device holds %ld %s before close, want %ld", n, name.c_str(), want_n);
     }
 
     CHECK(ibv_close_device(ctx) == 0, "ibv_close_device");

@@ -43,20 +43,20 @@
 namespace {
 
 // A call that must fail: NULL (or non-zero) and exactly this errno.
-#define EXPECT_NULL_ERRNO(expr, want)                                                      \
-    do {                                                                                   \
-        errno = 0;                                                                         \
-        auto* p_ = (expr);                                                                 \
-        int e_ = errno;                                                                    \
+#define EXPECT_NULL_ERRNO(expr, want)                                                        \
+    do {                                                                                     \
+        errno = 0;                                                                           \
+        auto* p_ = (expr);                                                                   \
+        int e_ = errno;                                                                      \
         CHECK(p_ == nullptr && e_ == (want), "%s: got %p errno %d (%s), want NULL errno %s", \
-              #expr, static_cast<void*>(p_), e_, std::strerror(e_), #want);               \
+              #expr, static_cast<void*>(p_), e_, std::strerror(e_), #want);                  \
     } while (0)
 
-#define EXPECT_RET(expr, want)                                                             \
-    do {                                                                                   \
-        int r_ = (expr);                                                                   \
-        CHECK(r_ == (want), "%s returned %d (%s), want %s", #expr, r_,                     \
-              r_ > 0 ? std::strerror(r_) : "", #want);                                     \
+#define EXPECT_RET(expr, want)                                         \
+    do {                                                               \
+        int r_ = (expr);                                               \
+        CHECK(r_ == (want), "%s returned %d (%s), want %s", #expr, r_, \
+              r_ > 0 ? std::strerror(r_) : "", #want);                 \
     } while (0)
 
 std::string g_dev, g_cli;
@@ -96,7 +96,8 @@ std::vector<std::vector<std::string>> res(const char* kind) {
     }
     int st = pclose(p);
     CHECK(st == 0, "%s exited with status %d", cmd.c_str(), st);
-    for (const auto& w : out) CHECK(w[0] == kind, "`%s` printed a %s line", cmd.c_str(), w[0].c_str());
+    for (const auto& w : out)
+        CHECK(w[0] == kind, "`%s` printed a %s line", cmd.c_str(), w[0].c_str());
     return out;
 }
 
@@ -277,8 +278,7 @@ void connect_ini(ibv_qp* ini, uint32_t tgt_qpn, const ibv_gid& gid, uint32_t psn
     CHECK(state_of(ini) == IBV_QPS_RTS, "INI QP 0x%x is not in RTS", ini->qp_num);
 }
 
-int post_xrc_send(ibv_qp* ini, ibv_mr* mr, void* buf, uint32_t len, uint32_t srqn,
-                  uint64_t wr_id) {
+int post_xrc_send(ibv_qp* ini, ibv_mr* mr, void* buf, uint32_t len, uint32_t srqn, uint64_t wr_id) {
     ibv_sge sge{reinterpret_cast<uintptr_t>(buf), len, mr->lkey};
     ibv_send_wr wr{}, *bad = nullptr;
     wr.wr_id = wr_id;
@@ -322,14 +322,9 @@ bool next_event(ibv_context* ctx, int ms, ibv_event_type* type, void** element) 
     *type = ev.event_type;
     switch (ev.event_type) {
     case IBV_EVENT_SRQ_LIMIT_REACHED:
-    case IBV_EVENT_SRQ_ERR:
-        *element = ev.element.srq;
-        break;
-    case IBV_EVENT_CQ_ERR:
-        *element = ev.element.cq;
-        break;
-    default:
-        *element = ev.element.qp;
+    case IBV_EVENT_SRQ_ERR: *element = ev.element.srq; break;
+    case IBV_EVENT_CQ_ERR: *element = ev.element.cq; break;
+    default: *element = ev.element.qp;
     }
     ibv_ack_async_event(&ev);
     return true;
@@ -349,8 +344,7 @@ void expect_no_event(ibv_context* ctx, int ms, const char* what) {
     ibv_event_type t{};
     void* el = nullptr;
     bool got = next_event(ctx, ms, &t, &el);
-    CHECK(!got, "%s: unexpected async event %s on %p", what, got ? ibv_event_type_str(t) : "",
-          el);
+    CHECK(!got, "%s: unexpected async event %s on %p", what, got ? ibv_event_type_str(t) : "", el);
 }
 
 // ---------------------------------------------------------------- the `rules` mode
@@ -396,9 +390,8 @@ void expect_delivery(Loop& l, uint32_t srqn, uint64_t wr_id, const char* what) {
     if (!got) return;
     CHECK(wc.status == IBV_WC_SUCCESS && wc.opcode == IBV_WC_RECV && wc.byte_len == 200 &&
               wc.qp_num == l.tgt->qp_num,
-          "%s: receive status %s opcode %d byte_len %u qp_num 0x%x (want RECV 200 on 0x%x)",
-          what, ibv_wc_status_str(wc.status), int(wc.opcode), wc.byte_len, wc.qp_num,
-          l.tgt->qp_num);
+          "%s: receive status %s opcode %d byte_len %u qp_num 0x%x (want RECV 200 on 0x%x)", what,
+          ibv_wc_status_str(wc.status), int(wc.opcode), wc.byte_len, wc.qp_num, l.tgt->qp_num);
     char want[64];
     std::snprintf(want, sizeof want, "message %llu", static_cast<unsigned long long>(wr_id));
     CHECK(wc.wr_id < 60 && std::strcmp(l.buf + wc.wr_id * kSlot, want) == 0,
@@ -465,10 +458,10 @@ int run_rules(const std::string& dir) {
     EXPECT_NULL_ERRNO(open_xrcd(ctx, fd, O_CREAT, 0), EINVAL);
     EXPECT_NULL_ERRNO(open_xrcd(ctx, fd, O_CREAT, IBV_XRCD_INIT_ATTR_FD), EINVAL);
     EXPECT_NULL_ERRNO(open_xrcd(ctx, fd, O_CREAT, IBV_XRCD_INIT_ATTR_OFLAGS), EINVAL);
-    EXPECT_NULL_ERRNO(open_xrcd(ctx, fd, O_CREAT,
-                                IBV_XRCD_INIT_ATTR_FD | IBV_XRCD_INIT_ATTR_OFLAGS |
-                                    IBV_XRCD_INIT_ATTR_RESERVED),
-                      EOPNOTSUPP);
+    EXPECT_NULL_ERRNO(
+        open_xrcd(ctx, fd, O_CREAT,
+                  IBV_XRCD_INIT_ATTR_FD | IBV_XRCD_INIT_ATTR_OFLAGS | IBV_XRCD_INIT_ATTR_RESERVED),
+        EOPNOTSUPP);
     // "a bad fd": a closed descriptor and a negative one other than -1.
     int closed = dup(fd);
     close(closed);
@@ -542,16 +535,15 @@ int run_rules(const std::string& dir) {
     ibv_qp* of = open_qp(ctx2, xf2, tf->qp_num);  // same file's domain: works
     CHECK(of && of->qp_num == tf->qp_num && of->qp_type == IBV_QPT_XRC_RECV,
           "ibv_open_qp through the same file's domain: %s", of ? "wrong qp" : std::strerror(errno));
-    EXPECT_NULL_ERRNO(open_qp(ctx2, d2, tf->qp_num), EINVAL);  // a private domain
-    EXPECT_NULL_ERRNO(open_qp(ctx2, d2, tp->qp_num), EINVAL);  // another private domain
-    EXPECT_NULL_ERRNO(open_qp(ctx2, xf2, tp->qp_num), EINVAL); // d1's QP through F's domain
-    EXPECT_NULL_ERRNO(open_qp(ctx, xh, tf->qp_num), EINVAL);   // another file's domain
-    EXPECT_NULL_ERRNO(open_qp(ctx2, xf2, 0xfffff0), EINVAL);   // no such QP
-    EXPECT_NULL_ERRNO(open_qp(ctx2, xf2, tf->qp_num,
-                              IBV_QP_OPEN_ATTR_NUM | IBV_QP_OPEN_ATTR_XRCD |
-                                  IBV_QP_OPEN_ATTR_TYPE,
-                              IBV_QPT_RC),
-                      EINVAL);  // the wrong qp_type
+    EXPECT_NULL_ERRNO(open_qp(ctx2, d2, tf->qp_num), EINVAL);   // a private domain
+    EXPECT_NULL_ERRNO(open_qp(ctx2, d2, tp->qp_num), EINVAL);   // another private domain
+    EXPECT_NULL_ERRNO(open_qp(ctx2, xf2, tp->qp_num), EINVAL);  // d1's QP through F's domain
+    EXPECT_NULL_ERRNO(open_qp(ctx, xh, tf->qp_num), EINVAL);    // another file's domain
+    EXPECT_NULL_ERRNO(open_qp(ctx2, xf2, 0xfffff0), EINVAL);    // no such QP
+    EXPECT_NULL_ERRNO(
+        open_qp(ctx2, xf2, tf->qp_num,
+                IBV_QP_OPEN_ATTR_NUM | IBV_QP_OPEN_ATTR_XRCD | IBV_QP_OPEN_ATTR_TYPE, IBV_QPT_RC),
+        EINVAL);  // the wrong qp_type
     EXPECT_NULL_ERRNO(open_qp(ctx2, xf2, tf->qp_num, IBV_QP_OPEN_ATTR_XRCD | IBV_QP_OPEN_ATTR_TYPE),
                       EINVAL);
     EXPECT_NULL_ERRNO(open_qp(ctx2, xf2, tf->qp_num, IBV_QP_OPEN_ATTR_NUM | IBV_QP_OPEN_ATTR_TYPE),
@@ -573,8 +565,8 @@ int run_rules(const std::string& dir) {
         a.pd = pd;
         EXPECT_NULL_ERRNO(ibv_create_qp_ex(ctx, &a), EINVAL);
     }
-    EXPECT_NULL_ERRNO(create_ini(ctx, pd, nullptr), EINVAL);     // no send CQ
-    EXPECT_NULL_ERRNO(create_ini(ctx, nullptr, scq, 0), EINVAL); // no PD
+    EXPECT_NULL_ERRNO(create_ini(ctx, pd, nullptr), EINVAL);      // no send CQ
+    EXPECT_NULL_ERRNO(create_ini(ctx, nullptr, scq, 0), EINVAL);  // no PD
     // The INI QP goes through the state machine with the pingpong's masks; a mask missing
     // a required attribute is EINVAL and leaves the state alone.
     ibv_qp* ini = create_ini(ctx, pd, scq);
@@ -600,8 +592,8 @@ int run_rules(const std::string& dir) {
     EXPECT_RET(ibv_get_srq_num(s1, &n1), 0);
     EXPECT_RET(ibv_get_srq_num(sb, &nb), 0);
     EXPECT_RET(ibv_get_srq_num(sh, &nh), 0);
-    CHECK(n1 && n1 != nb && n1 != nh && nb != nh, "SRQ numbers %u %u %u are not distinct", n1,
-          nb, nh);
+    CHECK(n1 && n1 != nb && n1 != nh && nb != nh, "SRQ numbers %u %u %u are not distinct", n1, nb,
+          nh);
     {
         auto srqs = res("srq");
         int xrc = 0;
@@ -615,9 +607,9 @@ int run_rules(const std::string& dir) {
     EXPECT_RET(ibv_close_xrcd(d1), EBUSY);  // tp and s1
     // "returns ... the value of errno on failure": errno says the same.
     CHECK(errno == EBUSY, "errno %d after a failed ibv_close_xrcd, want EBUSY", errno);
-    EXPECT_RET(ibv_close_xrcd(xf1), EBUSY); // tf
-    EXPECT_RET(ibv_close_xrcd(xf2), EBUSY); // of, opened through it (as the kernel)
-    EXPECT_RET(ibv_close_xrcd(xh), EBUSY);  // sh
+    EXPECT_RET(ibv_close_xrcd(xf1), EBUSY);  // tf
+    EXPECT_RET(ibv_close_xrcd(xf2), EBUSY);  // of, opened through it (as the kernel)
+    EXPECT_RET(ibv_close_xrcd(xh), EBUSY);   // sh
 
     // --- The data path: INI -> TGT (tp, domain d1) -> XRC SRQ s1, all in this process.
     Loop l{ctx, pd, scq, rcq, nullptr, nullptr, ini, tp, {}};
@@ -726,13 +718,17 @@ int run_rules(const std::string& dir) {
     {
         auto w = qp_line(of ? of->qp_num : 0);
         CHECK(!w.empty() && field(w, "holders") == pid_str(getpid()),
-              "after the creator's destroy: qp line '%s'", w.empty() ? "" : field(w, "holders").c_str());
+              "after the creator's destroy: qp line '%s'",
+              w.empty() ? "" : field(w, "holders").c_str());
     }
     EXPECT_RET(ibv_close_xrcd(xf1), 0);  // the creator's handle is free again
     fl = xrcd_lines(f_ino);
     CHECK(fl.size() == 1 && field(fl[0], "handles") == "1" && field(fl[0], "objects") == "1",
           "F's domain after the creator left: %s",
-          fl.empty() ? "gone" : (field(fl[0], "handles") + " handles " + field(fl[0], "objects") + " objects").c_str());
+          fl.empty()
+              ? "gone"
+              : (field(fl[0], "handles") + " handles " + field(fl[0], "objects") + " objects")
+                    .c_str());
     EXPECT_RET(ibv_close_xrcd(xf2), EBUSY);
     if (of) {
         // The opener may modify it (RESET -> INIT works for a process that only opened it).
@@ -807,7 +803,7 @@ std::vector<std::string> words(const std::string& s) {
     return w;
 }
 
-constexpr int kQps = 3;            // T1, T2 carry messages; T3 gets the bad SRQ numbers
+constexpr int kQps = 3;  // T1, T2 carry messages; T3 gets the bad SRQ numbers
 constexpr uint32_t kPsn[kQps] = {0x10, 0x2000, 0x300000};
 
 // Role A: creates the domain of file F and the TGT QPs, moves them to INIT, then waits
@@ -833,8 +829,8 @@ int role_a(int sock, const std::string& dir) {
             expect_no_event(ctx, 50, "A: only one event per error");
             say(sock, "ok");
         } else if (w[0] == "drop") {
-            EXPECT_RET(ibv_destroy_qp(t[2]), 0);    // B still holds it
-            EXPECT_RET(ibv_close_xrcd(x), EBUSY);   // T1, T2 were created through x
+            EXPECT_RET(ibv_destroy_qp(t[2]), 0);   // B still holds it
+            EXPECT_RET(ibv_close_xrcd(x), EBUSY);  // T1, T2 were created through x
             say(sock, "ok");
         } else if (w[0] == "exit") {
             // Really exit, with everything still open: the device cleans up after us.
@@ -905,8 +901,8 @@ int role_b(int sock, const std::string& dir) {
                 CHECK(wc.status == IBV_WC_SUCCESS && wc.opcode == IBV_WC_RECV,
                       "receive status %s opcode %d", ibv_wc_status_str(wc.status), int(wc.opcode));
                 CHECK(k >= 1 && k <= kQps && wc.qp_num == tq[k - 1],
-                      "message '%.16s' completed with qp_num 0x%x, want the TGT QPN of I%d",
-                      data, wc.qp_num, k);
+                      "message '%.16s' completed with qp_num 0x%x, want the TGT QPN of I%d", data,
+                      wc.qp_num, k);
                 CHECK(wc.byte_len == uint32_t(100 + j), "message '%.16s': byte_len %u, want %d",
                       data, wc.byte_len, 100 + j);
                 ++per_qp[wc.qp_num];
@@ -1151,7 +1147,8 @@ int run_share(const char* self, const std::string& dir) {
           "F's domain after A exited: %s",
           fl.empty() ? "gone"
                      : ("handles " + field(fl[0], "handles") + " objects " +
-                        field(fl[0], "objects") + " pids " + field(fl[0], "pids")).c_str());
+                        field(fl[0], "objects") + " pids " + field(fl[0], "pids"))
+                           .c_str());
     // ... and the domain and the QPs keep working for B.
     burst("after A exited");
 

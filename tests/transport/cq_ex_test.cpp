@@ -23,9 +23,7 @@ constexpr uint64_t kAllWcFlags = uint64_t(IBV_WC_STANDARD_FLAGS) |
                                  IBV_WC_EX_WITH_COMPLETION_TIMESTAMP_WALLCLOCK;
 
 // The CQ ibv_cq_ex_to_cq made from `cq` (a cast in verbs.h), as the fixture keeps it.
-ibv_cq_ex* ex(ibv_cq* cq) {
-    return reinterpret_cast<ibv_cq_ex*>(cq);
-}
+ibv_cq_ex* ex(ibv_cq* cq) { return reinterpret_cast<ibv_cq_ex*>(cq); }
 
 // The current completion of an iterator, read with every accessor.
 ibv_wc read_wc(ibv_cq_ex* x) {

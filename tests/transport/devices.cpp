@@ -158,9 +158,7 @@ std::string sanitizer_reports(const std::string& dir) {
 }
 
 // The detached pair's pids and start times, kept next to them.
-std::string pids_path(const std::string& dir) {
-    return dir + "/devices.pids";
-}
+std::string pids_path(const std::string& dir) { return dir + "/devices.pids"; }
 
 void stop_recorded(const std::string& dir) {
     Proc procs[2];
@@ -241,9 +239,7 @@ private:
 
 }  // namespace
 
-bool devices_ready() {
-    return g_ready;
-}
+bool devices_ready() { return g_ready; }
 
 }  // namespace uroce::transport_test
 

@@ -49,9 +49,7 @@ void Buffer::fill(uint32_t seed, size_t off, size_t n) {
     for (size_t i = 0; i < n; ++i) data()[off + i] = pattern_byte(seed, i);
 }
 
-void Buffer::poison() const {
-    std::memset(data(), kPoison, len);
-}
+void Buffer::poison() const { std::memset(data(), kPoison, len); }
 
 long Buffer::mismatch(uint32_t seed, size_t off, size_t n, size_t pat_off) const {
     for (size_t i = 0; i < n; ++i)

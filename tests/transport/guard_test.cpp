@@ -68,34 +68,16 @@ protected:
         uint64_t va = target.addr(0), end = target.addr(kMrLen);
         uint32_t rkey = target.rkey();
         switch (m) {
-            case Miss::kWrongGeneration:
-                rkey ^= 0x80;
-                break;
-            case Miss::kNoSuchKey:
-                rkey = 0xfffff000 | (rkey & 0xff);
-                break;
-            case Miss::kOtherPd:
-                rkey = other.rkey(), va = other.addr(0);
-                break;
-            case Miss::kExpired:
-            case Miss::kExpiredReused:
-                rkey = expired, va = old.addr(0);
-                break;
-            case Miss::kJustBefore:
-                va -= len;
-                break;
-            case Miss::kStartsBefore:
-                va -= atomic ? 8 : 1;
-                break;
-            case Miss::kJustAfter:
-                va = atomic ? (end + 7) & ~uint64_t(7) : end;
-                break;
-            case Miss::kStraddlesEnd:
-                va = atomic ? end - 4 : end - len / 2;
-                break;
-            case Miss::kOneTooLong:
-                len = kMrLen + 1;
-                break;
+        case Miss::kWrongGeneration: rkey ^= 0x80; break;
+        case Miss::kNoSuchKey: rkey = 0xfffff000 | (rkey & 0xff); break;
+        case Miss::kOtherPd: rkey = other.rkey(), va = other.addr(0); break;
+        case Miss::kExpired:
+        case Miss::kExpiredReused: rkey = expired, va = old.addr(0); break;
+        case Miss::kJustBefore: va -= len; break;
+        case Miss::kStartsBefore: va -= atomic ? 8 : 1; break;
+        case Miss::kJustAfter: va = atomic ? (end + 7) & ~uint64_t(7) : end; break;
+        case Miss::kStraddlesEnd: va = atomic ? end - 4 : end - len / 2; break;
+        case Miss::kOneTooLong: len = kMrLen + 1; break;
         }
         std::vector<ibv_sge> sg{local.sge(0, len)};
         ibv_send_wr w = atomic ? atomic_wr(1, op, sg, va, rkey, 0, 0x5a5a5a5a5a5a5a5aull)

@@ -41,16 +41,11 @@ constexpr OpTypes kOps[] = {
 
 bool takes(const OpTypes& o, ibv_qp_type type) {
     switch (type) {
-        case IBV_QPT_RC:
-            return o.rc;
-        case IBV_QPT_UC:
-            return o.uc;
-        case IBV_QPT_UD:
-            return o.ud;
-        case IBV_QPT_XRC_SEND:
-            return o.xrc;
-        default:
-            return false;
+    case IBV_QPT_RC: return o.rc;
+    case IBV_QPT_UC: return o.uc;
+    case IBV_QPT_UD: return o.ud;
+    case IBV_QPT_XRC_SEND: return o.xrc;
+    default: return false;
     }
 }
 

@@ -73,37 +73,17 @@ protected:
     }
 };
 
-TEST_F(RcRdma, WriteOnePacket) {
-    write_and_check(700, 13, false, IBV_MTU_1024);
-}
-TEST_F(RcRdma, WriteManyPackets) {
-    write_and_check(20000, 1000, false, IBV_MTU_1024);
-}
-TEST_F(RcRdma, WriteZeroLength) {
-    write_and_check(0, 0, false, IBV_MTU_1024);
-}
-TEST_F(RcRdma, WriteWithImmOnePacket) {
-    write_and_check(64, 8, true, IBV_MTU_1024);
-}
-TEST_F(RcRdma, WriteWithImmManyPackets) {
-    write_and_check(5000, 1, true, IBV_MTU_512);
-}
-TEST_F(RcRdma, WriteWithImmZeroLength) {
-    write_and_check(0, 0, true, IBV_MTU_1024);
-}
-TEST_F(RcRdma, ReadOnePacket) {
-    read_and_check(1024, 0, IBV_MTU_1024);
-}
+TEST_F(RcRdma, WriteOnePacket) { write_and_check(700, 13, false, IBV_MTU_1024); }
+TEST_F(RcRdma, WriteManyPackets) { write_and_check(20000, 1000, false, IBV_MTU_1024); }
+TEST_F(RcRdma, WriteZeroLength) { write_and_check(0, 0, false, IBV_MTU_1024); }
+TEST_F(RcRdma, WriteWithImmOnePacket) { write_and_check(64, 8, true, IBV_MTU_1024); }
+TEST_F(RcRdma, WriteWithImmManyPackets) { write_and_check(5000, 1, true, IBV_MTU_512); }
+TEST_F(RcRdma, WriteWithImmZeroLength) { write_and_check(0, 0, true, IBV_MTU_1024); }
+TEST_F(RcRdma, ReadOnePacket) { read_and_check(1024, 0, IBV_MTU_1024); }
 // Several MTUs with a partial last packet, then many packets at the smallest MTU.
-TEST_F(RcRdma, ReadSeveralMtus) {
-    read_and_check(4 * 4096 + 123, 77, IBV_MTU_4096);
-}
-TEST_F(RcRdma, ReadManyPackets) {
-    read_and_check(30000, 5, IBV_MTU_256);
-}
-TEST_F(RcRdma, ReadZeroLength) {
-    read_and_check(0, 0, IBV_MTU_1024);
-}
+TEST_F(RcRdma, ReadSeveralMtus) { read_and_check(4 * 4096 + 123, 77, IBV_MTU_4096); }
+TEST_F(RcRdma, ReadManyPackets) { read_and_check(30000, 5, IBV_MTU_256); }
+TEST_F(RcRdma, ReadZeroLength) { read_and_check(0, 0, IBV_MTU_1024); }
 
 }  // namespace
 }  // namespace uroce::transport_test

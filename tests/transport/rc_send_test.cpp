@@ -38,27 +38,13 @@ protected:
     }
 };
 
-TEST_F(RcSend, OnePacket) {
-    send_and_check(1000, false, IBV_MTU_1024);
-}
-TEST_F(RcSend, ManyPackets) {
-    send_and_check(10000, false, IBV_MTU_1024);
-}
-TEST_F(RcSend, ExactlyOneMtu) {
-    send_and_check(4096, false, IBV_MTU_4096);
-}
-TEST_F(RcSend, WithImmOnePacket) {
-    send_and_check(1, true, IBV_MTU_1024);
-}
-TEST_F(RcSend, WithImmManyPackets) {
-    send_and_check(9000, true, IBV_MTU_256);
-}
-TEST_F(RcSend, ZeroLength) {
-    send_and_check(0, false, IBV_MTU_1024);
-}
-TEST_F(RcSend, ZeroLengthWithImm) {
-    send_and_check(0, true, IBV_MTU_1024);
-}
+TEST_F(RcSend, OnePacket) { send_and_check(1000, false, IBV_MTU_1024); }
+TEST_F(RcSend, ManyPackets) { send_and_check(10000, false, IBV_MTU_1024); }
+TEST_F(RcSend, ExactlyOneMtu) { send_and_check(4096, false, IBV_MTU_4096); }
+TEST_F(RcSend, WithImmOnePacket) { send_and_check(1, true, IBV_MTU_1024); }
+TEST_F(RcSend, WithImmManyPackets) { send_and_check(9000, true, IBV_MTU_256); }
+TEST_F(RcSend, ZeroLength) { send_and_check(0, false, IBV_MTU_1024); }
+TEST_F(RcSend, ZeroLengthWithImm) { send_and_check(0, true, IBV_MTU_1024); }
 
 }  // namespace
 }  // namespace uroce::transport_test

@@ -1,11 +1,11 @@
 // The IB CM MAD codec (emu/cm_mad.*): field placement against IBTA vol. 1 chapter 12 (byte
 // offsets within the 256-byte MAD, sub-byte fields packed from the most significant bit),
 // and encode/decode round trips.
+#include "emu/cm_mad.h"
+
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <rdma/rdma_cma.h>
-
-#include "emu/cm_mad.h"
 
 using namespace uroce::emu::cm;
 

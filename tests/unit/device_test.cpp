@@ -251,8 +251,7 @@ public:
         a.port_num = 1;
         a.qp_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
         if (int e = modify_qp(qp.qpn, a,
-                              IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT |
-                                  IBV_QP_ACCESS_FLAGS))
+                              IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS))
             return e;
         a = {};
         a.qp_state = IBV_QPS_RTR;
@@ -269,8 +268,7 @@ public:
         std::memcpy(&a.ah_attr.grh.dgid.raw[12], &dest_ip, 4);
         if (int e = modify_qp(qp.qpn, a,
                               IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
-                                  IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC |
-                                  IBV_QP_MIN_RNR_TIMER))
+                                  IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER))
             return e;
         a = {};
         a.qp_state = IBV_QPS_RTS;
@@ -489,17 +487,15 @@ TEST_F(ControlTest, RegMrRejectsRemoteWriteWithoutLocalWrite) {
     EXPECT_EQ(c_->reg_mr(pd_, buf_.data(), 64, IBV_ACCESS_REMOTE_WRITE, &key), EINVAL);
     EXPECT_EQ(c_->reg_mr(pd_, buf_.data(), 64, IBV_ACCESS_REMOTE_ATOMIC, &key), EINVAL);
     EXPECT_EQ(c_->reg_mr(pd_, buf_.data(), 64, IBV_ACCESS_REMOTE_READ, &key), 0);
-    EXPECT_EQ(c_->reg_mr(pd_, buf_.data(), 64,
-                         IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_LOCAL_WRITE, &key),
-              0);
+    EXPECT_EQ(
+        c_->reg_mr(pd_, buf_.data(), 64, IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_LOCAL_WRITE, &key),
+        0);
 }
 
 TEST_F(ControlTest, RegMrRejectsUnknownAccessBits) {
     uint32_t key;
-    EXPECT_EQ(c_->reg_mr(pd_, buf_.data(), 64, IBV_ACCESS_LOCAL_WRITE | (1u << 15), &key),
-              EINVAL);
-    EXPECT_EQ(c_->reg_mr(pd_, buf_.data(), 64, IBV_ACCESS_LOCAL_WRITE | (1u << 31), &key),
-              EINVAL);
+    EXPECT_EQ(c_->reg_mr(pd_, buf_.data(), 64, IBV_ACCESS_LOCAL_WRITE | (1u << 15), &key), EINVAL);
+    EXPECT_EQ(c_->reg_mr(pd_, buf_.data(), 64, IBV_ACCESS_LOCAL_WRITE | (1u << 31), &key), EINVAL);
 }
 
 TEST_F(ControlTest, RegMrRejectsAddressWrap) {
@@ -607,8 +603,7 @@ TEST_F(ControlTest, CreateQpChecksCapsAgainstLimits) {
         {"max_recv_wr", with([](ibv_qp_cap& c) { c.max_recv_wr = abi::kMaxQpWr + 1; })},
         {"max_send_sge", with([](ibv_qp_cap& c) { c.max_send_sge = abi::kMaxSge + 1; })},
         {"max_recv_sge", with([](ibv_qp_cap& c) { c.max_recv_sge = abi::kMaxSge + 1; })},
-        {"max_inline_data",
-         with([](ibv_qp_cap& c) { c.max_inline_data = abi::kMaxInline + 1; })},
+        {"max_inline_data", with([](ibv_qp_cap& c) { c.max_inline_data = abi::kMaxInline + 1; })},
         {"max_send_wr huge", with([](ibv_qp_cap& c) { c.max_send_wr = 0xffffffffu; })},
     };
     for (const Case& k : cases)
@@ -789,8 +784,7 @@ TEST_F(DataPathTest, MultiPacketMessageAcrossSges) {
     GuardedBuf dst(kLen + 3 * kGap);
     constexpr uint64_t kIova = 0x7000000000;
     uint32_t kd;
-    ASSERT_EQ(r_.c->reg_mr(r_.pd, dst.base(), dst.total(), IBV_ACCESS_LOCAL_WRITE, &kd, kIova),
-              0);
+    ASSERT_EQ(r_.c->reg_mr(r_.pd, dst.base(), dst.total(), IBV_ACCESS_LOCAL_WRITE, &kd, kIova), 0);
     std::vector<abi::Sge> rs;
     size_t off = 0;
     for (size_t n : seg) {
@@ -1151,8 +1145,7 @@ protected:
         src_ = std::make_unique<GuardedBuf>(512, 0x5a);
         dst_ = std::make_unique<GuardedBuf>(512);
         ASSERT_EQ(s_.c->reg_mr(s_.pd, src_->base(), src_->total(), 0, &skey_), 0);
-        ASSERT_EQ(r_.c->reg_mr(r_.pd, dst_->base(), dst_->total(), IBV_ACCESS_LOCAL_WRITE,
-                               &rkey_),
+        ASSERT_EQ(r_.c->reg_mr(r_.pd, dst_->base(), dst_->total(), IBV_ACCESS_LOCAL_WRITE, &rkey_),
                   0);
     }
 

@@ -1,15 +1,15 @@
 // net/fault_injector.h: the spec language, seeded reproducibility, the rates, and the
 // holding pool (delay keeps order, reorder lets later packets overtake, a full pool passes
 // packets through, corruption breaks the ICRC and nothing else).
-#include <arpa/inet.h>
+#include "net/fault_injector.h"
 
+#include <arpa/inet.h>
 #include <gtest/gtest.h>
 
 #include <cstring>
 #include <string>
 #include <vector>
 
-#include "net/fault_injector.h"
 #include "net/headers.h"
 #include "net/icrc.h"
 
@@ -107,9 +107,8 @@ std::vector<Verdict> run(const std::string& spec, FaultDir d, int n) {
     for (int i = 0; i < n; ++i) {
         auto p = packet(uint32_t(i));
         out.push_back(f.decide(d, p.data(), p.size(), peer(), 0));
-        f.release(~uint64_t(0), [](FaultDir, const uint8_t*, size_t, const sockaddr_in&) {
-            return true;
-        });
+        f.release(~uint64_t(0),
+                  [](FaultDir, const uint8_t*, size_t, const sockaddr_in&) { return true; });
     }
     return out;
 }
@@ -118,8 +117,8 @@ TEST(FaultInjector, SameSeedSameDecisions) {
     const std::string a = "loss=0.1,dup=0.1,reorder=0.1,corrupt=0.1,seed=7";
     EXPECT_EQ(run(a, kFaultRx, 5000), run(a, kFaultRx, 5000));
     EXPECT_EQ(run(a, kFaultTx, 5000), run(a, kFaultTx, 5000));
-    EXPECT_NE(run(a, kFaultRx, 5000), run("loss=0.1,dup=0.1,reorder=0.1,corrupt=0.1,seed=8",
-                                           kFaultRx, 5000));
+    EXPECT_NE(run(a, kFaultRx, 5000),
+              run("loss=0.1,dup=0.1,reorder=0.1,corrupt=0.1,seed=8", kFaultRx, 5000));
     // A spec without a seed gets one, reported so the run can be replayed.
     FaultInjector f;
     uint64_t seed = f.configure(parse_ok("loss=0.1"));

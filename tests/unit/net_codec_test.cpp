@@ -31,8 +31,17 @@ std::vector<uint8_t> all_opcodes() {
 // A packet with every field set to a distinct, full-width value.
 Packet full_packet(uint8_t opcode, uint32_t seed) {
     Packet p{};
-    p.bth = Bth{opcode, true, true, 0, 0, uint16_t(0x8000 | seed), true, true,
-                (0xabcd00 + seed) & kQpnMask, true, (0xfffff0 + seed) & kPsnMask};
+    p.bth = Bth{opcode,
+                true,
+                true,
+                0,
+                0,
+                uint16_t(0x8000 | seed),
+                true,
+                true,
+                (0xabcd00 + seed) & kQpnMask,
+                true,
+                (0xfffff0 + seed) & kPsnMask};
     p.reth = Reth{0x0123456789abcdefull + seed, 0xdeadbeef ^ seed, 0x80000000u + seed};
     p.aeth = Aeth{uint8_t(0x60 | (seed & 0x1f)), (0x654321 + seed) & kPsnMask};
     p.deth = Deth{0x80010000u + seed, (0x123456 + seed) & kQpnMask};
@@ -122,8 +131,8 @@ TEST(NetOpcodes, TableIsConsistent) {
         EXPECT_NE(bool(o->flags & kRequest), bool(o->flags & (kResponse | kCnp)));
         // Every XRC request carries an XRCETH; nothing else does.
         EXPECT_EQ(bool(o->hdrs & kXRCETH), o->cls == QpClass::XRC && (o->flags & kRequest));
-        const QpClass by_bits[] = {QpClass::RC, QpClass::UC, QpClass::RD, QpClass::UD,
-                                   QpClass::CNP, QpClass::XRC};
+        const QpClass by_bits[] = {QpClass::RC, QpClass::UC,  QpClass::RD,
+                                   QpClass::UD, QpClass::CNP, QpClass::XRC};
         EXPECT_EQ(o->cls, by_bits[opc >> 5]);
     }
     EXPECT_STREQ(op_info(kRcSendFirst)->name, "RC_SEND_FIRST");
@@ -135,8 +144,8 @@ TEST(NetOpcodes, TableIsConsistent) {
     EXPECT_EQ(kXrcSendFirst, 0xa0);
     EXPECT_EQ(kXrcSendOnlyInv, 0xb7);
     EXPECT_EQ(op_on(kTransportXrc, kRcFetchAdd), kXrcFetchAdd);
-    for (uint8_t undef : {0x15, 0x18, 0x1f, 0x2c, 0x40, 0x55, 0x60, 0x63, 0x66, 0x80, 0x82, 0xb5,
-                          0xc0, 0xff}) {
+    for (uint8_t undef :
+         {0x15, 0x18, 0x1f, 0x2c, 0x40, 0x55, 0x60, 0x63, 0x66, 0x80, 0x82, 0xb5, 0xc0, 0xff}) {
         EXPECT_EQ(op_info(undef), nullptr) << int(undef);
     }
 }
@@ -231,8 +240,8 @@ TEST(NetCodec, BthBoundaryValues) {
     p.bth.dqpn = 0xff000002;
     p.deth.src_qpn = 0xff000003;
     auto buf = build(p, 0);
-    EXPECT_EQ(buf[8], 0);  // ackreq + reserved untouched by the PSN overflow
-    EXPECT_EQ(buf[4], 0);  // FECN/BECN/resv6 untouched by the QPN overflow
+    EXPECT_EQ(buf[8], 0);   // ackreq + reserved untouched by the PSN overflow
+    EXPECT_EQ(buf[4], 0);   // FECN/BECN/resv6 untouched by the QPN overflow
     EXPECT_EQ(buf[16], 0);  // DETH reserved byte
     Packet got;
     ASSERT_EQ(decode(buf.data(), buf.size(), got), DropReason::kNone);
@@ -609,7 +618,7 @@ TEST(NetIcrc, RejectsShortOrInconsistentInput) {
     uint32_t c;
     EXPECT_TRUE(icrc_compute_ipv4(dg.data(), dg.size(), &c));
     EXPECT_FALSE(icrc_compute_ipv4(dg.data(), dg.size() - 1, &c));  // total length > buffer
-    dg[9] = 6;                                                        // not UDP
+    dg[9] = 6;                                                      // not UDP
     EXPECT_FALSE(icrc_compute_ipv4(dg.data(), dg.size(), &c));
 }
 
@@ -629,7 +638,9 @@ std::string run(const std::string& cmd) {
     return out;
 }
 
-bool have(const char* tool) { return run(std::string("command -v ") + tool + " 2>/dev/null") != ""; }
+bool have(const char* tool) {
+    return run(std::string("command -v ") + tool + " 2>/dev/null") != "";
+}
 
 std::string tmp_path(const char* tag) {
     return "/tmp/uroce_net_test_" + std::to_string(getpid()) + "_" + tag + ".pcap";
@@ -725,8 +736,7 @@ TEST(NetPcapTap, TsharkDissectsRoce) {
     char want[256];
     std::snprintf(want, sizeof want, "4\t0x%06x\t%u\n11\t0x%06x\t%u\n17\t0x%06x\t%u\n",
                   full_packet(0, 1).bth.dqpn, full_packet(0, 1).bth.psn, full_packet(0, 2).bth.dqpn,
-                  full_packet(0, 2).bth.psn, full_packet(0, 3).bth.dqpn,
-                  full_packet(0, 3).bth.psn);
+                  full_packet(0, 2).bth.psn, full_packet(0, 3).bth.dqpn, full_packet(0, 3).bth.psn);
     EXPECT_EQ(fields, want);
     const std::string verbose = run("tshark -r " + path + " -V 2>/dev/null");
     EXPECT_NE(verbose.find("RDMA WRITE Only with Immediate"), std::string::npos);
@@ -772,8 +782,10 @@ TEST(NetPcapTap, IcrcAgreesWithScapy) {
     }
     const uint64_t n = tap.packets();
     tap.close();
-    const std::string out = run("/usr/bin/python3 " + script.string() + " " + path + " 2>&1; echo rc=$?");
-    EXPECT_NE(out.find("checked " + std::to_string(n) + " packets, 0 mismatches"), std::string::npos)
+    const std::string out =
+        run("/usr/bin/python3 " + script.string() + " " + path + " 2>&1; echo rc=$?");
+    EXPECT_NE(out.find("checked " + std::to_string(n) + " packets, 0 mismatches"),
+              std::string::npos)
         << out;
     EXPECT_NE(out.find("rc=0"), std::string::npos) << out;
     std::filesystem::remove(path);

@@ -18,17 +18,17 @@ T* bogus() {
     return reinterpret_cast<T*>(uintptr_t(0x10));
 }
 
-#define EXPECT_INT_UNSUPPORTED(call) \
-    do {                             \
-        errno = 0;                   \
+#define EXPECT_INT_UNSUPPORTED(call)   \
+    do {                               \
+        errno = 0;                     \
         EXPECT_EQ((call), EOPNOTSUPP); \
         EXPECT_EQ(errno, EOPNOTSUPP);  \
     } while (0)
 
-#define EXPECT_PTR_UNSUPPORTED(call) \
-    do {                             \
-        errno = 0;                   \
-        EXPECT_EQ((call), nullptr);  \
+#define EXPECT_PTR_UNSUPPORTED(call)  \
+    do {                              \
+        errno = 0;                    \
+        EXPECT_EQ((call), nullptr);   \
         EXPECT_EQ(errno, EOPNOTSUPP); \
     } while (0)
 

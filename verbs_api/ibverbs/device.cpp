@@ -16,8 +16,8 @@
 #include <vector>
 
 #include "emu/abi/caps.h"
-#include "emu/abi/clock.h"
 #include "emu/abi/client.h"
+#include "emu/abi/clock.h"
 #include "verbs_api/ibverbs/internal.h"
 
 using namespace uroce;
@@ -202,8 +202,8 @@ int query_port(ibv_context* c, uint8_t port, ibv_port_attr* attr, size_t len) {
     return 0;
 }
 
-int query_device_ex(ibv_context* c, const ibv_query_device_ex_input* in,
-                    ibv_device_attr_ex* attr, size_t len) {
+int query_device_ex(ibv_context* c, const ibv_query_device_ex_input* in, ibv_device_attr_ex* attr,
+                    size_t len) {
     if (in && in->comp_mask) return EINVAL;
     ibv_device_attr_ex a{};
     fill_device_attr(ctx_of(c), &a.orig_attr);
@@ -392,8 +392,7 @@ int ibv_get_pkey_index(ibv_context* context, uint8_t port_num, __be16 pkey) {
 }
 
 // enum ibv_gid_type_sysfs from rdma-core's private driver.h: 0 = RoCE v1, 1 = RoCE v2.
-int ibv_query_gid_type(ibv_context* context, uint8_t port_num, unsigned int index,
-                       int* type) {
+int ibv_query_gid_type(ibv_context* context, uint8_t port_num, unsigned int index, int* type) {
     (void)context;
     if (port_num != 1 || index != 0) {
         errno = EINVAL;

@@ -31,7 +31,7 @@ struct Context {
     int sock = -1;
     int doorbell = -1;
     abi::DoorbellPage* db = nullptr;  // which QPs and CQs rang (emu/abi/doorbell.h)
-    std::mutex mu;  // one request at a time on the control socket
+    std::mutex mu;                    // one request at a time on the control socket
     Device* device = nullptr;
     abi::OpenResp open{};
 };
@@ -99,9 +99,7 @@ struct Srq {
     SpinLock lock;
     uint32_t events_reported = 0;  // guarded by srq.mutex
 };
-inline struct Srq* srq_of(ibv_srq* s) {
-    return reinterpret_cast<struct Srq*>(s);
-}
+inline struct Srq* srq_of(ibv_srq* s) { return reinterpret_cast<struct Srq*>(s); }
 
 // The work request an ibv_wr_* builder started (qp_ex.cpp). It goes into the SQ ring when
 // the next builder or ibv_wr_complete comes; the setters copy into it, so the caller may
@@ -129,18 +127,10 @@ inline Context* ctx_of(ibv_context* c) {
     return reinterpret_cast<Context*>(reinterpret_cast<char*>(c) -
                                       offsetof(verbs_context, context));
 }
-inline Cq* cq_of(ibv_cq* c) {
-    return reinterpret_cast<Cq*>(c);
-}
-inline Cq* cq_of(ibv_cq_ex* c) {
-    return reinterpret_cast<Cq*>(c);
-}
-inline Qp* qp_of(ibv_qp* q) {
-    return reinterpret_cast<Qp*>(q);
-}
-inline Qp* qp_of(ibv_qp_ex* q) {
-    return reinterpret_cast<Qp*>(q);
-}
+inline Cq* cq_of(ibv_cq* c) { return reinterpret_cast<Cq*>(c); }
+inline Cq* cq_of(ibv_cq_ex* c) { return reinterpret_cast<Cq*>(c); }
+inline Qp* qp_of(ibv_qp* q) { return reinterpret_cast<Qp*>(q); }
+inline Qp* qp_of(ibv_qp_ex* q) { return reinterpret_cast<Qp*>(q); }
 
 // Runs one control request on the context's socket. Returns 0 or a positive errno
 // (transport failure or the device's verdict).
@@ -222,8 +212,8 @@ int req_notify_cq(ibv_cq* cq, int solicited_only);
 
 // Device queries (device.cpp), installed in verbs_context.
 int query_port(ibv_context* c, uint8_t port, ibv_port_attr* attr, size_t len);
-int query_device_ex(ibv_context* c, const ibv_query_device_ex_input* in,
-                    ibv_device_attr_ex* attr, size_t len);
+int query_device_ex(ibv_context* c, const ibv_query_device_ex_input* in, ibv_device_attr_ex* attr,
+                    size_t len);
 int query_rt_values(ibv_context* c, ibv_values_ex* values);
 
 }  // namespace uroce::verbs

@@ -141,8 +141,7 @@ ibv_mr* ibv_reg_mr_iova2(ibv_pd* pd, void* addr, size_t length, uint64_t iova,
 }
 
 ibv_mr* ibv_reg_mr(ibv_pd* pd, void* addr, size_t length, int access) {
-    return ibv_reg_mr_iova2(pd, addr, length, reinterpret_cast<uint64_t>(addr),
-                            unsigned(access));
+    return ibv_reg_mr_iova2(pd, addr, length, reinterpret_cast<uint64_t>(addr), unsigned(access));
 }
 
 ibv_mr* ibv_reg_mr_iova(ibv_pd* pd, void* addr, size_t length, uint64_t iova, int access) {
@@ -287,9 +286,7 @@ int ibv_get_async_event(ibv_context* context, ibv_async_event* event) {
         pthread_mutex_unlock(&q->mutex);
         break;
     }
-    default:
-        event->element.port_num = int(ev.cookie);
-        break;
+    default: event->element.port_num = int(ev.cookie); break;
     }
     return 0;
 }
@@ -328,8 +325,7 @@ void ibv_ack_async_event(ibv_async_event* event) {
         pthread_mutex_unlock(&q->mutex);
         break;
     }
-    default:
-        break;
+    default: break;
     }
 }
 

@@ -36,8 +36,8 @@ ibv_qp* create_qp(ibv_context* context, ibv_pd* pd, ibv_qp_init_attr* attr, uint
     if (!e) {
         bool ok = map_ring(fds[0], abi::ring_bytes(o.sq_slots, o.sq_stride), o.sq_slots,
                            o.sq_stride, &qp->sq);
-        ok &= map_ring(fds[1], abi::ring_bytes(o.rq_slots, o.rq_stride), o.rq_slots,
-                       o.rq_stride, &qp->rq);
+        ok &= map_ring(fds[1], abi::ring_bytes(o.rq_slots, o.rq_stride), o.rq_slots, o.rq_stride,
+                       &qp->rq);
         nfds = 0;
         if (!ok) e = ENOMEM;
     }

@@ -59,13 +59,9 @@ ibv_send_wr* current(ibv_qp_ex* x) {
     return nullptr;
 }
 
-void wr_send(ibv_qp_ex* x) {
-    begin(x, IBV_WR_SEND);
-}
+void wr_send(ibv_qp_ex* x) { begin(x, IBV_WR_SEND); }
 
-void wr_send_imm(ibv_qp_ex* x, __be32 imm) {
-    begin(x, IBV_WR_SEND_WITH_IMM).imm_data = imm;
-}
+void wr_send_imm(ibv_qp_ex* x, __be32 imm) { begin(x, IBV_WR_SEND_WITH_IMM).imm_data = imm; }
 
 void wr_send_inv(ibv_qp_ex* x, uint32_t rkey) {
     begin(x, IBV_WR_SEND_WITH_INV).invalidate_rkey = rkey;
@@ -209,18 +205,12 @@ void wr_abort(ibv_qp_ex* x) {
 int check_send_ops(ibv_qp_type type, uint64_t ops) {
     uint64_t supported = 0;
     switch (type) {
-        case IBV_QPT_RC:
-        case IBV_QPT_XRC_SEND:
-            supported = kRcOps;
-            break;
-        case IBV_QPT_UC:
-            supported = kUcOps;
-            break;
-        case IBV_QPT_UD:
-            supported = kUdOps;
-            break;
-        default:  // XRC_RECV has no send queue
-            return EOPNOTSUPP;
+    case IBV_QPT_RC:
+    case IBV_QPT_XRC_SEND: supported = kRcOps; break;
+    case IBV_QPT_UC: supported = kUcOps; break;
+    case IBV_QPT_UD: supported = kUdOps; break;
+    default:  // XRC_RECV has no send queue
+        return EOPNOTSUPP;
     }
     return (ops & ~supported) ? EOPNOTSUPP : 0;
 }

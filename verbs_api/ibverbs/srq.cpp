@@ -12,8 +12,8 @@ using namespace uroce::verbs;
 namespace uroce::verbs {
 
 // The one creation path behind ibv_create_srq and ibv_create_srq_ex.
-ibv_srq* create_srq(ibv_context* context, ibv_pd* pd, ibv_srq_type type, uint32_t xrcd,
-                    ibv_cq* cq, ibv_srq_attr* attr, void* srq_context) {
+ibv_srq* create_srq(ibv_context* context, ibv_pd* pd, ibv_srq_type type, uint32_t xrcd, ibv_cq* cq,
+                    ibv_srq_attr* attr, void* srq_context) {
     auto* srq = new Srq();
     abi::Request req{};
     req.op = abi::Op::kCreateSrq;
@@ -33,8 +33,7 @@ ibv_srq* create_srq(ibv_context* context, ibv_pd* pd, ibv_srq_type type, uint32_
     if (!e && nfds != 1) e = EPROTO;
     if (!e) {
         nfds = 0;
-        if (!map_ring(fds[0], abi::ring_bytes(o.slots, o.stride), o.slots, o.stride,
-                      &srq->ring))
+        if (!map_ring(fds[0], abi::ring_bytes(o.slots, o.stride), o.slots, o.stride, &srq->ring))
             e = ENOMEM;
     }
     if (e) {
@@ -62,8 +61,7 @@ ibv_srq* create_srq(ibv_context* context, ibv_pd* pd, ibv_srq_type type, uint32_
 extern "C" {
 
 ibv_srq* ibv_create_srq(ibv_pd* pd, ibv_srq_init_attr* attr) {
-    return create_srq(pd->context, pd, IBV_SRQT_BASIC, 0, nullptr, &attr->attr,
-                      attr->srq_context);
+    return create_srq(pd->context, pd, IBV_SRQT_BASIC, 0, nullptr, &attr->attr, attr->srq_context);
 }
 
 int ibv_modify_srq(ibv_srq* srq, ibv_srq_attr* attr, int mask) {
@@ -95,8 +93,7 @@ int ibv_destroy_srq(ibv_srq* srq) {
     Srq* s = srq_of(srq);
     // As in rdma-core: every async event handed out must be acknowledged first.
     pthread_mutex_lock(&srq->mutex);
-    while (srq->events_completed != s->events_reported)
-        pthread_cond_wait(&srq->cond, &srq->mutex);
+    while (srq->events_completed != s->events_reported) pthread_cond_wait(&srq->cond, &srq->mutex);
     pthread_mutex_unlock(&srq->mutex);
     unmap_ring(s->ring);
     delete s;

@@ -255,140 +255,82 @@ const char* ibv_wc_status_str(enum ibv_wc_status status) {
     // The strings are what rdma-core prints; scripts and test suites grep
     // application output for them, so they are kept verbatim.
     switch (status) {
-        case IBV_WC_SUCCESS:
-            return "success";
-        case IBV_WC_LOC_LEN_ERR:
-            return "local length error";
-        case IBV_WC_LOC_QP_OP_ERR:
-            return "local QP operation error";
-        case IBV_WC_LOC_EEC_OP_ERR:
-            return "local EE context operation error";
-        case IBV_WC_LOC_PROT_ERR:
-            return "local protection error";
-        case IBV_WC_WR_FLUSH_ERR:
-            return "Work Request Flushed Error";
-        case IBV_WC_MW_BIND_ERR:
-            return "memory management operation error";
-        case IBV_WC_BAD_RESP_ERR:
-            return "bad response error";
-        case IBV_WC_LOC_ACCESS_ERR:
-            return "local access error";
-        case IBV_WC_REM_INV_REQ_ERR:
-            return "remote invalid request error";
-        case IBV_WC_REM_ACCESS_ERR:
-            return "remote access error";
-        case IBV_WC_REM_OP_ERR:
-            return "remote operation error";
-        case IBV_WC_RETRY_EXC_ERR:
-            return "transport retry counter exceeded";
-        case IBV_WC_RNR_RETRY_EXC_ERR:
-            return "RNR retry counter exceeded";
-        case IBV_WC_LOC_RDD_VIOL_ERR:
-            return "local RDD violation error";
-        case IBV_WC_REM_INV_RD_REQ_ERR:
-            return "remote invalid RD request";
-        case IBV_WC_REM_ABORT_ERR:
-            return "aborted error";
-        case IBV_WC_INV_EECN_ERR:
-            return "invalid EE context number";
-        case IBV_WC_INV_EEC_STATE_ERR:
-            return "invalid EE context state";
-        case IBV_WC_FATAL_ERR:
-            return "fatal error";
-        case IBV_WC_RESP_TIMEOUT_ERR:
-            return "response timeout error";
-        case IBV_WC_GENERAL_ERR:
-            return "general error";
-        case IBV_WC_TM_ERR:
-            return "TM error";
-        case IBV_WC_TM_RNDV_INCOMPLETE:
-            return "TM software rendezvous";
+    case IBV_WC_SUCCESS: return "success";
+    case IBV_WC_LOC_LEN_ERR: return "local length error";
+    case IBV_WC_LOC_QP_OP_ERR: return "local QP operation error";
+    case IBV_WC_LOC_EEC_OP_ERR: return "local EE context operation error";
+    case IBV_WC_LOC_PROT_ERR: return "local protection error";
+    case IBV_WC_WR_FLUSH_ERR: return "Work Request Flushed Error";
+    case IBV_WC_MW_BIND_ERR: return "memory management operation error";
+    case IBV_WC_BAD_RESP_ERR: return "bad response error";
+    case IBV_WC_LOC_ACCESS_ERR: return "local access error";
+    case IBV_WC_REM_INV_REQ_ERR: return "remote invalid request error";
+    case IBV_WC_REM_ACCESS_ERR: return "remote access error";
+    case IBV_WC_REM_OP_ERR: return "remote operation error";
+    case IBV_WC_RETRY_EXC_ERR: return "transport retry counter exceeded";
+    case IBV_WC_RNR_RETRY_EXC_ERR: return "RNR retry counter exceeded";
+    case IBV_WC_LOC_RDD_VIOL_ERR: return "local RDD violation error";
+    case IBV_WC_REM_INV_RD_REQ_ERR: return "remote invalid RD request";
+    case IBV_WC_REM_ABORT_ERR: return "aborted error";
+    case IBV_WC_INV_EECN_ERR: return "invalid EE context number";
+    case IBV_WC_INV_EEC_STATE_ERR: return "invalid EE context state";
+    case IBV_WC_FATAL_ERR: return "fatal error";
+    case IBV_WC_RESP_TIMEOUT_ERR: return "response timeout error";
+    case IBV_WC_GENERAL_ERR: return "general error";
+    case IBV_WC_TM_ERR: return "TM error";
+    case IBV_WC_TM_RNDV_INCOMPLETE: return "TM software rendezvous";
     }
     return "unknown";
 }
 
 const char* ibv_event_type_str(enum ibv_event_type event) {
     switch (event) {
-        case IBV_EVENT_CQ_ERR:
-            return "CQ error";
-        case IBV_EVENT_QP_FATAL:
-            return "local work queue catastrophic error";
-        case IBV_EVENT_QP_REQ_ERR:
-            return "invalid request local work queue error";
-        case IBV_EVENT_QP_ACCESS_ERR:
-            return "local access violation work queue error";
-        case IBV_EVENT_COMM_EST:
-            return "communication established";
-        case IBV_EVENT_SQ_DRAINED:
-            return "send queue drained";
-        case IBV_EVENT_PATH_MIG:
-            return "path migrated";
-        case IBV_EVENT_PATH_MIG_ERR:
-            return "path migration request error";
-        case IBV_EVENT_DEVICE_FATAL:
-            return "local catastrophic error";
-        case IBV_EVENT_PORT_ACTIVE:
-            return "port active";
-        case IBV_EVENT_PORT_ERR:
-            return "port error";
-        case IBV_EVENT_LID_CHANGE:
-            return "LID change";
-        case IBV_EVENT_PKEY_CHANGE:
-            return "P_Key change";
-        case IBV_EVENT_SM_CHANGE:
-            return "SM change";
-        case IBV_EVENT_SRQ_ERR:
-            return "SRQ catastrophic error";
-        case IBV_EVENT_SRQ_LIMIT_REACHED:
-            return "SRQ limit reached";
-        case IBV_EVENT_QP_LAST_WQE_REACHED:
-            return "last WQE reached";
-        case IBV_EVENT_CLIENT_REREGISTER:
-            return "client reregistration";
-        case IBV_EVENT_GID_CHANGE:
-            return "GID table change";
-        case IBV_EVENT_WQ_FATAL:
-            return "WQ fatal";
+    case IBV_EVENT_CQ_ERR: return "CQ error";
+    case IBV_EVENT_QP_FATAL: return "local work queue catastrophic error";
+    case IBV_EVENT_QP_REQ_ERR: return "invalid request local work queue error";
+    case IBV_EVENT_QP_ACCESS_ERR: return "local access violation work queue error";
+    case IBV_EVENT_COMM_EST: return "communication established";
+    case IBV_EVENT_SQ_DRAINED: return "send queue drained";
+    case IBV_EVENT_PATH_MIG: return "path migrated";
+    case IBV_EVENT_PATH_MIG_ERR: return "path migration request error";
+    case IBV_EVENT_DEVICE_FATAL: return "local catastrophic error";
+    case IBV_EVENT_PORT_ACTIVE: return "port active";
+    case IBV_EVENT_PORT_ERR: return "port error";
+    case IBV_EVENT_LID_CHANGE: return "LID change";
+    case IBV_EVENT_PKEY_CHANGE: return "P_Key change";
+    case IBV_EVENT_SM_CHANGE: return "SM change";
+    case IBV_EVENT_SRQ_ERR: return "SRQ catastrophic error";
+    case IBV_EVENT_SRQ_LIMIT_REACHED: return "SRQ limit reached";
+    case IBV_EVENT_QP_LAST_WQE_REACHED: return "last WQE reached";
+    case IBV_EVENT_CLIENT_REREGISTER: return "client reregistration";
+    case IBV_EVENT_GID_CHANGE: return "GID table change";
+    case IBV_EVENT_WQ_FATAL: return "WQ fatal";
     }
     return "unknown";
 }
 
 const char* ibv_node_type_str(enum ibv_node_type node_type) {
     switch (node_type) {
-        case IBV_NODE_CA:
-            return "InfiniBand channel adapter";
-        case IBV_NODE_SWITCH:
-            return "InfiniBand switch";
-        case IBV_NODE_ROUTER:
-            return "InfiniBand router";
-        case IBV_NODE_RNIC:
-            return "iWARP NIC";
-        case IBV_NODE_USNIC:
-            return "usNIC";
-        case IBV_NODE_USNIC_UDP:
-            return "usNIC UDP";
-        case IBV_NODE_UNSPECIFIED:
-            return "unspecified";
-        case IBV_NODE_UNKNOWN:
-            break;
+    case IBV_NODE_CA: return "InfiniBand channel adapter";
+    case IBV_NODE_SWITCH: return "InfiniBand switch";
+    case IBV_NODE_ROUTER: return "InfiniBand router";
+    case IBV_NODE_RNIC: return "iWARP NIC";
+    case IBV_NODE_USNIC: return "usNIC";
+    case IBV_NODE_USNIC_UDP: return "usNIC UDP";
+    case IBV_NODE_UNSPECIFIED: return "unspecified";
+    case IBV_NODE_UNKNOWN: break;
     }
     return "unknown";
 }
 
 const char* ibv_port_state_str(enum ibv_port_state port_state) {
     switch (port_state) {
-        case IBV_PORT_NOP:
-            return "no state change (NOP)";
-        case IBV_PORT_DOWN:
-            return "down";
-        case IBV_PORT_INIT:
-            return "init";
-        case IBV_PORT_ARMED:
-            return "armed";
-        case IBV_PORT_ACTIVE:
-            return "active";
-        case IBV_PORT_ACTIVE_DEFER:
-            return "active defer";
+    case IBV_PORT_NOP: return "no state change (NOP)";
+    case IBV_PORT_DOWN: return "down";
+    case IBV_PORT_INIT: return "init";
+    case IBV_PORT_ARMED: return "armed";
+    case IBV_PORT_ACTIVE: return "active";
+    case IBV_PORT_ACTIVE_DEFER: return "active defer";
     }
     return "unknown";
 }
@@ -421,21 +363,13 @@ enum ibv_rate mbps_to_ibv_rate(int mbps) {
 // pages while fork's copy-on-write moves the parent to new ones. uroce's
 // device writes through process_vm_writev on the parent's virtual addresses,
 // which always hit the parent's current pages, so nothing needs protecting.
-int ibv_fork_init(void) {
-    return 0;
-}
+int ibv_fork_init(void) { return 0; }
 
-enum ibv_fork_status ibv_is_fork_initialized(void) {
-    return IBV_FORK_UNNEEDED;
-}
+enum ibv_fork_status ibv_is_fork_initialized(void) { return IBV_FORK_UNNEEDED; }
 
-int ibv_dontfork_range(void* base, size_t size) {
-    return 0;
-}
+int ibv_dontfork_range(void* base, size_t size) { return 0; }
 
-int ibv_dofork_range(void* base, size_t size) {
-    return 0;
-}
+int ibv_dofork_range(void* base, size_t size) { return 0; }
 
 // Kernel uverbs <-> verbs struct conversions. Only rdma-core's own libraries
 // (librdmacm) call them; they are plain field copies between the uapi
@@ -607,9 +541,7 @@ void __verbs_log(struct verbs_context* ctx, uint32_t level, const char* fmt, ...
 // with a provider that lacks the operation.
 // ===========================================================================
 
-int ibv_resize_cq(struct ibv_cq* cq, int cqe) {
-    return unsupported();
-}
+int ibv_resize_cq(struct ibv_cq* cq, int cqe) { return unsupported(); }
 
 // The MR is left untouched, so the "old MR is still valid" code is the
 // truthful one (rdma-core's provider op reports the same).
@@ -653,13 +585,9 @@ struct ibv_dm* ibv_import_dm(struct ibv_context* context, uint32_t dm_handle) {
 
 void ibv_unimport_dm(struct ibv_dm* dm) {}
 
-int ibv_set_ece(struct ibv_qp* qp, struct ibv_ece* ece) {
-    return unsupported();
-}
+int ibv_set_ece(struct ibv_qp* qp, struct ibv_ece* ece) { return unsupported(); }
 
-int ibv_query_ece(struct ibv_qp* qp, struct ibv_ece* ece) {
-    return unsupported();
-}
+int ibv_query_ece(struct ibv_qp* qp, struct ibv_ece* ece) { return unsupported(); }
 
 struct ibv_mr* ibv_reg_dmabuf_mr(struct ibv_pd* pd, uint64_t offset, size_t length, uint64_t iova,
                                  int fd, int access) {
@@ -749,9 +677,7 @@ int ibv_cmd_alloc_pd(struct ibv_context* context, struct ibv_pd* pd, struct ibv_
     return unsupported();
 }
 
-int ibv_cmd_dealloc_pd(struct ibv_pd* pd) {
-    return unsupported();
-}
+int ibv_cmd_dealloc_pd(struct ibv_pd* pd) { return unsupported(); }
 
 int ibv_cmd_open_xrcd(struct ibv_context* context, struct verbs_xrcd* xrcd, int vxrcd_size,
                       struct ibv_xrcd_init_attr* attr, struct ibv_open_xrcd* cmd, size_t cmd_size,
@@ -759,9 +685,7 @@ int ibv_cmd_open_xrcd(struct ibv_context* context, struct verbs_xrcd* xrcd, int 
     return unsupported();
 }
 
-int ibv_cmd_close_xrcd(struct verbs_xrcd* xrcd) {
-    return unsupported();
-}
+int ibv_cmd_close_xrcd(struct verbs_xrcd* xrcd) { return unsupported(); }
 
 int ibv_cmd_reg_mr(struct ibv_pd* pd, void* addr, size_t length, uint64_t hca_va, int access,
                    struct verbs_mr* vmr, struct ibv_reg_mr* cmd, size_t cmd_size,
@@ -775,9 +699,7 @@ int ibv_cmd_rereg_mr(struct verbs_mr* vmr, uint32_t flags, void* addr, size_t le
     return unsupported();
 }
 
-int ibv_cmd_dereg_mr(struct verbs_mr* vmr) {
-    return unsupported();
-}
+int ibv_cmd_dereg_mr(struct verbs_mr* vmr) { return unsupported(); }
 
 int ibv_cmd_query_mr(struct ibv_pd* pd, struct verbs_mr* vmr, uint32_t mr_handle) {
     return unsupported();
@@ -799,9 +721,7 @@ int ibv_cmd_alloc_mw(struct ibv_pd* pd, enum ibv_mw_type type, struct ibv_mw* mw
     return unsupported();
 }
 
-int ibv_cmd_dealloc_mw(struct ibv_mw* mw) {
-    return unsupported();
-}
+int ibv_cmd_dealloc_mw(struct ibv_mw* mw) { return unsupported(); }
 
 int ibv_cmd_create_cq(struct ibv_context* context, int cqe, struct ibv_comp_channel* channel,
                       int comp_vector, struct ibv_cq* cq, struct ibv_create_cq* cmd,
@@ -817,22 +737,16 @@ int ibv_cmd_create_cq_ex(struct ibv_context* context, const struct ibv_cq_init_a
 }
 
 // ibv_poll_cq's convention: a negative count on error.
-int ibv_cmd_poll_cq(struct ibv_cq* cq, int ne, struct ibv_wc* wc) {
-    return unsupported_minus1();
-}
+int ibv_cmd_poll_cq(struct ibv_cq* cq, int ne, struct ibv_wc* wc) { return unsupported_minus1(); }
 
-int ibv_cmd_req_notify_cq(struct ibv_cq* cq, int solicited_only) {
-    return unsupported();
-}
+int ibv_cmd_req_notify_cq(struct ibv_cq* cq, int solicited_only) { return unsupported(); }
 
 int ibv_cmd_resize_cq(struct ibv_cq* cq, int cqe, struct ibv_resize_cq* cmd, size_t cmd_size,
                       struct ib_uverbs_resize_cq_resp* resp, size_t resp_size) {
     return unsupported();
 }
 
-int ibv_cmd_destroy_cq(struct ibv_cq* cq) {
-    return unsupported();
-}
+int ibv_cmd_destroy_cq(struct ibv_cq* cq) { return unsupported(); }
 
 int ibv_cmd_modify_cq(struct ibv_cq* cq, struct ibv_modify_cq_attr* attr, struct ibv_modify_cq* cmd,
                       size_t cmd_size) {
@@ -862,9 +776,7 @@ int ibv_cmd_query_srq(struct ibv_srq* srq, struct ibv_srq_attr* srq_attr, struct
     return unsupported();
 }
 
-int ibv_cmd_destroy_srq(struct ibv_srq* srq) {
-    return unsupported();
-}
+int ibv_cmd_destroy_srq(struct ibv_srq* srq) { return unsupported(); }
 
 int ibv_cmd_create_qp(struct ibv_pd* pd, struct ibv_qp* qp, struct ibv_qp_init_attr* attr,
                       struct ibv_create_qp* cmd, size_t cmd_size,
@@ -908,9 +820,7 @@ int ibv_cmd_modify_qp_ex(struct ibv_qp* qp, struct ibv_qp_attr* attr, int attr_m
     return unsupported();
 }
 
-int ibv_cmd_destroy_qp(struct ibv_qp* qp) {
-    return unsupported();
-}
+int ibv_cmd_destroy_qp(struct ibv_qp* qp) { return unsupported(); }
 
 int ibv_cmd_post_send(struct ibv_qp* ibqp, struct ibv_send_wr* wr, struct ibv_send_wr** bad_wr) {
     if (bad_wr) *bad_wr = wr;
@@ -933,9 +843,7 @@ int ibv_cmd_create_ah(struct ibv_pd* pd, struct ibv_ah* ah, struct ibv_ah_attr* 
     return unsupported();
 }
 
-int ibv_cmd_destroy_ah(struct ibv_ah* ah) {
-    return unsupported();
-}
+int ibv_cmd_destroy_ah(struct ibv_ah* ah) { return unsupported(); }
 
 int ibv_cmd_attach_mcast(struct ibv_qp* qp, const union ibv_gid* gid, uint16_t lid) {
     return unsupported();
@@ -950,9 +858,7 @@ int ibv_cmd_create_flow(struct ibv_qp* qp, struct ibv_flow* flow_id,
     return unsupported();
 }
 
-int ibv_cmd_destroy_flow(struct ibv_flow* flow_id) {
-    return unsupported();
-}
+int ibv_cmd_destroy_flow(struct ibv_flow* flow_id) { return unsupported(); }
 
 int ibv_cmd_create_flow_action_esp(struct ibv_context* ctx, struct ibv_flow_action_esp_attr* attr,
                                    struct verbs_flow_action* flow_action,
@@ -966,9 +872,7 @@ int ibv_cmd_modify_flow_action_esp(struct verbs_flow_action* flow_action,
     return unsupported();
 }
 
-int ibv_cmd_destroy_flow_action(struct verbs_flow_action* action) {
-    return unsupported();
-}
+int ibv_cmd_destroy_flow_action(struct verbs_flow_action* action) { return unsupported(); }
 
 int ibv_cmd_create_wq(struct ibv_context* context, struct ibv_wq_init_attr* wq_init_attr,
                       struct ibv_wq* wq, struct ibv_create_wq* cmd, size_t cmd_size,
@@ -981,9 +885,7 @@ int ibv_cmd_modify_wq(struct ibv_wq* wq, struct ibv_wq_attr* attr, struct ibv_mo
     return unsupported();
 }
 
-int ibv_cmd_destroy_wq(struct ibv_wq* wq) {
-    return unsupported();
-}
+int ibv_cmd_destroy_wq(struct ibv_wq* wq) { return unsupported(); }
 
 int ibv_cmd_create_rwq_ind_table(struct ibv_context* context,
                                  struct ibv_rwq_ind_table_init_attr* init_attr,
@@ -993,18 +895,14 @@ int ibv_cmd_create_rwq_ind_table(struct ibv_context* context,
     return unsupported();
 }
 
-int ibv_cmd_destroy_rwq_ind_table(struct ibv_rwq_ind_table* rwq_ind_table) {
-    return unsupported();
-}
+int ibv_cmd_destroy_rwq_ind_table(struct ibv_rwq_ind_table* rwq_ind_table) { return unsupported(); }
 
 int ibv_cmd_create_counters(struct ibv_context* context, struct ibv_counters_init_attr* init_attr,
                             struct verbs_counters* vcounters, struct ibv_command_buffer* link) {
     return unsupported();
 }
 
-int ibv_cmd_destroy_counters(struct verbs_counters* vcounters) {
-    return unsupported();
-}
+int ibv_cmd_destroy_counters(struct verbs_counters* vcounters) { return unsupported(); }
 
 int ibv_cmd_read_counters(struct verbs_counters* vcounters, uint64_t* counters_value,
                           uint32_t ncounters, uint32_t flags, struct ibv_command_buffer* link) {
@@ -1016,9 +914,7 @@ int ibv_cmd_alloc_dm(struct ibv_context* ctx, const struct ibv_alloc_dm_attr* dm
     return unsupported();
 }
 
-int ibv_cmd_free_dm(struct verbs_dm* dm) {
-    return unsupported();
-}
+int ibv_cmd_free_dm(struct verbs_dm* dm) { return unsupported(); }
 
 int ibv_cmd_reg_dm_mr(struct ibv_pd* pd, struct verbs_dm* dm, uint64_t offset, size_t length,
                       unsigned int access, struct verbs_mr* vmr, struct ibv_command_buffer* link) {

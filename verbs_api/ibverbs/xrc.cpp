@@ -14,26 +14,26 @@ ibv_qp* create_qp_of_type(ibv_context* c, ibv_qp_init_attr_ex* attr) {
     auto* base = reinterpret_cast<ibv_qp_init_attr*>(attr);  // the common prefix
     ibv_pd* pd = (attr->comp_mask & IBV_QP_INIT_ATTR_PD) ? attr->pd : nullptr;
     switch (attr->qp_type) {
-        case IBV_QPT_XRC_RECV: {
-            if (!(attr->comp_mask & IBV_QP_INIT_ATTR_XRCD) || !attr->xrcd) break;
-            // A TGT QP has no queues: CQs and SRQ given with it are ignored, as the kernel's
-            // create_xrc_qp does; the PD, if any, is kept in qp->pd (rdma-core's set_qp).
-            ibv_qp_init_attr tgt = *base;
-            tgt.send_cq = tgt.recv_cq = nullptr;
-            tgt.srq = nullptr;
-            ibv_qp* qp = create_qp(c, nullptr, &tgt, reinterpret_cast<Xrcd*>(attr->xrcd)->handle);
-            if (qp) {
-                attr->cap = tgt.cap;
-                qp->pd = pd;
-            }
-            return qp;
+    case IBV_QPT_XRC_RECV: {
+        if (!(attr->comp_mask & IBV_QP_INIT_ATTR_XRCD) || !attr->xrcd) break;
+        // A TGT QP has no queues: CQs and SRQ given with it are ignored, as the kernel's
+        // create_xrc_qp does; the PD, if any, is kept in qp->pd (rdma-core's set_qp).
+        ibv_qp_init_attr tgt = *base;
+        tgt.send_cq = tgt.recv_cq = nullptr;
+        tgt.srq = nullptr;
+        ibv_qp* qp = create_qp(c, nullptr, &tgt, reinterpret_cast<Xrcd*>(attr->xrcd)->handle);
+        if (qp) {
+            attr->cap = tgt.cap;
+            qp->pd = pd;
         }
-        case IBV_QPT_XRC_SEND:
-            if (!pd || !attr->send_cq) break;
-            return create_qp(c, pd, base, 0);
-        default:
-            if (!pd || !attr->send_cq || !attr->recv_cq) break;
-            return create_qp(c, pd, base, 0);
+        return qp;
+    }
+    case IBV_QPT_XRC_SEND:
+        if (!pd || !attr->send_cq) break;
+        return create_qp(c, pd, base, 0);
+    default:
+        if (!pd || !attr->send_cq || !attr->recv_cq) break;
+        return create_qp(c, pd, base, 0);
     }
     errno = EINVAL;
     return nullptr;

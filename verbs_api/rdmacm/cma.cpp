@@ -193,8 +193,10 @@ int cm_call(DevConn& d, abi::CmReq& r, abi::CmResp* out = nullptr, int* fd_out =
         for (int i = 0; i < k; ++i) {
             int f;
             std::memcpy(&f, CMSG_DATA(cm) + i * sizeof(int), sizeof f);
-            if (got < 0 && fd_out) got = f;
-            else close(f);
+            if (got < 0 && fd_out)
+                got = f;
+            else
+                close(f);
         }
     }
     if (n < 0) return errno;
@@ -202,8 +204,10 @@ int cm_call(DevConn& d, abi::CmReq& r, abi::CmResp* out = nullptr, int* fd_out =
         if (got >= 0) close(got);
         return ENODEV;  // the device went away
     }
-    if (fd_out) *fd_out = got;
-    else if (got >= 0) close(got);
+    if (fd_out)
+        *fd_out = got;
+    else if (got >= 0)
+        close(got);
     if (out) *out = resp;
     return resp.err;
 }
@@ -1009,8 +1013,7 @@ int rdma_init_qp_attr(rdma_cm_id* idp, ibv_qp_attr* a, int* mask) {
             *mask |= IBV_QP_TIMEOUT;
         }
         return 0;
-    default:
-        return fail(EINVAL);
+    default: return fail(EINVAL);
     }
 }
 
@@ -1222,8 +1225,7 @@ static bool valid_param(Id* id, rdma_conn_param* p) {
     if (id->id.ps != RDMA_PS_TCP) return true;
     if (!id->id.qp && !p) return false;
     if (!p) return true;
-    if (p->responder_resources != RDMA_MAX_RESP_RES &&
-        p->responder_resources > abi::kMaxQpRdAtom)
+    if (p->responder_resources != RDMA_MAX_RESP_RES && p->responder_resources > abi::kMaxQpRdAtom)
         return false;
     if (p->initiator_depth != RDMA_MAX_INIT_DEPTH && p->initiator_depth > abi::kMaxQpRdAtom)
         return false;
@@ -1238,10 +1240,9 @@ int rdma_connect(rdma_cm_id* idp, rdma_conn_param* p) {
     size_t pd_len = id->connect_data.size() + (p && p->private_data ? p->private_data_len : 0);
     if (pd_len > max) return fail(EINVAL);
     id->init_depth = p && p->initiator_depth != RDMA_MAX_INIT_DEPTH ? p->initiator_depth
-                                                                     : uint8_t(abi::kMaxQpRdAtom);
-    id->resp_res = p && p->responder_resources != RDMA_MAX_RESP_RES
-                       ? p->responder_resources
-                       : uint8_t(abi::kMaxQpRdAtom);
+                                                                    : uint8_t(abi::kMaxQpRdAtom);
+    id->resp_res = p && p->responder_resources != RDMA_MAX_RESP_RES ? p->responder_resources
+                                                                    : uint8_t(abi::kMaxQpRdAtom);
     id->retry_count = p ? p->retry_count & 7 : 7;
     abi::CmReq r = cm_req(abi::CmOp::kConnect, id->handle);
     r.qp_type = idp->qp_type;
@@ -1263,8 +1264,7 @@ int rdma_connect(rdma_cm_id* idp, rdma_conn_param* p) {
     if (!id->connect_data.empty())
         std::memcpy(r.private_data, id->connect_data.data(), id->connect_data.size());
     if (p && p->private_data && p->private_data_len)
-        std::memcpy(r.private_data + id->connect_data.size(), p->private_data,
-                    p->private_data_len);
+        std::memcpy(r.private_data + id->connect_data.size(), p->private_data, p->private_data_len);
     if (int e = cm_call(*id->dev, r)) return fail(e);
     id->connect_data.clear();
     return complete(id);
@@ -1555,9 +1555,7 @@ int rdma_get_cm_event(rdma_event_channel* channel, rdma_cm_event** event) {
             ev->ev.param.conn.private_data_len = 0;
             ev->ev.param.conn.private_data = nullptr;
             break;
-        case RDMA_CM_EVENT_UNREACHABLE:
-            modify_err(id);
-            break;
+        case RDMA_CM_EVENT_UNREACHABLE: modify_err(id); break;
         case RDMA_CM_EVENT_MULTICAST_JOIN: {
             Mcast* mc = take_mcast_event(id, rec.new_handle);
             if (!mc) continue;  // the id left the group before the event was read
@@ -1573,8 +1571,7 @@ int rdma_get_cm_event(rdma_event_channel* channel, rdma_cm_event** event) {
             }
             break;
         }
-        default:
-            break;
+        default: break;
         }
         {
             std::lock_guard<std::mutex> g(ev->owner->mu);
@@ -1677,8 +1674,7 @@ int rdma_set_option(rdma_cm_id* idp, int level, int optname, void* optval, size_
             if (optlen != sizeof(uint8_t)) return fail(EINVAL);
             id->ack_timeout = std::min<uint8_t>(*static_cast<uint8_t*>(optval), 31);
             return 0;
-        default:
-            return fail(ENOSYS);
+        default: return fail(ENOSYS);
         }
     }
     if (level == RDMA_OPTION_IB && optname == RDMA_OPTION_IB_PATH) {
@@ -1701,9 +1697,9 @@ int rdma_create_ep(rdma_cm_id** idp, rdma_addrinfo* res, ibv_pd* pd,
     if (!idp || !res) return fail(EINVAL);
     if (!sync_devices()) return fail(ENODEV);
     rdma_port_space ps = rdma_port_space(res->ai_port_space ? res->ai_port_space : RDMA_PS_TCP);
-    ibv_qp_type qt = res->ai_qp_type ? ibv_qp_type(res->ai_qp_type)
-                                     : (ps == RDMA_PS_UDP || ps == RDMA_PS_IPOIB ? IBV_QPT_UD
-                                                                                : IBV_QPT_RC);
+    ibv_qp_type qt = res->ai_qp_type
+                         ? ibv_qp_type(res->ai_qp_type)
+                         : (ps == RDMA_PS_UDP || ps == RDMA_PS_IPOIB ? IBV_QPT_UD : IBV_QPT_RC);
     Id* id = new_id(nullptr, nullptr, ps, qt);
     if (!id) return fail(ENOMEM);
     rdma_cm_id* cm = &id->id;

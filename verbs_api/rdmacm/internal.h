@@ -40,7 +40,7 @@ struct DevConn {
 struct Channel {
     rdma_event_channel ch;  // first: ch.fd is an epoll fd over the pipes below
     uint32_t id = 0;
-    int local_rd = -1, local_wr = -1;  // events the library writes itself
+    int local_rd = -1, local_wr = -1;   // events the library writes itself
     std::map<DevConn*, int> dev_pipes;  // guarded by the global lock
 };
 
@@ -58,21 +58,21 @@ struct Mcast {
 };
 
 struct Id {
-    rdma_cm_id id;  // first: applications hold &id
-    uint32_t lid = 0;        // library-local number, the key of locally generated events
+    rdma_cm_id id;     // first: applications hold &id
+    uint32_t lid = 0;  // library-local number, the key of locally generated events
     Channel* chan = nullptr;
     bool sync = false;       // created with a NULL channel: calls wait for their event
     DevConn* dev = nullptr;  // the device the id is bound to (nullptr: none or wildcard)
     uint32_t handle = 0;     // the device's CM id (0: none yet)
     std::vector<std::pair<DevConn*, uint32_t>> listens;  // wildcard listener, per device
-    bool bound = false;      // rdma_bind_addr (or an implicit bind) happened
+    bool bound = false;  // rdma_bind_addr (or an implicit bind) happened
     bool listening = false;
     bool addr_resolved = false, route_resolved = false;
     bool conn_req = false;   // created by a connection request, not answered yet
     bool have_conn = false;  // the peer's parameters are known (REQ or REP seen)
     bool connect_error = false;
-    bool srq_cq = false;     // id.recv_cq and its channel were made for the XRC SRQ
-    uint16_t port = 0;       // bound port, network order
+    bool srq_cq = false;  // id.recv_cq and its channel were made for the XRC SRQ
+    uint16_t port = 0;    // bound port, network order
     // Connection parameters (docs/cm.md: which MAD field each comes from).
     uint32_t local_psn = 0, remote_qpn = 0, remote_psn = 0, qkey = 0;
     uint32_t remote_ip = 0;  // network order

@@ -3,8 +3,9 @@
 // rdma-core's efadv_* do for a non-EFA device (int: EOPNOTSUPP; pointer: NULL with
 // errno EOPNOTSUPP). No driver registration, no constructor, no dependencies.
 // Exported set and version nodes: verbs_api/stubs/libefa.map.
-#include <cerrno>
 #include <infiniband/efadv.h>
+
+#include <cerrno>
 
 extern "C" {
 

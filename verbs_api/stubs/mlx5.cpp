@@ -12,8 +12,9 @@
 //
 // Exported set and version nodes: verbs_api/stubs/libmlx5.map;
 // tests/integration/check_stub_exports.sh checks them against perftest and Debian.
-#include <cerrno>
 #include <infiniband/mlx5dv.h>
+
+#include <cerrno>
 
 namespace {
 template <typename T>
@@ -45,18 +46,14 @@ int mlx5dv_devx_general_cmd(struct ibv_context*, const void*, size_t, void*, siz
 }
 
 // MLX5_1.8
-bool mlx5dv_is_supported(struct ibv_device*) {
-    return false;
-}
+bool mlx5dv_is_supported(struct ibv_device*) { return false; }
 
 // MLX5_1.10
 struct mlx5dv_mkey* mlx5dv_create_mkey(struct mlx5dv_mkey_init_attr*) {
     return unsupported_ptr<mlx5dv_mkey>();
 }
 
-int mlx5dv_destroy_mkey(struct mlx5dv_mkey*) {
-    return unsupported_int();
-}
+int mlx5dv_destroy_mkey(struct mlx5dv_mkey*) { return unsupported_int(); }
 
 struct mlx5dv_qp_ex* mlx5dv_qp_ex_from_ibv_qp_ex(struct ibv_qp_ex*) {
     return unsupported_ptr<mlx5dv_qp_ex>();
@@ -71,8 +68,6 @@ struct mlx5dv_dek* mlx5dv_dek_create(struct ibv_context*, struct mlx5dv_dek_init
     return unsupported_ptr<mlx5dv_dek>();
 }
 
-int mlx5dv_dek_destroy(struct mlx5dv_dek*) {
-    return unsupported_int();
-}
+int mlx5dv_dek_destroy(struct mlx5dv_dek*) { return unsupported_int(); }
 
 }  // extern "C"
