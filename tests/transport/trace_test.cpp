@@ -15,46 +15,49 @@ namespace {
 
 class Trace : public TransportTest {
 protected:
-    void SetUp() override {
-        TransportTest::SetUp();
-        // QP numbers are reused: only lines after the devices' last ones now are this test's.
-        for (int i = 0; i < 2; ++i) {
-            std::istringstream in(cli(std::string("trace ") + kDeviceNames[i]));
-            for (std::string line; std::getline(in, line);) mark_[i] = line;
-        }
-    }
-    // The trace lines of `s`'s device since SetUp that contain every one of `words`.
-    std::vector<std::string> lines_with(const Side& s, std::vector<std::string> words) {
-        const std::string& mark = mark_[&s == &b_ ? 1 : 0];
+    // The trace lines of `s`'s device that contain every one of `words`, after the last line
+    // that contains every one of `anchor` (this test's create_qp of the QP in question: QP
+    // numbers are reused, so lines that name no pid only count after it). Each line is
+    // matched with a space appended, so "pid 12 " does not match "pid 123".
+    std::vector<std::string> lines_with(const Side& s, const std::vector<std::string>& words,
+                                        const std::vector<std::string>& anchor = {}) {
         std::istringstream in(cli(std::string("trace ") + s.name));
-        std::vector<std::string> all_lines, out;
-        for (std::string line; std::getline(in, line);) all_lines.push_back(line);
-        size_t from = 0;  // the mark may have been overwritten since: then every line counts
-        for (size_t i = 0; i < all_lines.size(); ++i)
-            if (all_lines[i] == mark) from = i + 1;
-        for (size_t i = from; i < all_lines.size(); ++i) {
-            const std::string& line = all_lines[i];
-            bool all = true;
-            for (const auto& w : words) all = all && line.find(w) != std::string::npos;
-            if (all) out.push_back(line);
+        std::vector<std::string> lines, out;
+        for (std::string line; std::getline(in, line);) lines.push_back(line + " ");
+        auto has_all = [](const std::string& line, const std::vector<std::string>& ws) {
+            for (const auto& w : ws)
+                if (line.find(w) == std::string::npos) return false;
+            return true;
+        };
+        size_t from = 0;
+        if (!anchor.empty()) {
+            from = lines.size();
+            for (size_t i = 0; i < lines.size(); ++i)
+                if (has_all(lines[i], anchor)) from = i + 1;
         }
+        for (size_t i = from; i < lines.size(); ++i)
+            if (has_all(lines[i], words)) out.push_back(lines[i]);
         return out;
     }
-    // Fails unless exactly one line of `s`'s trace contains every one of `words`.
-    void expect_line(const Side& s, std::vector<std::string> words) {
-        auto found = lines_with(s, words);
+    // Fails unless exactly one line (after `anchor`) of `s`'s trace has every one of `words`.
+    void expect_line(const Side& s, const std::vector<std::string>& words,
+                     const std::vector<std::string>& anchor = {}) {
+        auto found = lines_with(s, words, anchor);
         std::string want;
         for (const auto& w : words) want += "[" + w + "] ";
         EXPECT_EQ(found.size(), 1u) << s.name << ": lines with " << want << "\n"
                                     << cli(std::string("trace ") + s.name);
+    }
+    // The anchor for lines about this test's QP `qpn`: its create_qp line.
+    std::vector<std::string> created(uint32_t qpn) const {
+        return {me(), "create_qp qp " + hex(qpn) + " "};
     }
     static std::string hex(uint32_t v) {
         char b[16];
         std::snprintf(b, sizeof b, "0x%x", v);
         return b;
     }
-    std::string me() const { return "pid " + std::to_string(getpid()) + " "; }
-    std::string mark_[2];
+    static std::string me() { return "pid " + std::to_string(getpid()) + " "; }
 };
 
 TEST_F(Trace, QpLifecycleShowsPeersAndPsns) {
@@ -72,8 +75,9 @@ TEST_F(Trace, QpLifecycleShowsPeersAndPsns) {
     expect_line(B(), {me(), "modify_qp " + qb, "INIT -> RTR", "dest_qp " + hex(p.a.qpn())});
     expect_line(B(), {me(), "modify_qp " + qb, "RTR -> RTS", "sq_psn " + hex(o.psn_b)});
 
+    const auto ca = created(p.a.qpn());
     destroy_qp(p.a);
-    expect_line(A(), {qa + "(RC) destroyed, was RTS"});
+    expect_line(A(), {qa + "(RC) destroyed, was RTS, " + me()}, ca);
 }
 
 TEST_F(Trace, RefusedModifySaysWhichMaskBitsAreWrong) {
@@ -116,11 +120,12 @@ TEST_F(Trace, RemoteAccessErrorOnBothSides) {
     EXPECT_EQ(ev.event_type, IBV_EVENT_QP_ACCESS_ERR);
 
     const std::string qa = "qp " + hex(p.a.qpn()) + " ", qb = "qp " + hex(p.b.qpn()) + " ";
-    expect_line(B(), {qb + "responder: request psn", "refused (REM_ACCESS_ERR)", "NAK"});
-    expect_line(B(), {"async QP_ACCESS_ERR " + qb + "-> " + me().substr(0, me().size() - 1)});
-    expect_line(B(), {qb + "RTS -> ERR"});
-    expect_line(A(), {qa + "send wr_id 0x77 completed with REM_ACCESS_ERR"});
-    expect_line(A(), {qa + "RTS -> ERR"});
+    const auto ca = created(p.a.qpn()), cb = created(p.b.qpn());
+    expect_line(B(), {qb + "responder: request psn", "refused (REM_ACCESS_ERR)", "NAK"}, cb);
+    expect_line(B(), {"async QP_ACCESS_ERR " + qb + "-> " + me()}, cb);
+    expect_line(B(), {qb + "RTS -> ERR"}, cb);
+    expect_line(A(), {qa + "send wr_id 0x77 completed with REM_ACCESS_ERR"}, ca);
+    expect_line(A(), {qa + "RTS -> ERR"}, ca);
 }
 
 }  // namespace
