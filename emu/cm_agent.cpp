@@ -234,7 +234,8 @@ void CmAgent::trace_request(const Session& s, const abi::CmReq& r, const abi::Cm
         dev_.trace_.add("cm pid %d %s id %u failed: %s", int(s.pid), what, handle,
                         strerrorname_np(out.err) ? strerrorname_np(out.err) : "?");
     } else if (r.cm_op == CmOp::kBind || r.cm_op == CmOp::kListen) {
-        const Id* id = ids_.count(handle) ? ids_.at(handle).get() : nullptr;
+        auto it = ids_.find(handle);
+        const Id* id = it == ids_.end() ? nullptr : it->second.get();
         inet_ntop(AF_INET, id ? &id->local_ip : &r.local_ip, ip, sizeof ip);
         dev_.trace_.add("cm pid %d %s id %u %s:%u ps 0x%x", int(s.pid), what, handle, ip,
                         id ? ntohs(id->local_port) : 0u, id ? id->ps : r.ps);

@@ -53,6 +53,18 @@ check_decodes() {
     echo "$f: $total frames, all InfiniBand over RoCEv2, none malformed"
 }
 
+# check_capture FILE N: the whole check of a closed capture of N counted packets: it holds
+# exactly N frames, every one decodes cleanly (check_decodes), scapy agrees on every ICRC
+# (check_icrc); prints the opcodes seen.
+check_capture() {
+    local got
+    got=$(frames "$1") || exit 1
+    [ "$got" = "$2" ] || fail "$1 holds $got frames, the device counted $2 packets"
+    check_decodes "$1"
+    echo "opcodes: $(ts "$1" -T fields -e infiniband.bth.opcode | sort -nu | tr '\n' ' ')"
+    check_icrc "$1" "$2"
+}
+
 # check_icrc FILE N: scapy recomputes the ICRC of all N packets and agrees.
 check_icrc() {
     local out

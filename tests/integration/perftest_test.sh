@@ -100,10 +100,6 @@ if [ $capture = 1 ]; then
     # Wireshark 4.0's RPC-over-RDMA heuristic claims ib_send_bw's small SEND payloads and
     # throws on them (malformed RPCoRDMA); they are perftest's bytes, not RPC-over-RDMA.
     TSHARK_EXTRA=(--disable-protocol rpcordma)
-    got=$(frames "$pcap") || exit 1
-    [ "$got" = "$counted" ] || fail "capture holds $got frames, the device counted $counted"
-    check_decodes "$pcap"
-    echo "opcodes: $(ts "$pcap" -T fields -e infiniband.bth.opcode | sort -nu | tr '\n' ' ')"
-    check_icrc "$pcap" "$counted"
+    check_capture "$pcap" "$counted"
 fi
 echo PASS

@@ -80,24 +80,31 @@ ibv_context* open_ctx() {
     return ctx;
 }
 
+// The output lines of `uroce ARGS DEVICE`; the command must succeed.
+std::vector<std::string> cli_lines(const std::string& args) {
+    std::string cmd = g_cli + " " + args + " " + g_dev;
+    FILE* p = popen(cmd.c_str(), "r");
+    REQUIRE(p, "popen %s", cmd.c_str());
+    std::vector<std::string> out;
+    char line[4096];
+    while (std::fgets(line, sizeof line, p)) out.push_back(line);
+    int st = pclose(p);
+    CHECK(st == 0, "%s exited with status %d", cmd.c_str(), st);
+    return out;
+}
+
 // The lines of `uroce res DEVICE KIND`, split into words.
 std::vector<std::vector<std::string>> res(const char* kind) {
     std::vector<std::vector<std::string>> out;
-    std::string cmd = g_cli + " res " + g_dev + " " + kind;
-    FILE* p = popen(cmd.c_str(), "r");
-    REQUIRE(p, "popen %s", cmd.c_str());
-    char line[4096];
-    while (std::fgets(line, sizeof line, p)) {
+    for (const auto& line : cli_lines(std::string("res ") + kind)) {
         std::istringstream in(line);
         std::vector<std::string> w;
         std::string s;
         while (in >> s) w.push_back(s);
         if (!w.empty()) out.push_back(w);
     }
-    int st = pclose(p);
-    CHECK(st == 0, "%s exited with status %d", cmd.c_str(), st);
     for (const auto& w : out)
-        CHECK(w[0] == kind, "`%s` printed a %s line", cmd.c_str(), w[0].c_str());
+        CHECK(w[0] == kind, "`uroce res %s` printed a %s line", kind, w[0].c_str());
     return out;
 }
 
@@ -404,18 +411,12 @@ void expect_delivery(Loop& l, uint32_t srqn, uint64_t wr_id, const char* what) {
 // nothing reaches any receive queue. Then both QPs are reset and reconnected.
 // True if `uroce trace DEVICE` has a line containing every one of `words`.
 bool trace_has(const std::vector<std::string>& words) {
-    std::string cmd = g_cli + " trace " + g_dev;
-    FILE* p = popen(cmd.c_str(), "r");
-    REQUIRE(p, "popen %s", cmd.c_str());
-    char line[4096];
-    bool found = false;
-    while (std::fgets(line, sizeof line, p)) {
+    for (const auto& line : cli_lines("trace")) {
         bool all = true;
-        for (const auto& w : words) all = all && std::strstr(line, w.c_str());
-        found = found || all;
+        for (const auto& w : words) all = all && line.find(w) != std::string::npos;
+        if (all) return true;
     }
-    pclose(p);
-    return found;
+    return false;
 }
 
 // `why`: how the device's trace explains the refusal ("which does not exist", ...).
