@@ -4,6 +4,7 @@
 #include <cerrno>
 
 #include "emu/abi/clock.h"
+#include "emu/abi/verbs_names.h"
 #include "emu/device.h"
 #include "emu/process_memory.h"
 #include "emu/qp_state.h"
@@ -70,7 +71,7 @@ void Device::complete_send(Qp& qp, uint32_t index, ibv_wc_status status) {
     qp.sq->cons.store(qp.sq_done, std::memory_order_release);
     if (status != IBV_WC_SUCCESS && status != IBV_WC_WR_FLUSH_ERR)  // flushes: see qp_to_error
         trace_.add("qp 0x%x send wr_id 0x%llx completed with %s", qp.qpn,
-                   static_cast<unsigned long long>(w.wr_id), wc_status_name(status));
+                   static_cast<unsigned long long>(w.wr_id), abi::wc_status_id(status));
     if (status != IBV_WC_SUCCESS || (w.flags & IBV_SEND_SIGNALED) || qp.sq_sig_all) {
         abi::Cqe c{};
         c.wr_id = w.wr_id;

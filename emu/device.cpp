@@ -12,6 +12,7 @@
 #include <future>
 
 #include "emu/abi/runtime.h"
+#include "emu/abi/verbs_names.h"
 #include "net/icrc.h"
 #include "net/opcodes.h"
 
@@ -392,11 +393,11 @@ void Device::post_async(Session* s, ibv_event_type type, uint64_t cookie, const 
                         uint32_t id) {
     if (!s || s->async_write_fd < 0) return;
     if (what && std::strcmp(what, "qp") == 0)
-        trace_.add("async %s qp 0x%x -> pid %d", event_name(type), id, int(s->pid));
+        trace_.add("async %s qp 0x%x -> pid %d", abi::event_id(type), id, int(s->pid));
     else if (what)
-        trace_.add("async %s %s %u -> pid %d", event_name(type), what, id, int(s->pid));
+        trace_.add("async %s %s %u -> pid %d", abi::event_id(type), what, id, int(s->pid));
     else
-        trace_.add("async %s -> pid %d", event_name(type), int(s->pid));
+        trace_.add("async %s -> pid %d", abi::event_id(type), int(s->pid));
     abi::AsyncEvent ev{uint32_t(type), 0, cookie};
     if (write(s->async_write_fd, &ev, sizeof ev) < 0) {
         // The application is not reading its events; like a full EQ, this one is lost.

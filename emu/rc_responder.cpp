@@ -3,6 +3,7 @@
 // NAKs and error NAKs.
 #include <cstring>
 
+#include "emu/abi/verbs_names.h"
 #include "emu/device.h"
 #include "emu/process_memory.h"
 #include "net/opcodes.h"
@@ -42,7 +43,7 @@ void Device::responder_error(Qp& qp, ibv_wc_status status, uint8_t nak, uint32_t
                              ibv_event_type event) {
     if (qp.owner->dead) return;  // its process is gone: nobody to tell, nothing to NAK
     trace_.add("qp 0x%x responder: request psn 0x%x refused (%s), NAK syndrome 0x%02x sent", qp.qpn,
-               psn, wc_status_name(status), nak);
+               psn, abi::wc_status_id(status), nak);
     if (qp.have_rwr) complete_recv(qp, net::Packet{}, status);
     send_ack(qp, nak, psn);
     post_qp_async(qp, event);

@@ -2,6 +2,7 @@
 // or its SRQ), placing payload into it, and completing it.
 #include <cstring>
 
+#include "emu/abi/verbs_names.h"
 #include "emu/device.h"
 #include "emu/process_memory.h"
 #include "emu/sge_iov.h"
@@ -77,7 +78,7 @@ bool Device::place_payload(Qp& qp, const net::Packet& p) {
 void Device::complete_recv(Qp& qp, const net::Packet& p, ibv_wc_status status) {
     if (status != IBV_WC_SUCCESS && status != IBV_WC_WR_FLUSH_ERR)
         trace_.add("qp 0x%x receive wr_id 0x%llx completed with %s", qp.qpn,
-                   static_cast<unsigned long long>(qp.rwr.wr_id), wc_status_name(status));
+                   static_cast<unsigned long long>(qp.rwr.wr_id), abi::wc_status_id(status));
     abi::Cqe c{};
     c.wr_id = qp.rwr.wr_id;
     c.status = status;

@@ -38,9 +38,4 @@ private:
     uint64_t next_ = 1;  // number of the next line; line n lives in ring_[n % kEntries]
 };
 
-// Names for trace lines (the device does not link libibverbs, whose *_str functions these
-// mirror).
-const char* wc_status_name(ibv_wc_status s);
-const char* event_name(ibv_event_type e);
-
 }  // namespace uroce::emu
