@@ -21,6 +21,7 @@ namespace uroce::emu {
 namespace {
 constexpr uint64_t kCmdTag = ~uint64_t(0);
 constexpr uint64_t kStallRetryNs = 20000;  // when every transmit buffer is in flight
+constexpr uint32_t kSelfDeliverAt = 64;    // packets to self that run_ready lets pile up
 }  // namespace
 
 uint64_t now_ns() {
@@ -124,7 +125,10 @@ void Device::loop() {
         cm_.run_timers(now);
         if (faults_.holding()) release_faults(now);  // packets the fault injector held back
         run_ready();
-        uint64_t wait = ready_.empty() ? next_timeout(now_ns()) : kStallRetryNs;
+        // What the QPs, timers and injector sent to this device itself arrives now; the
+        // ACKs among it may let requesters go on at once.
+        bool looped = deliver_to_self();
+        uint64_t wait = ready_.empty() ? next_timeout(now_ns()) : looped ? 0 : kStallRetryNs;
         if (faults_.holding()) wait = std::min(wait, faults_.next_release_in(now_ns()));
         // Packets recorded during the last turn reach the file before the engine may sleep:
         // one write per turn at most, and an idle device's capture is always complete on disk.
@@ -191,7 +195,22 @@ void Device::run_ready() {
     work.clear();
     work.swap(ready_);
     for (Qp* qp : work) qp->on_ready_list = false;
-    for (Qp* qp : work) requester_progress(*qp);
+    for (Qp* qp : work) {
+        requester_progress(*qp);
+        // Between two QPs (never inside one's progress: its ACKs would re-enter it), what
+        // it sent to this device goes through, while its buffers are still in the cache.
+        if (self_link_.size() >= kSelfDeliverAt) deliver_to_self();
+    }
+}
+
+bool Device::deliver_to_self() {
+    if (self_link_.empty()) return false;
+    while (!self_link_.empty()) {
+        SelfLink::Pkt k = self_link_.pop();
+        arrive(self_, cfg_.ipv4_be, io_.tx_buffer(k.slot), k.len);
+        io_.tx_free(k.slot);
+    }
+    return true;
 }
 
 void Device::arm_timer(Qp& qp, uint64_t deadline) {
@@ -254,18 +273,23 @@ void Device::transmit(uint32_t slot, size_t len_no_icrc, const sockaddr_in& to, 
 }
 
 void Device::wire_send(uint32_t slot, size_t len, const sockaddr_in& to) {
-    if (to_self(to)) ++self_inflight_;
+    if (to_self(to)) return self_link_.push(slot, uint32_t(len));
+    if (loops_back(to)) ++self_inflight_;
     io_.tx_send(slot, len, to);
 }
 
-// What the socket delivered: loopback pacing counts it here, once, before the fault
-// injector (which may drop, hold or duplicate it) and the receive path.
+// What the socket delivered: loopback pacing counts it here, once.
 void Device::on_packet(const sockaddr_in& from, uint32_t to_be, uint8_t* data, size_t len) {
     if (from.sin_addr.s_addr == cfg_.ipv4_be && from.sin_port == self_.sin_port) {
         if (self_inflight_) --self_inflight_;
         last_self_rx_ns_ = now_ns();
         self_rx_turn_ = turn_;
     }
+    arrive(from, to_be, data, len);
+}
+
+// The fault injector (which may drop, hold or duplicate the packet), then the receive path.
+void Device::arrive(const sockaddr_in& from, uint32_t to_be, uint8_t* data, size_t len) {
     if (faults_.armed(net::kFaultRx) && !fault_rx(from, to_be, data, len))
         return;  // docs/faults.md
     receive(from, to_be, data, len);

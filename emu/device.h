@@ -19,6 +19,7 @@
 #include "emu/cm_agent.h"
 #include "emu/handle_table.h"
 #include "emu/objects.h"
+#include "emu/self_link.h"
 #include "emu/trace.h"
 #include "emu/tx_batch.h"
 #include "net/fault_injector.h"
@@ -147,10 +148,17 @@ private:
     // Engine loop (device.cpp).
     void loop();
     void on_packet(const sockaddr_in& from, uint32_t to_be, uint8_t* data, size_t len) override;
+    // Where a packet enters the device, from the socket or from self_link_: the fault
+    // injector, then receive().
+    void arrive(const sockaddr_in& from, uint32_t to_be, uint8_t* data, size_t len);
+    // Receives what this device sent to itself, until nothing is left (what that answers
+    // to itself included). False if there was nothing.
+    bool deliver_to_self();
     // The receive path after the fault injector: checks, counts, captures, dispatches.
     // `to_be`: the address the packet was sent to (the device's, or a multicast group's).
     void receive(const sockaddr_in& from, uint32_t to_be, uint8_t* data, size_t len);
-    // Hands a finished packet to the socket (loopback pacing counts it).
+    // Hands a finished packet to the socket, or to self_link_ if it is for this device
+    // (loopback pacing counts the multicast ones that come back).
     void wire_send(uint32_t slot, size_t len, const sockaddr_in& to);
     void on_eventfd(uint64_t tag) override;
     void take_doorbells(Session& s);
@@ -265,9 +273,11 @@ private:
     std::vector<Qp*> timers_;  // QPs with a deadline
     DeviceCounters counters_;
     Trace trace_;
-    // Packets this device sent to itself that it has not received back yet. They sit in
-    // its own socket's receive buffer, so requesters pause at a budget that fits there
-    // instead of overrunning it (a loopback link has no PFC to push back).
+    SelfLink self_link_;  // unicast packets to this device's own address
+    // Multicast packets this device sent to groups it is a member of that it has not
+    // received back yet. They sit in its own group sockets' receive buffers, so UD requesters
+    // pause at a budget that fits there instead of overrunning it (a loopback link has no
+    // PFC to push back).
     uint32_t self_inflight_ = 0;
     uint32_t self_budget_ = 64;
     uint64_t last_self_rx_ns_ = 0;
@@ -276,10 +286,11 @@ private:
     // packets still queued when it runs again, however long it was away).
     uint64_t turn_ = 0, self_rx_turn_ = 0;
     bool to_self(const sockaddr_in& to) const {
-        return to.sin_port == self_.sin_port &&
-               (to.sin_addr.s_addr == cfg_.ipv4_be ||
-                // a group this device is a member of: a copy comes back to its group socket
-                (net::is_ipv4_multicast(to.sin_addr.s_addr) && mcast_member(to.sin_addr.s_addr)));
+        return to.sin_port == self_.sin_port && to.sin_addr.s_addr == cfg_.ipv4_be;
+    }
+    bool loops_back(const sockaddr_in& to) const {
+        return to.sin_port == self_.sin_port && net::is_ipv4_multicast(to.sin_addr.s_addr) &&
+               mcast_member(to.sin_addr.s_addr);
     }
 
 public:
@@ -287,7 +298,7 @@ public:
     // stops moving (the kernel dropped some of them after all) is forgotten after 2 ms
     // and 4 engine turns without one of them arriving.
     bool self_paced(const sockaddr_in& to) {
-        if (self_inflight_ < self_budget_ || !to_self(to)) return false;
+        if (self_inflight_ < self_budget_ || !loops_back(to)) return false;
         if (turn_ - self_rx_turn_ < 4 || now_ns() - last_self_rx_ns_ < 2000000) return true;
         self_inflight_ = 0;
         return false;

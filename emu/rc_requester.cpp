@@ -277,10 +277,6 @@ void Device::requester_build(Qp& qp) {
         if (net::psn_diff(qp.next_psn, qp.una_psn) >= int32_t(kMaxOutstandingPkts)) break;
         bool rd_atomic = is_rd_atomic(w.opcode);
         if (rd_atomic && qp.sq_send_off == 0 && rd_atomic_window_full(qp)) break;
-        if (self_paced(qp.dest)) {
-            mark_ready(qp);  // resume once this device has drained its own socket
-            break;
-        }
         uint32_t slot;
         uint8_t* buf = tx_begin(&slot);
         if (!buf) {

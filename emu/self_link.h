@@ -1,0 +1,34 @@
+// Packets a device sends to its own address (two processes, or two QPs, on one device).
+// They never enter the UDP socket: the engine hands them to its own receive path at the
+// next safe point of its loop, as an HCA loops same-port traffic back internally. Each
+// still holds its transmit buffer until then, so the queue never holds more entries than
+// there are transmit buffers.
+#pragma once
+
+#include <cstdint>
+
+#include "net/udp_uring.h"
+
+namespace uroce::emu {
+
+class SelfLink {
+public:
+    struct Pkt {
+        uint32_t slot;  // transmit buffer
+        uint32_t len;   // with the ICRC
+    };
+    static constexpr uint32_t kCap = net::UdpUring::kTxBufs;
+    static_assert((kCap & (kCap - 1)) == 0, "a power of two");
+
+    bool empty() const { return head_ == tail_; }
+    uint32_t size() const { return tail_ - head_; }
+    // Never fails: there are no more packets than transmit buffers.
+    void push(uint32_t slot, uint32_t len) { q_[tail_++ & (kCap - 1)] = {slot, len}; }
+    Pkt pop() { return q_[head_++ & (kCap - 1)]; }
+
+private:
+    Pkt q_[kCap];
+    uint32_t head_ = 0, tail_ = 0;
+};
+
+}  // namespace uroce::emu
