@@ -156,10 +156,17 @@ private:
     bool deliver_to_self();
     // The receive path after the fault injector: checks, counts, captures, dispatches.
     // `to_be`: the address the packet was sent to (the device's, or a multicast group's).
-    void receive(const sockaddr_in& from, uint32_t to_be, uint8_t* data, size_t len);
+    // `icrc_unset`: a packet from this device to itself whose ICRC nobody needed (transmit).
+    void receive(const sockaddr_in& from, uint32_t to_be, uint8_t* data, size_t len,
+                 bool icrc_unset = false);
     // Hands a finished packet to the socket, or to self_link_ if it is for this device
     // (loopback pacing counts the multicast ones that come back).
-    void wire_send(uint32_t slot, size_t len, const sockaddr_in& to);
+    void wire_send(uint32_t slot, size_t len, const sockaddr_in& to, bool icrc = true);
+    // Whether anything outside the engine can see a packet's bytes: a capture, or the fault
+    // injector (which corrupts packets for the ICRC check to find).
+    bool packets_observed() const {
+        return pcap_.is_open() || faults_.armed(net::kFaultTx) || faults_.armed(net::kFaultRx);
+    }
     void on_eventfd(uint64_t tag) override;
     void take_doorbells(Session& s);
     void run_commands();

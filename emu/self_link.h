@@ -16,6 +16,7 @@ public:
     struct Pkt {
         uint32_t slot;  // transmit buffer
         uint32_t len;   // with the ICRC
+        bool icrc;      // the ICRC is stored (see Device::transmit)
     };
     static constexpr uint32_t kCap = net::UdpUring::kTxBufs;
     static_assert((kCap & (kCap - 1)) == 0, "a power of two");
@@ -23,7 +24,9 @@ public:
     bool empty() const { return head_ == tail_; }
     uint32_t size() const { return tail_ - head_; }
     // Never fails: there are no more packets than transmit buffers.
-    void push(uint32_t slot, uint32_t len) { q_[tail_++ & (kCap - 1)] = {slot, len}; }
+    void push(uint32_t slot, uint32_t len, bool icrc) {
+        q_[tail_++ & (kCap - 1)] = {slot, len, icrc};
+    }
     Pkt pop() { return q_[head_++ & (kCap - 1)]; }
 
 private:
