@@ -82,34 +82,62 @@ void Device::execute_read(Qp& qp, const net::Packet& p, bool duplicate) {
         qp.epsn = net::psn_add(qp.epsn, npkts);
         qp.msn = (qp.msn + 1) & 0xffffff;
     }
-    for (uint32_t i = 0; i < npkts; ++i) {
-        uint32_t slot;
-        uint8_t* buf = tx_begin(&slot);
-        if (!buf) return;  // the requester asks again for what is missing
-        uint32_t off = i * qp.mtu;
-        uint32_t n = len - off < qp.mtu ? len - off : qp.mtu;
-        net::Packet r{};
-        r.bth.opcode = net::op_on(qp.transport, npkts == 1       ? net::kOpReadRespOnly
-                                                : i == 0         ? net::kOpReadRespFirst
-                                                : i == npkts - 1 ? net::kOpReadRespLast
-                                                                 : net::kOpReadRespMiddle);
-        r.bth.pkey = net::kDefaultPkey;
-        r.bth.dqpn = qp.attr.dest_qp_num;
-        r.bth.psn = net::psn_add(p.bth.psn, i);
-        r.bth.pad = net::pad_for(n);
-        r.aeth.syndrome = kAckUnlimited;
-        r.aeth.msn = qp.msn;
-        size_t hdr = net::encode_headers(r, buf);
-        iovec iov{reinterpret_cast<void*>(src + off), n};
-        if (n && !dma_read(mem, buf + hdr, &iov, 1, n)) {
-            io_.tx_free(slot);
-            if (duplicate) return;
-            return responder_error(qp, IBV_WC_REM_ACCESS_ERR, kNakRemAccess, p.bth.psn,
-                                   IBV_EVENT_QP_ACCESS_ERR);
+    // In bursts of up to kBurst packets whose payloads one process_vm_readv fills (the
+    // source is contiguous); a burst that cannot be read is read again packet by packet, so
+    // that the packets before the unreadable one still leave, then the NAK.
+    constexpr uint32_t kBurst = TxBatch::kMaxPkts;
+    uint32_t slot[kBurst], frame[kBurst];
+    iovec local[kBurst];
+    for (uint32_t first = 0; first < npkts; first += kBurst) {
+        uint32_t k = 0;
+        for (uint32_t i = first; i < npkts && k < kBurst; ++i, ++k) {
+            uint8_t* buf = tx_begin(&slot[k]);
+            if (!buf) break;  // the requester asks again for what is missing
+            uint32_t off = i * qp.mtu;
+            uint32_t n = len - off < qp.mtu ? len - off : qp.mtu;
+            net::Packet r{};
+            r.bth.opcode = net::op_on(qp.transport, npkts == 1       ? net::kOpReadRespOnly
+                                                    : i == 0         ? net::kOpReadRespFirst
+                                                    : i == npkts - 1 ? net::kOpReadRespLast
+                                                                     : net::kOpReadRespMiddle);
+            r.bth.pkey = net::kDefaultPkey;
+            r.bth.dqpn = qp.attr.dest_qp_num;
+            r.bth.psn = net::psn_add(p.bth.psn, i);
+            r.bth.pad = net::pad_for(n);
+            r.aeth.syndrome = kAckUnlimited;
+            r.aeth.msn = qp.msn;
+            size_t hdr = net::encode_headers(r, buf);
+            std::memset(buf + hdr + n, 0, r.bth.pad);
+            local[k] = {buf + hdr, n};
+            frame[k] = uint32_t(hdr + n + r.bth.pad);
         }
-        std::memset(buf + hdr + n, 0, r.bth.pad);
-        transmit(slot, hdr + n + r.bth.pad, qp.dest, &qp);
-        ++qp.tx_pkts;
+        uint64_t off = uint64_t(first) * qp.mtu, bytes = 0;
+        for (uint32_t j = 0; j < k; ++j) bytes += local[j].iov_len;
+        iovec remote{reinterpret_cast<void*>(src + off), bytes};
+        uint32_t good = k;
+        if (bytes && !dma_readv(mem, local, int(k), &remote, 1, bytes)) {
+            for (good = 0; good < k; ++good) {
+                iovec one{reinterpret_cast<void*>(src + off), local[good].iov_len};
+                if (!dma_read(mem, local[good].iov_base, &one, 1, one.iov_len)) break;
+                off += one.iov_len;
+            }
+        }
+        for (uint32_t j = 0; j < k; ++j) {
+            if (j >= good) {
+                io_.tx_free(slot[j]);
+                continue;
+            }
+            transmit(slot[j], frame[j], qp.dest, &qp);
+            ++qp.tx_pkts;
+        }
+        if (good < k) {
+            if (duplicate) return;
+            // At the PSN of the first response not sent: the requester has taken the ones
+            // before it, and a NAK for the request's PSN would look old.
+            return responder_error(qp, IBV_WC_REM_ACCESS_ERR, kNakRemAccess,
+                                   net::psn_add(p.bth.psn, first + good), IBV_EVENT_QP_ACCESS_ERR);
+        }
+        if (k < kBurst && first + k < npkts) return;  // out of transmit buffers
     }
 }
 

@@ -3,6 +3,8 @@
 // receive) with IBV_WC_WR_FLUSH_ERR, the requester's QP is in ERR; for an error the
 // responder detects, the responder's QP is in ERR too and its owner gets the affiliated
 // asynchronous event. Posting to a QP in ERR still works: the WRs are flushed.
+#include <sys/mman.h>
+
 #include "tests/transport/fixture.h"
 
 namespace uroce::transport_test {
@@ -157,6 +159,26 @@ TEST_F(RcErrors, RemoteAccessRights) {
         EXPECT_EQ(target.mismatch(84, 0, 64), -1);
         EXPECT_EQ(dst.not_poison(0, 64), -1);
     }
+}
+
+// Memory the responder's application unmapped after registering it: the device reads a
+// READ's responses in bursts and cannot read the missing page (hardware would still hold
+// it pinned). The responses before the hole leave, then the REM_ACCESS_ERR NAK: the
+// requester's READ fails with it and the responder's QP enters ERR with QP_ACCESS_ERR.
+TEST_F(RcErrors, ReadOfUnmappedMemory) {
+    Pair p = connect_pair();  // MTU 1024: the hole is in the second burst of responses
+    ASSERT_TRUE(p.a.qp && p.b.qp);
+    constexpr size_t kPage = 4096, kLen = 16 * kPage;
+    Buffer& target = reg(B(), kLen);
+    target.fill(85);
+    Buffer& dst = reg(A(), kLen);
+    ASSERT_EQ(munmap(target.alloc + 12 * kPage, kPage), 0);  // data bytes 48 KiB - 64 on
+    std::vector<ibv_sge> sg{dst.sge(0, kLen)};
+    ibv_send_wr w = rdma_wr(1, IBV_WR_RDMA_READ, sg, target.addr(0), target.rkey());
+    ASSERT_EQ(post(p.a.qp, w), 0);
+    expect_remote_error(p, 1, IBV_WC_REM_ACCESS_ERR, 0, IBV_EVENT_QP_ACCESS_ERR);
+    // The first 47 packets could be read and were sent; what arrived is the target's.
+    EXPECT_EQ(dst.mismatch(85, 0, 47 * 1024), -1);
 }
 
 // IBV_WC_RNR_RETRY_EXC_ERR: no receive at the responder for rnr_retry + 1 tries. Only the
