@@ -18,7 +18,6 @@
 #include <signal.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -30,18 +29,13 @@
 #include <string>
 #include <vector>
 
+#include "tests/bench/bench_common.h"
+
+namespace uroce {
 namespace {
 
-[[noreturn]] void die(const char* what) {
-    std::fprintf(stderr, "udp_baseline: %s: %s\n", what, std::strerror(errno));
-    std::exit(1);
-}
-
-uint64_t now_ns() {
-    timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return uint64_t(ts.tv_sec) * 1000000000ull + uint64_t(ts.tv_nsec);
-}
+[[noreturn]] void die(const char* what) { bench::die("udp_baseline", what); }
+using bench::now_ns;
 
 int udp_socket(sockaddr_in* bound) {
     int s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
@@ -243,6 +237,9 @@ int run_lat(const Options& o) {
 }
 
 }  // namespace
+}  // namespace uroce
+
+using namespace uroce;
 
 int main(int argc, char** argv) {
     if (argc < 2) usage();
