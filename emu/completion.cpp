@@ -27,6 +27,7 @@ ibv_wc_opcode wc_opcode_for(uint32_t wr_opcode) {
 }  // namespace
 
 void Device::push_cqe(uint32_t cq_handle, const abi::Cqe& cqe, bool solicited) {
+    dma_flush();  // the data a completion reports lands before it (dma_write_batch.cpp)
     Cq* cq = cqs_.get(cq_handle);
     if (!cq || cq->overrun) return;
     uint32_t cons = cq->hdr->cons.load(std::memory_order_acquire);
@@ -64,6 +65,7 @@ void Device::notify_if_pending(Cq& cq) {
 }
 
 void Device::complete_send(Qp& qp, uint32_t index, ibv_wc_status status) {
+    dma_flush();  // a READ's data before its slot is free, signaled or not
     SendWr& w = qp.swr[index & qp.sq_mask];
     // Free the slot before the CQE is visible: an application that sees the
     // completion may post into that slot at once.
@@ -83,7 +85,9 @@ void Device::complete_send(Qp& qp, uint32_t index, ibv_wc_status status) {
     }
 }
 
+// Reads and immediate writes of application memory come after every deferred write.
 bool Device::dma_read(Session* s, void* dst, const iovec* remote, int n, size_t total) {
+    dma_flush();
     if (mem_read(s->pid, dst, remote, n, total)) return true;
     if (errno == ESRCH) s->dead = true;
     return false;
@@ -91,12 +95,14 @@ bool Device::dma_read(Session* s, void* dst, const iovec* remote, int n, size_t 
 
 bool Device::dma_readv(Session* s, const iovec* local, int nlocal, const iovec* remote, int nremote,
                        size_t total) {
+    dma_flush();
     if (mem_readv(s->pid, local, nlocal, remote, nremote, total)) return true;
     if (errno == ESRCH) s->dead = true;
     return false;
 }
 
 bool Device::dma_write(Session* s, const void* src, const iovec* remote, int n, size_t total) {
+    dma_flush();
     if (mem_write(s->pid, src, remote, n, total)) return true;
     if (errno == ESRCH) s->dead = true;
     return false;

@@ -113,6 +113,7 @@ void Device::run_commands() {
             fn = std::move(cmds_.front());
             cmds_.pop_front();
         }
+        dma_flush();  // no control request finds writes pending (dma_write_batch.cpp)
         fn();
     }
 }
@@ -133,6 +134,7 @@ void Device::loop() {
         // Packets recorded during the last turn reach the file before the engine may sleep:
         // one write per turn at most, and an idle device's capture is always complete on disk.
         pcap_.flush();
+        dma_flush();  // received payloads reach the application before the engine may sleep
         io_.run_once(wait, *this);
     }
     pcap_.flush();
@@ -264,6 +266,7 @@ uint8_t* Device::tx_begin(uint32_t* slot) {
 }
 
 void Device::transmit(uint32_t slot, size_t len_no_icrc, const sockaddr_in& to, Qp* qp) {
+    dma_flush();  // nothing leaves before the data it may acknowledge (dma_write_batch.cpp)
     uint8_t* buf = io_.tx_buffer(slot);
     size_t len = len_no_icrc + net::kIcrcLen;
     // A packet to this device itself that nobody can see needs no ICRC: it is never on a

@@ -17,6 +17,7 @@
 #include "emu/abi/caps.h"
 #include "emu/abi/protocol.h"
 #include "emu/cm_agent.h"
+#include "emu/dma_write_batch.h"
 #include "emu/handle_table.h"
 #include "emu/objects.h"
 #include "emu/self_link.h"
@@ -200,6 +201,18 @@ private:
     bool dma_write(Session* s, const void* src, const iovec* remote, int n, size_t total);
     bool dma_readv(Session* s, const iovec* local, int nlocal, const iovec* remote, int nremote,
                    size_t total);
+    // Received payloads are written later, many packets with one system call; the ordering
+    // rules are in dma_write_batch.cpp. dma_flush() lands what is pending (cheap when
+    // nothing is); dma_settle() too, and says whether `qp` is still fine (no write of its
+    // failed and brought its error path).
+    void dma_write_later(Session* s, const void* src, const iovec* remote, int n, size_t total,
+                         uint32_t qpn, uint32_t psn, DmaWriteBatch::Path path);
+    void dma_flush() {
+        if (!wb_.empty()) dma_flush_now();
+    }
+    void dma_flush_now();
+    bool dma_settle(Qp& qp);
+    void dma_write_failed(const DmaWriteBatch::Failure& f);
 
     // Completion and error paths (completion.cpp).
     void push_cqe(uint32_t cq_handle, const abi::Cqe& cqe, bool solicited);
@@ -241,7 +254,7 @@ private:
                          ibv_event_type event);  // rc_responder.cpp
     // Receive side shared by the transports (recv_common.cpp).
     bool take_recv(Qp& qp);
-    bool place_payload(Qp& qp, const net::Packet& p);
+    void place_payload(Qp& qp, const net::Packet& p, DmaWriteBatch::Path path);
     void complete_recv(Qp& qp, const net::Packet& p, ibv_wc_status status);
     void uc_responder_receive(Qp& qp, const net::Packet& p);  // uc_responder.cpp
     void uc_write(Qp& qp, const net::Packet& p, bool first, bool last, bool imm);
@@ -277,6 +290,7 @@ private:
 
     std::vector<Qp*> ready_;   // QPs with send work to push
     TxBatch txb_;              // requester_progress's packets until their payloads are read
+    DmaWriteBatch wb_;         // received payloads until they are written (dma_write_batch.cpp)
     std::vector<Qp*> timers_;  // QPs with a deadline
     DeviceCounters counters_;
     Trace trace_;

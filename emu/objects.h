@@ -237,6 +237,7 @@ struct Qp {
     uint32_t write_total = 0;        // the WRITE's DMA length, reported with WRITE_WITH_IMM
     Session* write_owner = nullptr;  // whose memory the WRITE lands in
     bool write_imm_pending = false;
+    uint32_t dma_errors = 0;  // deferred writes of this QP that failed (Device::dma_settle)
     // Replay state for atomics (responder), so a duplicate is answered, not re-executed.
     struct AtomicReplay {
         uint32_t psn = 0;

@@ -36,11 +36,19 @@ bool mem_readv(pid_t pid, const iovec* local, int nlocal, const iovec* remote, i
     return process_vm_readv(pid, local, nlocal, remote, nremote, 0) == ssize_t(total);
 }
 
+ssize_t mem_writev_some(pid_t pid, const iovec* local, int nlocal, const iovec* remote, int nremote,
+                        size_t total) {
+    if (total == 0) return 0;
+    if (pid == self_pid) {
+        local_copy(local, nlocal, remote, nremote, true);
+        return ssize_t(total);
+    }
+    return process_vm_writev(pid, local, nlocal, remote, nremote, 0);
+}
+
 bool mem_writev(pid_t pid, const iovec* local, int nlocal, const iovec* remote, int nremote,
                 size_t total) {
-    if (total == 0) return true;
-    if (pid == self_pid) return local_copy(local, nlocal, remote, nremote, true);
-    return process_vm_writev(pid, local, nlocal, remote, nremote, 0) == ssize_t(total);
+    return mem_writev_some(pid, local, nlocal, remote, nremote, total) == ssize_t(total);
 }
 
 bool mem_read(pid_t pid, void* dst, const iovec* remote, int nremote, size_t total) {

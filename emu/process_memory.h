@@ -21,5 +21,9 @@ bool mem_readv(pid_t pid, const iovec* local, int nlocal, const iovec* remote, i
                size_t total);
 bool mem_writev(pid_t pid, const iovec* local, int nlocal, const iovec* remote, int nremote,
                 size_t total);
+// mem_writev that says how far it got: the bytes written (in order: everything before that
+// offset landed), or -1 with errno (ESRCH: the process is gone) when none were.
+ssize_t mem_writev_some(pid_t pid, const iovec* local, int nlocal, const iovec* remote, int nremote,
+                        size_t total);
 
 }  // namespace uroce::emu

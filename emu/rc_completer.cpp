@@ -97,8 +97,9 @@ void Device::read_atomic_response(Qp& qp, const net::Packet& p) {
         if (p.payload_len > w.length - off) return fail_oldest(qp, IBV_WC_REM_OP_ERR);
         iovec iov[abi::kMaxSge];
         int n = sge_iov(w.sge, w.num_sge, off, p.payload_len, iov);
-        if (!dma_write(qp.owner, p.payload, iov, n, p.payload_len))
-            return fail_oldest(qp, IBV_WC_LOC_PROT_ERR);
+        // Written with the next flush; a failure: LOC_PROT_ERR (dma_write_failed).
+        dma_write_later(qp.owner, p.payload, iov, n, p.payload_len, qp.qpn, psn,
+                        DmaWriteBatch::Path::kReadResp);
     } else {
         uint64_t orig = p.atomic_ack.orig;
         iovec iov{reinterpret_cast<void*>(w.sge[0].addr), 8};
@@ -107,6 +108,7 @@ void Device::read_atomic_response(Qp& qp, const net::Packet& p) {
     qp.una_psn = net::psn_add(psn, 1);
     qp.retry_left = qp.attr.retry_cnt;
     if (psn == w.last_psn) {
+        if (!dma_settle(qp)) return;
         complete_send(qp, qp.sq_done, IBV_WC_SUCCESS);
         complete_local_ops(qp);
     }

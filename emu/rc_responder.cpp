@@ -229,15 +229,15 @@ void Device::execute_write(Qp& qp, const net::Packet& p, const net::OpInfo* info
         send_ack(qp, uint8_t(kRnrNak | (qp.attr.min_rnr_timer & 0x1f)), p.bth.psn);
         return;
     }
-    if (p.payload_len) {
-        iovec iov{reinterpret_cast<void*>(qp.write_va), p.payload_len};
-        if (!dma_write(qp.write_owner, p.payload, &iov, 1, p.payload_len))
-            return responder_error(qp, IBV_WC_REM_ACCESS_ERR, kNakRemAccess, p.bth.psn,
-                                   IBV_EVENT_QP_ACCESS_ERR);
-    }
+    // Written with the next flush; memory the application unmapped since it registered it
+    // brings REM_ACCESS_ERR then (dma_write_failed), before this WRITE is acknowledged.
+    iovec iov{reinterpret_cast<void*>(qp.write_va), p.payload_len};
+    dma_write_later(qp.write_owner, p.payload, &iov, 1, p.payload_len, qp.qpn, p.bth.psn,
+                    DmaWriteBatch::Path::kRcWrite);
     qp.write_va += p.payload_len;
     qp.write_left -= p.payload_len;
     qp.epsn = net::psn_add(qp.epsn, 1);
+    if (((last && imm) || p.bth.ackreq) && !dma_settle(qp)) return;
     if (last) {
         qp.have_write = false;
         qp.msn = (qp.msn + 1) & 0xffffff;
@@ -303,10 +303,9 @@ void Device::responder_receive(Qp& qp, const net::Packet& p) {
             return responder_error(qp, IBV_WC_REM_INV_REQ_ERR, kNakInvReq, p.bth.psn,
                                    IBV_EVENT_QP_REQ_ERR);
     }
-    if (!place_payload(qp, p))
-        return responder_error(qp, IBV_WC_LOC_PROT_ERR, kNakRemAccess, p.bth.psn,
-                               IBV_EVENT_QP_ACCESS_ERR);
+    place_payload(qp, p, DmaWriteBatch::Path::kRcSend);  // a failure: LOC_PROT_ERR, NAK
     qp.epsn = net::psn_add(qp.epsn, 1);
+    if ((last || p.bth.ackreq) && !dma_settle(qp)) return;
     if (last) {
         if (inv) unbind(*inv);
         complete_recv(qp, p, IBV_WC_SUCCESS);

@@ -64,14 +64,15 @@ bool Device::take_recv(Qp& qp) {
     return true;
 }
 
-// Writes a packet's payload at the current offset of the receive in progress.
-bool Device::place_payload(Qp& qp, const net::Packet& p) {
-    if (!p.payload_len) return true;
+// Writes a packet's payload at the current offset of the receive in progress, with the
+// next flush; `path` says what a failure to write it means (dma_write_failed). The caller
+// checks dma_settle() before it completes the receive.
+void Device::place_payload(Qp& qp, const net::Packet& p, DmaWriteBatch::Path path) {
+    if (!p.payload_len) return;
     iovec iov[abi::kMaxSge];
     int n = sge_iov(qp.rwr.sge, qp.rwr.num_sge, qp.rwr_off, p.payload_len, iov);
-    if (!dma_write(qp.rx_owner, p.payload, iov, n, p.payload_len)) return false;
+    dma_write_later(qp.rx_owner, p.payload, iov, n, p.payload_len, qp.qpn, p.bth.psn, path);
     qp.rwr_off += p.payload_len;
-    return true;
 }
 
 // Completes the receive in progress; `p` is the packet that ended it.

@@ -34,16 +34,14 @@ void Device::uc_write(Qp& qp, const net::Packet& p, bool first, bool last, bool 
     // The immediate needs a receive; without one the message ends here (its earlier
     // packets stay written, as on a lossy link).
     if (imm && !qp.have_rwr && !take_recv(qp)) return discard(net::DropReason::kNoRecv);
-    if (p.payload_len) {
-        iovec iov{reinterpret_cast<void*>(qp.write_va), p.payload_len};
-        if (!dma_write(qp.write_owner, p.payload, &iov, 1, p.payload_len)) {
-            qp.have_write = false;
-            return;  // the memory's owner has exited
-        }
-    }
+    iovec iov{reinterpret_cast<void*>(qp.write_va), p.payload_len};
+    dma_write_later(qp.write_owner, p.payload, &iov, 1, p.payload_len, qp.qpn, p.bth.psn,
+                    DmaWriteBatch::Path::kUcWrite);
     qp.write_va += p.payload_len;
     qp.write_left -= p.payload_len;
     if (!last) return;
+    // A write of this message failed: it ended there (dma_write_failed), no completion.
+    if (imm && !dma_settle(qp)) return;
     qp.have_write = false;
     if (imm) {
         qp.rwr_off = qp.write_total;  // reported as the completion's byte_len
@@ -92,13 +90,8 @@ void Device::uc_responder_receive(Qp& qp, const net::Packet& p) {
         post_qp_async(qp, IBV_EVENT_QP_REQ_ERR);
         return qp_to_error(qp);
     }
-    if (!place_payload(qp, p)) {
-        if (qp.owner->dead) return;
-        complete_recv(qp, p, IBV_WC_LOC_PROT_ERR);
-        post_qp_async(qp, IBV_EVENT_QP_ACCESS_ERR);
-        return qp_to_error(qp);
-    }
-    if (last) complete_recv(qp, p, IBV_WC_SUCCESS);
+    place_payload(qp, p, DmaWriteBatch::Path::kUcSend);  // a failure: LOC_PROT_ERR, QP in ERR
+    if (last && dma_settle(qp)) complete_recv(qp, p, IBV_WC_SUCCESS);
 }
 
 }  // namespace uroce::emu

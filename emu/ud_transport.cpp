@@ -102,15 +102,12 @@ void Device::ud_receive(Qp& qp, const net::Packet& p, const sockaddr_in& from, u
                 net::op_info(p.bth.opcode)->hdr_len + p.payload_len + p.bth.pad + 4);
     iovec iov[abi::kMaxSge];
     int n = sge_iov(qp.rwr.sge, qp.rwr.num_sge, 0, kGrhLen, iov);
-    if (!dma_write(qp.rx_owner, grh, iov, n, kGrhLen)) {
-        if (!qp.owner->dead) complete_recv(qp, p, IBV_WC_LOC_PROT_ERR);
-        return;
-    }
+    // GRH and payload with one write; a failure completes the receive with LOC_PROT_ERR.
+    dma_write_later(qp.rx_owner, grh, iov, n, kGrhLen, qp.qpn, p.bth.psn,
+                    DmaWriteBatch::Path::kUdRecv);
     qp.rwr_off = kGrhLen;
-    if (!place_payload(qp, p)) {
-        if (!qp.owner->dead) complete_recv(qp, p, IBV_WC_LOC_PROT_ERR);
-        return;
-    }
+    place_payload(qp, p, DmaWriteBatch::Path::kUdRecv);
+    if (!dma_settle(qp)) return;
     abi::Cqe c{};
     c.wr_id = qp.rwr.wr_id;
     c.status = IBV_WC_SUCCESS;

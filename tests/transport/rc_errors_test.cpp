@@ -4,6 +4,9 @@
 // responder detects, the responder's QP is in ERR too and its owner gets the affiliated
 // asynchronous event. Posting to a QP in ERR still works: the WRs are flushed.
 #include <sys/mman.h>
+#include <unistd.h>
+
+#include <cstring>
 
 #include "tests/transport/fixture.h"
 
@@ -264,6 +267,59 @@ TEST_F(RcErrors, ModifyToErrorFlushes) {
     expect_error(p.a.scq, p.a.qpn(), 7, IBV_WC_RETRY_EXC_ERR, "a peer in ERR does not answer");
     EXPECT_EQ(b.not_poison(0, 64), -1);
     expect_no_async(B(), 0);
+}
+
+// Memory the application unmapped after registering it: the device finds out only when it
+// writes there (registration does not pin pages). The writes before the hole land, and then
+// it is the error the memory's access would bring, as on hardware whose pages were pulled
+// from under an MR: an RDMA WRITE is NAKed (IBV_WC_REM_ACCESS_ERR, the responder's QP in ERR
+// with IBV_EVENT_QP_ACCESS_ERR), a SEND's receive completes with IBV_WC_LOC_PROT_ERR (the
+// sender's with REM_ACCESS_ERR), an RDMA READ's own completion is IBV_WC_LOC_PROT_ERR.
+TEST_F(RcErrors, MemoryUnmappedAfterRegistration) {
+    const size_t page = size_t(sysconf(_SC_PAGESIZE));
+    Buffer& src = reg(A(), 4 * page);  // what WRITE and SEND send
+    Buffer& far = reg(B(), 4 * page);  // what READ reads
+    src.fill(86);
+    far.fill(86);
+    enum { kWrite, kSend, kRead };
+    for (int c : {kWrite, kSend, kRead}) {
+        SCOPED_TRACE(c);
+        Pair p = connect_pair();
+        ASSERT_TRUE(p.a.qp && p.b.qp);
+        Side& holder = c == kRead ? A() : B();
+        auto* holey = static_cast<uint8_t*>(
+            mmap(nullptr, 4 * page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+        ASSERT_NE(holey, MAP_FAILED);
+        std::memset(holey, 0x11, 4 * page);
+        ibv_mr* mr = ibv_reg_mr(holder.pd, holey, 4 * page, kAllAccess);
+        ASSERT_NE(mr, nullptr) << std::strerror(errno);
+        ASSERT_EQ(munmap(holey + 2 * page, page), 0);
+        ibv_sge hole{reinterpret_cast<uintptr_t>(holey), uint32_t(4 * page), mr->lkey};
+        std::vector<ibv_sge> sg{c == kRead ? hole : src.sge(0, uint32_t(4 * page))};
+        if (c == kSend) {
+            ASSERT_EQ(post_recv(p.b.qp, 2, {hole}), 0);
+        }
+        uint64_t va = reinterpret_cast<uintptr_t>(holey);
+        ibv_send_wr w = c == kWrite  ? rdma_wr(1, IBV_WR_RDMA_WRITE, sg, va, mr->rkey)
+                        : c == kSend ? wr(1, IBV_WR_SEND, sg)
+                                     : rdma_wr(1, IBV_WR_RDMA_READ, sg, far.addr(0), far.rkey());
+        ASSERT_EQ(post(p.a.qp, w), 0);
+        if (c == kWrite) {
+            expect_remote_error(p, 1, IBV_WC_REM_ACCESS_ERR, 0, IBV_EVENT_QP_ACCESS_ERR);
+        } else if (c == kSend) {
+            expect_error(p.b.rcq, p.b.qpn(), 2, IBV_WC_LOC_PROT_ERR, "the receive");
+            expect_remote_error(p, 1, IBV_WC_REM_ACCESS_ERR, 0, IBV_EVENT_QP_ACCESS_ERR);
+        } else {
+            expect_error(p.a.scq, p.a.qpn(), 1, IBV_WC_LOC_PROT_ERR, "the READ");
+            EXPECT_EQ(qp_state(p.a.qp), IBV_QPS_ERR);
+            EXPECT_EQ(qp_state(p.b.qp), IBV_QPS_RTS);
+        }
+        // What precedes the hole arrived; the page after it was not written.
+        EXPECT_EQ(std::memcmp(holey, src.data(), 2 * page), 0);
+        EXPECT_EQ(holey[3 * page], 0x11);
+        EXPECT_EQ(ibv_dereg_mr(mr), 0);
+        munmap(holey, 4 * page);
+    }
 }
 
 }  // namespace
