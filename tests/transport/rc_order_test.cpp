@@ -52,7 +52,7 @@ TEST_F(RcOrder, ManyReadsBeyondMaxRdAtomic) {
 TEST_F(RcOrder, MaxRdAtomicLimitsRequestsInFlight) {
     QpOpts o;
     o.max_rd_atomic = 2;
-    o.timeout = 17;  // 537 ms: no retransmission while the test counts
+    o.timeout = 20;  // 4.3 s: no retransmission while the test counts, also under load
     Pair p = connect_pair(o);
     ASSERT_TRUE(p.a.qp && p.b.qp);
     Buffer& remote = reg(B(), 512);
