@@ -4,6 +4,7 @@
 // SQE and nothing reaches the peer. A WRITE the target MR does not allow is discarded (UC has no
 // NAK).
 #include <arpa/inet.h>
+#include <sys/mman.h>
 
 #include "tests/transport/fixture.h"
 
@@ -141,6 +142,43 @@ TEST_F(Uc, ForbiddenWriteIsDiscarded) {
     expect_empty(p_.b.rcq);
     expect_rts();
     expect_no_async(B());
+}
+
+// Memory the receiver unmapped after registering it (the device finds out when it writes).
+// A WRITE_WITH_IMM across the hole is discarded where it fails, as UC discards a message
+// (no NAK, no completion), and the receive it took serves the next one. A SEND into a
+// receive across the hole completes it with IBV_WC_LOC_PROT_ERR and puts the receiver's QP
+// in ERR with IBV_EVENT_QP_ACCESS_ERR. The sender completes both: it cannot know.
+TEST_F(Uc, MemoryUnmappedAfterRegistration) {
+    Buffer& rbuf = reg(B(), 16);
+    Buffer& holey = reg(B(), 3 * 4096);
+    const size_t hole = 4096 - holey.lead;  // the data offset where the missing page starts
+    // Nothing is mapped from here on (a new mapping could land in the hole).
+    ASSERT_EQ(munmap(holey.alloc + 4096, 4096), 0);
+    ASSERT_EQ(post_recv(p_.b.qp, 5, {rbuf.sge(0, 16)}), 0);
+    std::vector<ibv_sge> sg{src_->sge(0, 2000)}, ok{src_->sge(0, 700)};
+    ibv_send_wr w1 =
+        rdma_wr(1, IBV_WR_RDMA_WRITE_WITH_IMM, sg, holey.addr(hole - 1000), holey.rkey());
+    w1.imm_data = htonl(1);
+    ASSERT_EQ(post(p_.a.qp, w1), 0);
+    expect_send_ok(p_.a, 1, IBV_WC_RDMA_WRITE, 2000);
+    ibv_send_wr w2 = rdma_wr(2, IBV_WR_RDMA_WRITE_WITH_IMM, ok, dst_->addr(0), dst_->rkey());
+    w2.imm_data = htonl(2);
+    ASSERT_EQ(post(p_.a.qp, w2), 0);
+    expect_send_ok(p_.a, 2, IBV_WC_RDMA_WRITE, 700);
+    expect_recv_ok(p_.b, 5, IBV_WC_RECV_RDMA_WITH_IMM, 700, p_.a.qpn(), IBV_WC_WITH_IMM, htonl(2));
+    EXPECT_EQ(dst_->mismatch(41, 0, 700), -1);
+    EXPECT_EQ(holey.mismatch(41, hole - 1000, 512), -1) << "the packet before the hole";
+    expect_rts();
+    ASSERT_EQ(post_recv(p_.b.qp, 6, {holey.sge(hole - 1000, 2000)}), 0);
+    ibv_send_wr w3 = wr(3, IBV_WR_SEND, sg);
+    ASSERT_EQ(post(p_.a.qp, w3), 0);
+    expect_send_ok(p_.a, 3, IBV_WC_SEND, 2000);
+    expect_error(p_.b.rcq, p_.b.qpn(), 6, IBV_WC_LOC_PROT_ERR, "the receive across the hole");
+    EXPECT_EQ(qp_state(p_.b.qp), IBV_QPS_ERR);
+    ibv_async_event ev = next_async(B());
+    EXPECT_EQ(ev.event_type, IBV_EVENT_QP_ACCESS_ERR) << ibv_event_type_str(ev.event_type);
+    EXPECT_EQ(ev.element.qp, p_.b.qp);
 }
 
 }  // namespace

@@ -4,6 +4,7 @@
 // ibv_create_ah_from_wc; a wrong Q_Key or a missing receive drops the datagram; a message
 // longer than the MTU is a local length error at the sender.
 #include <arpa/inet.h>
+#include <sys/mman.h>
 
 #include <cstring>
 
@@ -55,6 +56,16 @@ protected:
         EXPECT_EQ(sum, 0xffffu) << "header checksum";
         EXPECT_EQ(std::memcmp(ip + 12, &from.ipv4_be, 4), 0) << "source address";
         EXPECT_EQ(std::memcmp(ip + 16, &to.ipv4_be, 4), 0) << "destination address";
+    }
+    // After a receive failed: `w` (wr_id 1, `len` bytes of pattern `seed`) sent again lands
+    // in a good receive (wr_id 2).
+    void expect_next_receive_works(ibv_send_wr& w, uint32_t len, uint32_t seed) {
+        Buffer& good = reg(B(), kGrh + len);
+        ASSERT_EQ(post_recv(b_ep_.qp, 2, {good.sge(0, kGrh + len)}), 0);
+        ASSERT_EQ(post(a_ep_.qp, w), 0);
+        expect_send_ok(a_ep_, 1, IBV_WC_SEND, len);
+        expect_recv_ok(b_ep_, 2, IBV_WC_RECV, kGrh + len, a_ep_.qpn(), IBV_WC_GRH);
+        EXPECT_EQ(good.mismatch(seed, kGrh, len), -1);
     }
     Endpoint a_ep_, b_ep_;
     ibv_ah* ah_ab_ = nullptr;
@@ -241,12 +252,25 @@ TEST_F(Ud, ReceiveTooSmallIsLocalLengthError) {
     // One datagram too long for its receive does not take down a QP that serves many peers.
     EXPECT_EQ(qp_state(b_ep_.qp), IBV_QPS_RTS);
     EXPECT_EQ(qp_state(a_ep_.qp), IBV_QPS_RTS);
-    Buffer& big = reg(B(), kGrh + 100);
-    ASSERT_EQ(post_recv(b_ep_.qp, 2, {big.sge(0, kGrh + 100)}), 0);
+    expect_next_receive_works(w, 100, 56);
+}
+
+// A receive in memory the application unmapped after registering it completes with
+// IBV_WC_LOC_PROT_ERR; the QP stays in RTS and its next receive works.
+TEST_F(Ud, ReceiveIntoUnmappedMemoryIsLocalProtectionError) {
+    Buffer& src = reg(A(), 1000);
+    src.fill(57);
+    Buffer& holey = reg(B(), 2 * 4096);
+    const size_t hole = 4096 - holey.lead;  // the data offset where the missing page starts
+    ASSERT_EQ(munmap(holey.alloc + 4096, 4096), 0);
+    ASSERT_EQ(post_recv(b_ep_.qp, 1, {holey.sge(hole - 500, kGrh + 1000)}), 0);
+    std::vector<ibv_sge> sg{src.sge(0, 1000)};
+    ibv_send_wr w = ud_wr(1, IBV_WR_SEND, sg, ah_ab_, b_ep_.qpn());
     ASSERT_EQ(post(a_ep_.qp, w), 0);
-    expect_send_ok(a_ep_, 1, IBV_WC_SEND, 100);
-    expect_recv_ok(b_ep_, 2, IBV_WC_RECV, kGrh + 100, a_ep_.qpn(), IBV_WC_GRH);
-    EXPECT_EQ(big.mismatch(56, kGrh, 100), -1);
+    expect_send_ok(a_ep_, 1, IBV_WC_SEND, 1000);
+    expect_error(b_ep_.rcq, b_ep_.qpn(), 1, IBV_WC_LOC_PROT_ERR, "the receive across the hole");
+    EXPECT_EQ(qp_state(b_ep_.qp), IBV_QPS_RTS);
+    expect_next_receive_works(w, 1000, 57);
 }
 
 }  // namespace
