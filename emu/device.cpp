@@ -44,6 +44,7 @@ Device::Device(DeviceConfig cfg) : cfg_(std::move(cfg)) {
     self_.sin_addr.s_addr = cfg_.ipv4_be;
     self_.sin_port = htons(cfg_.port);
     ready_.reserve(1024);
+    awake_.reserve(64);
     timers_.reserve(1024);
     // The engine flushes the capture once per loop turn (see loop()), not once per packet.
     pcap_.set_flush_each(false);
@@ -125,11 +126,13 @@ void Device::loop() {
         run_timers(now);
         cm_.run_timers(now);
         if (faults_.holding()) release_faults(now);  // packets the fault injector held back
+        poll_doorbells();
         run_ready();
         // What the QPs, timers and injector sent to this device itself arrives now; the
         // ACKs among it may let requesters go on at once.
         bool looped = deliver_to_self();
         uint64_t wait = ready_.empty() ? next_timeout(now_ns()) : looped ? 0 : kStallRetryNs;
+        if (wait && doze()) wait = 0;
         if (faults_.holding()) wait = std::min(wait, faults_.next_release_in(now_ns()));
         // Packets recorded during the last turn reach the file before the engine may sleep:
         // one write per turn at most, and an idle device's capture is always complete on disk.
@@ -146,14 +149,42 @@ void Device::on_eventfd(uint64_t tag) {
         return;
     }
     Session* s = sessions_.get(uint32_t(tag));
-    if (s) take_doorbells(*s);
+    if (!s) return;
+    if (!s->awake) {
+        s->awake = true;
+        awake_.push_back(s->id);
+        // Seen late at worst: the library then writes the eventfd once more.
+        s->db->awake.store(1, std::memory_order_relaxed);
+    }
+    take_doorbells(*s);
+}
+
+void Device::poll_doorbells() {
+    for (uint32_t id : awake_)
+        if (Session* s = sessions_.get(id)) take_doorbells(*s);
+}
+
+bool Device::doze() {
+    if (awake_.empty()) return false;
+    bool found = false;
+    for (uint32_t id : awake_)
+        if (Session* s = sessions_.get(id)) {
+            s->awake = false;
+            s->db->awake.store(0, std::memory_order_relaxed);
+        }
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+    for (uint32_t id : awake_)
+        if (Session* s = sessions_.get(id)) found |= take_doorbells(*s);
+    awake_.clear();
+    return found || !ready_.empty();
 }
 
 // The QPs and CQs the session's doorbell page names (emu/abi/doorbell.h). An entry that
 // names nothing of this session's is ignored, as is anything past kDoorbellSlots entries.
-void Device::take_doorbells(Session& s) {
+bool Device::take_doorbells(Session& s) {
     abi::DoorbellPage* p = s.db;
-    uint32_t head = s.db_head;
+    const uint32_t first = s.db_head;
+    uint32_t head = first;
     for (uint32_t n = 0; n < abi::kDoorbellSlots; ++n, ++head) {
         uint32_t e =
             p->slots[head & (abi::kDoorbellSlots - 1)].exchange(0, std::memory_order_acquire);
@@ -170,6 +201,7 @@ void Device::take_doorbells(Session& s) {
         if (qp->sq) qp->sq->arm.store(0, std::memory_order_seq_cst);
         mark_ready(*qp);
     }
+    if (head == first && !p->overflow.load(std::memory_order_acquire)) return false;
     s.db_head = head;
     p->head.store(head, std::memory_order_release);
     if (p->overflow.exchange(0, std::memory_order_acq_rel)) {
@@ -182,6 +214,7 @@ void Device::take_doorbells(Session& s) {
         for (uint32_t h : s.cqs)
             if (Cq* cq = cqs_.get(h)) notify_if_pending(*cq);
     }
+    return true;
 }
 
 void Device::mark_ready(Qp& qp) {
@@ -428,6 +461,7 @@ void Device::close_session(Session* s) {
     for (uint32_t h : s->mrs) mrs_.remove(h >> 8);
     for (uint32_t h : s->pds) pds_.remove(h);
     io_.unwatch_eventfd(s->id);
+    std::erase(awake_, s->id);
     sessions_.remove(s->id);
 }
 

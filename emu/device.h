@@ -169,7 +169,12 @@ private:
         return pcap_.is_open() || faults_.armed(net::kFaultTx) || faults_.armed(net::kFaultRx);
     }
     void on_eventfd(uint64_t tag) override;
-    void take_doorbells(Session& s);
+    bool take_doorbells(Session& s);  // false: the page named nothing
+    // The pages of the sessions served lately, read every turn (emu/abi/doorbell.h); and,
+    // before the engine sleeps, their `awake` flags cleared and the pages read once more.
+    // True if anything was found then.
+    void poll_doorbells();
+    bool doze();
     void run_commands();
     void run_ready();
     void run_timers(uint64_t now);
@@ -288,10 +293,11 @@ private:
     uint8_t key_gen_ = 0;            // low byte of MR keys, bumped per registration
     std::vector<McastGroup> mcast_;  // few: looked up by scanning
 
-    std::vector<Qp*> ready_;   // QPs with send work to push
-    TxBatch txb_;              // requester_progress's packets until their payloads are read
-    DmaWriteBatch wb_;         // received payloads until they are written (dma_write_batch.cpp)
-    std::vector<Qp*> timers_;  // QPs with a deadline
+    std::vector<Qp*> ready_;       // QPs with send work to push
+    std::vector<uint32_t> awake_;  // sessions whose doorbell page says the device is awake
+    TxBatch txb_;                  // requester_progress's packets until their payloads are read
+    DmaWriteBatch wb_;             // received payloads until they are written (dma_write_batch.cpp)
+    std::vector<Qp*> timers_;      // QPs with a deadline
     DeviceCounters counters_;
     Trace trace_;
     SelfLink self_link_;  // unicast packets to this device's own address

@@ -282,6 +282,7 @@ struct Session {
     int doorbell_fd = -1;
     SharedRegion db_region;  // the doorbell page (emu/abi/doorbell.h)
     abi::DoorbellPage* db = nullptr;
+    bool awake = false;    // on Device::awake_: the device reads its page every turn
     uint32_t db_head = 0;  // the next entry to read; the page's own head is only published
     int async_write_fd = -1;
     bool dead = false;  // the process is gone; cleanup follows when its socket closes

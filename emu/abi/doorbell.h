@@ -9,6 +9,14 @@
 // library sets `overflow` instead, and the device then looks at all of the session's QPs and
 // CQs, as it would without a page. The device trusts nothing here: an entry is a number it
 // checks against its own tables, and it reads at most kDoorbellSlots entries per wake-up.
+//
+// `awake` (io_uring's NEED_WAKEUP, the other way round): while the device is busy it looks
+// at the page of every session it served lately on each turn of its loop, and says so here;
+// the library then pushes the entry without writing the eventfd (a system call, and a
+// completion for the device to reap). Before the device sleeps it clears `awake` and reads
+// the page once more. Each side fences between its store and its load (the library: the
+// entry, then `awake`; the device: `awake`, then the entries), so an entry is either seen
+// by that last read or the library sees 0 and writes the eventfd.
 #pragma once
 
 #include <atomic>
@@ -25,6 +33,7 @@ struct DoorbellPage {
     alignas(kCacheLine) std::atomic<uint32_t> tail;      // library: the next slot to fill
     alignas(kCacheLine) std::atomic<uint32_t> head;      // device: the next slot it reads
     alignas(kCacheLine) std::atomic<uint32_t> overflow;  // library: an entry did not fit
+    alignas(kCacheLine) std::atomic<uint32_t> awake;     // device: it will look without a wake-up
     // 0: empty. The device takes an entry by exchanging it with 0, so a slot reserved but not
     // yet written stops it there; the writer's eventfd write brings it back.
     alignas(kCacheLine) std::atomic<uint32_t> slots[kDoorbellSlots];

@@ -11,9 +11,12 @@
 namespace uroce::verbs {
 
 namespace {
-void wake_device(int fd) {
+// After an entry was pushed: the eventfd only if the device may be asleep (doorbell.h).
+void wake_device(Context* ctx) {
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+    if (ctx->db->awake.load(std::memory_order_relaxed)) return;
     uint64_t one = 1;
-    ssize_t r = write(fd, &one, sizeof one);
+    ssize_t r = write(ctx->doorbell, &one, sizeof one);
     (void)r;  // only fails on counter overflow, which cannot happen with +1 steps
 }
 }  // namespace
@@ -28,13 +31,15 @@ void ring_qp(Qp* qp) {
         ctx->db->overflow.store(1, std::memory_order_release);
     else if (h->arm.exchange(1, std::memory_order_seq_cst) == 0)
         abi::doorbell_push(ctx->db, qp->qpx.qp_base.qp_num);
-    wake_device(ctx->doorbell);
+    else
+        return;  // still queued: whoever queued it woke the device, which has yet to look
+    wake_device(ctx);
 }
 
 void ring_cq(ibv_cq* cq) {
     Context* ctx = ctx_of(cq->context);
     abi::doorbell_push(ctx->db, cq->handle | abi::kDoorbellCq);
-    wake_device(ctx->doorbell);
+    wake_device(ctx);
 }
 
 bool sq_accepts(const ibv_qp* qp) {
