@@ -122,10 +122,6 @@ void Device::run_commands() {
 void Device::loop() {
     while (!stop_requested_) {
         ++turn_;
-        uint64_t now = now_ns();
-        run_timers(now);
-        cm_.run_timers(now);
-        if (faults_.holding()) release_faults(now);  // packets the fault injector held back
         poll_doorbells();
         run_ready();
         // What the QPs, timers and injector sent to this device itself arrives now; the
@@ -139,6 +135,13 @@ void Device::loop() {
         pcap_.flush();
         dma_flush();  // received payloads reach the application before the engine may sleep
         io_.run_once(wait, *this);
+        // Timers after what arrived: an engine descheduled past a deadline (a loaded host)
+        // first reaps the answers waiting in its socket, then decides what is missing, instead
+        // of spending a retry on responses it has not looked at yet.
+        uint64_t now = now_ns();
+        run_timers(now);
+        cm_.run_timers(now);
+        if (faults_.holding()) release_faults(now);  // packets the fault injector held back
     }
     pcap_.flush();
 }
@@ -176,7 +179,7 @@ bool Device::doze() {
     for (uint32_t id : awake_)
         if (Session* s = sessions_.get(id)) found |= take_doorbells(*s);
     awake_.clear();
-    return found || !ready_.empty();
+    return found;
 }
 
 // The QPs and CQs the session's doorbell page names (emu/abi/doorbell.h). An entry that

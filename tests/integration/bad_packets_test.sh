@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Corrupted packets (docs/counters.md): while an unmodified `ibv_rc_pingpong -n 2000` pair runs
+# Corrupted packets (docs/counters.md): while an unmodified `ibv_rc_pingpong -n 20000` pair runs
 # over one device, bad_packets.py sends crafted datagrams to the device's UDP port, aimed at the
 # pingpong's QPs: bad ICRC, truncated (0 bytes, shorter than a BTH, missing RETH), pad beyond
 # the payload, a header-only opcode with stray bytes, BTH version 1, an unknown opcode, a wrong
@@ -8,7 +8,7 @@
 #     reason by 0; per-opcode rx counts went up by exactly what was sent; the RC QPs count the
 #     UD SEND drops aimed at them (qp_counters ... drop op_not_for_qp);
 #   - the pingpong completes (both sides exit 0) and the device sent nothing but the
-#     pingpong's SEND FIRST/MIDDLE/LAST and ACKs, in the numbers 2000 iterations need;
+#     pingpong's SEND FIRST/MIDDLE/LAST and ACKs, in the numbers the iterations need;
 #   - per-opcode counters: per device, tx_pkts/tx_bytes/rx_pkts/rx_bytes equal the sums over
 #     opcodes; per QP (snapshot while the pingpong runs), the qp line's tx/rx equal the sums of
 #     its qp_counters lines, and each QP sent SENDs and ACKs.
