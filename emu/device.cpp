@@ -122,12 +122,13 @@ void Device::run_commands() {
 void Device::loop() {
     while (!stop_requested_) {
         ++turn_;
+        looped_ = false;
         poll_doorbells();
         run_ready();
         // What the QPs, timers and injector sent to this device itself arrives now; the
-        // ACKs among it may let requesters go on at once.
-        bool looped = deliver_to_self();
-        uint64_t wait = ready_.empty() ? next_timeout(now_ns()) : looped ? 0 : kStallRetryNs;
+        // ACKs among it (here or between QPs in run_ready) may let requesters go on at once.
+        deliver_to_self();
+        uint64_t wait = ready_.empty() ? next_timeout(now_ns()) : looped_ ? 0 : kStallRetryNs;
         if (wait && doze()) wait = 0;
         if (faults_.holding()) wait = std::min(wait, faults_.next_release_in(now_ns()));
         // Packets recorded during the last turn reach the file before the engine may sleep:
@@ -243,6 +244,7 @@ void Device::run_ready() {
 
 bool Device::deliver_to_self() {
     if (self_link_.empty()) return false;
+    looped_ = true;
     while (!self_link_.empty()) {
         SelfLink::Pkt k = self_link_.pop();
         uint8_t* buf = io_.tx_buffer(k.slot);

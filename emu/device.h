@@ -300,7 +300,8 @@ private:
     std::vector<Qp*> timers_;      // QPs with a deadline
     DeviceCounters counters_;
     Trace trace_;
-    SelfLink self_link_;  // unicast packets to this device's own address
+    SelfLink self_link_;   // unicast packets to this device's own address
+    bool looped_ = false;  // this engine turn received packets from self_link_
     // Multicast packets this device sent to groups it is a member of that it has not
     // received back yet. They sit in its own group sockets' receive buffers, so UD requesters
     // pause at a budget that fits there instead of overrunning it (a loopback link has no
