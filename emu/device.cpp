@@ -242,8 +242,8 @@ void Device::run_ready() {
     }
 }
 
-bool Device::deliver_to_self() {
-    if (self_link_.empty()) return false;
+void Device::deliver_to_self() {
+    if (self_link_.empty()) return;
     looped_ = true;
     while (!self_link_.empty()) {
         SelfLink::Pkt k = self_link_.pop();
@@ -259,7 +259,6 @@ bool Device::deliver_to_self() {
             receive(self_, cfg_.ipv4_be, buf, k.len, true);
         io_.tx_free(k.slot);
     }
-    return true;
 }
 
 void Device::arm_timer(Qp& qp, uint64_t deadline) {

@@ -153,8 +153,8 @@ private:
     // injector, then receive().
     void arrive(const sockaddr_in& from, uint32_t to_be, uint8_t* data, size_t len);
     // Receives what this device sent to itself, until nothing is left (what that answers
-    // to itself included). False if there was nothing.
-    bool deliver_to_self();
+    // to itself included); sets looped_ if there was anything.
+    void deliver_to_self();
     // The receive path after the fault injector: checks, counts, captures, dispatches.
     // `to_be`: the address the packet was sent to (the device's, or a multicast group's).
     // `icrc_unset`: a packet from this device to itself whose ICRC nobody needed (transmit).
