@@ -26,5 +26,8 @@ echo "== device counters"
 $uroce counters
 $uroce stop
 echo "== capture: $pcap"
-tshark -r "$pcap" | head -12
-echo "... $(tshark -r "$pcap" | wc -l) packets in $pcap"
+# Decoded once into a variable: piping tshark into head would kill it with SIGPIPE, and
+# pipefail would turn that into the script's exit status.
+decoded=$(tshark -r "$pcap")
+sed -n 1,12p <<<"$decoded"
+echo "... $(wc -l <<<"$decoded") packets in $pcap"
