@@ -3,6 +3,7 @@
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <rdma/rdma_cma.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -106,26 +107,29 @@ CmAgent::Id* CmAgent::by_comm(uint32_t comm_id) {
 
 // ---- requests from the library -------------------------------------------------------------
 
-void CmAgent::request(Session& s, const abi::CmReq& r, abi::CmResp& out, std::vector<int>& fds) {
+void CmAgent::request(Session& s, const abi::CmReq& r, abi::CmResp& out, int in_fd) {
     using abi::CmOp;
     int err = 0;
     Id* id = nullptr;
     switch (r.cm_op) {
     case CmOp::kChannel: {
-        // A pipe per (session, channel): we keep the write end, the library polls the read
-        // end together with its other devices' (docs/cm.md).
-        int p[2];
-        if (pipe2(p, O_CLOEXEC) != 0) {
+        // The library passes the write end of the channel's pipe (docs/cm.md); we keep a copy.
+        // Anything but a pipe is refused: we write to it from the engine's control path.
+        struct stat st {};
+        if (in_fd < 0 || fstat(in_fd, &st) != 0 || !S_ISFIFO(st.st_mode)) {
+            err = EINVAL;
+            break;
+        }
+        int fd = fcntl(in_fd, F_DUPFD_CLOEXEC, 0);
+        if (fd < 0) {
             err = errno;
             break;
         }
-        fcntl(p[1], F_SETFL, O_NONBLOCK);    // never block the engine on a slow reader
-        fcntl(p[1], F_SETPIPE_SZ, 1 << 20);  // best effort: room for many events
+        fcntl(fd, F_SETFL, O_NONBLOCK);  // never block the engine on a slow reader
         Channel& ch = channels_[{&s, r.channel}];
         if (ch.fd >= 0) close(ch.fd);
-        ch.fd = p[1];
+        ch.fd = fd;
         ch.dev_tag = r.dev_tag;
-        fds.push_back(p[0]);
         break;
     }
     case CmOp::kChannelClose: {

@@ -49,9 +49,9 @@ public:
     CmAgent(const CmAgent&) = delete;
     CmAgent& operator=(const CmAgent&) = delete;
 
-    // A CmReq from session s. fds: descriptors to send back with the response (the caller
-    // sends and closes them).
-    void request(Session& s, const abi::CmReq& r, abi::CmResp& out, std::vector<int>& fds);
+    // A CmReq from session s. in_fd: the descriptor that came with it (-1: none), which the
+    // caller closes afterwards (kChannel keeps a copy).
+    void request(Session& s, const abi::CmReq& r, abi::CmResp& out, int in_fd);
     // A packet for QP1 that passed the ICRC and P_Key checks.
     void on_mad(const sockaddr_in& from, const net::Packet& p);
     // The session is gone: its ids end as rdma_destroy_id would end them, its channels close.

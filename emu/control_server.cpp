@@ -156,7 +156,7 @@ bool ControlServer::serve(Conn& c) {
     std::memset(&msg, 0, sizeof msg);
     int in_fd = -1;
     ssize_t n = recv_msg(c.sd.native_handle(), &msg, sizeof msg, &in_fd);
-    // Only kOpenXrcd carries an fd, and only for the duration of the call.
+    // kOpenXrcd and CmOp::kChannel carry an fd; whoever keeps it makes a copy.
     struct FdCloser {
         int fd;
         ~FdCloser() {
@@ -240,11 +240,9 @@ bool ControlServer::serve(Conn& c) {
         if (!c.session || size_t(n) != sizeof(abi::CmReq)) {
             cr.err = c.session ? EINVAL : EPROTO;
         } else {
-            dev_.call([&] { dev_.cm().request(*c.session, msg.cm, cr, fds); });
+            dev_.call([&] { dev_.cm().request(*c.session, msg.cm, cr, in_fd); });
         }
-        bool sent = send_msg(c.sd.native_handle(), &cr, sizeof cr, fds);
-        for (int fd : fds) close(fd);
-        return sent;
+        return send_msg(c.sd.native_handle(), &cr, sizeof cr, {});
     }
     case abi::Op::kShutdown:
         shutdown_ = true;

@@ -4,11 +4,10 @@
 // The library opens its own control connection to each device it uses for connections
 // (kOpen, as ibv_open_device does) and sends CmReq messages (op = Op::kCm) on it; the device
 // answers each with one CmResp. Events travel the other way, asynchronously, as fixed-size
-// CmEventRec records written into pipes: for every (event channel, device) pair the library
-// registers the channel (CmOp::kChannel) and the device answers with the read end of a pipe
-// it writes that channel's events into. The library's rdma_event_channel fd is an epoll fd
-// over those pipes plus one local pipe, where the library itself writes the events it
-// generates (address and route resolution) and events it moves between channels.
+// CmEventRec records written into one pipe per event channel: the library creates it, keeps
+// the read end as the channel's fd, and registers the channel with every device it uses
+// (CmOp::kChannel), passing the write end along; the library writes the events it generates
+// itself (address and route resolution, events moved between channels) into the same pipe.
 #pragma once
 
 #include <cstdint>
@@ -18,8 +17,8 @@
 namespace uroce::abi {
 
 enum class CmOp : uint32_t {
-    kChannel = 1,   // register event channel `channel`; the response carries the read end of
-                    // the pipe its events arrive in, each stamped with `dev_tag`
+    kChannel = 1,   // register event channel `channel`; the request carries the write end of
+                    // the pipe its events go into, each stamped with `dev_tag`
     kChannelClose,  // forget channel `channel`
     kBind,          // new CM id bound to (local_ip, local_port) in port space `ps`; port 0
                     // picks a free port. Resp: handle, port. local_ip 0 = wildcard.

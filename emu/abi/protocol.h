@@ -10,7 +10,7 @@
 
 namespace uroce::abi {
 
-constexpr uint32_t kProtocolVersion = 3;
+constexpr uint32_t kProtocolVersion = 4;
 
 enum class Op : uint32_t {
     kOpen = 1,

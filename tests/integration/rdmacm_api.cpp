@@ -11,7 +11,11 @@
 //   - a REQ that arrives before the listener is taken by it (within 200 ms), one for a
 //     port nobody listens on is rejected (reason 8) after that wait;
 //   - an O_NONBLOCK channel gives EAGAIN; port 0 binds a free port; a port in use is
-//     EADDRINUSE; DISCONNECTED and TIMEWAIT_EXIT follow rdma_disconnect.
+//     EADDRINUSE; DISCONNECTED and TIMEWAIT_EXIT follow rdma_disconnect;
+//   - a channel's fd is one file that poll() reports readable when an event waits;
+//     rdma_destroy_event_channel while another thread is blocked in rdma_get_cm_event on it
+//     wakes nobody (as with the kernel: that thread stays blocked), and fds opened after it
+//     are not disturbed.
 // usage: rdmacm_api ADDR
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -377,6 +381,55 @@ void test_misc() {
     rdma_destroy_event_channel(ch);
 }
 
+void test_channel_fd() {
+    std::printf("channel fd: poll, destroy under a blocked reader\n");
+    rdma_event_channel* ch = rdma_create_event_channel();
+    CHECK(ch);
+    pollfd pfd{ch->fd, POLLIN, 0};
+    CHECK(poll(&pfd, 1, 0) == 0);  // nothing yet
+    rdma_cm_id* id;
+    CHECK(rdma_create_id(ch, &id, nullptr, RDMA_PS_TCP) == 0);
+    sockaddr_in dst = g_addr;
+    dst.sin_port = htons(1);
+    CHECK(rdma_resolve_addr(id, nullptr, reinterpret_cast<sockaddr*>(&dst), 2000) == 0);
+    CHECK(poll(&pfd, 1, 5000) == 1 && (pfd.revents & POLLIN));
+    rdma_cm_event* ev;
+    CHECK(rdma_get_cm_event(ch, &ev) == 0 && ev->event == RDMA_CM_EVENT_ADDR_RESOLVED);
+    CHECK(rdma_ack_cm_event(ev) == 0);
+    CHECK(poll(&pfd, 1, 0) == 0);
+    CHECK(rdma_destroy_id(id) == 0);
+    rdma_destroy_event_channel(ch);
+
+    // rping's shape: its CM thread waits in rdma_get_cm_event while main destroys the channel.
+    // The channel has been registered with the device (a bound id), as rping's has.
+    rdma_event_channel* blocked = rdma_create_event_channel();
+    CHECK(blocked);
+    CHECK(rdma_create_id(blocked, &id, nullptr, RDMA_PS_TCP) == 0);
+    sockaddr_in any = g_addr;
+    any.sin_port = 0;
+    CHECK(rdma_bind_addr(id, reinterpret_cast<sockaddr*>(&any)) == 0);
+    static std::atomic<int> returned{0};
+    std::thread([blocked] {
+        rdma_cm_event* e = nullptr;
+        int r = rdma_get_cm_event(blocked, &e);
+        returned = r == 0 ? 1 : 2;
+    }).detach();
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    CHECK(rdma_destroy_id(id) == 0);
+    rdma_destroy_event_channel(blocked);
+    // A new channel (likely reusing the destroyed fd's number) works undisturbed.
+    rdma_event_channel* next = rdma_create_event_channel();
+    CHECK(next);
+    CHECK(rdma_create_id(next, &id, nullptr, RDMA_PS_TCP) == 0);
+    CHECK(rdma_resolve_addr(id, nullptr, reinterpret_cast<sockaddr*>(&dst), 2000) == 0);
+    CHECK(rdma_get_cm_event(next, &ev) == 0 && ev->event == RDMA_CM_EVENT_ADDR_RESOLVED);
+    CHECK(rdma_ack_cm_event(ev) == 0);
+    CHECK(rdma_destroy_id(id) == 0);
+    rdma_destroy_event_channel(next);
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    CHECK(returned == 0);  // still blocked: neither an event nor an error (EBADF) woke it
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -388,6 +441,7 @@ int main(int argc, char** argv) {
     g_addr.sin_family = AF_INET;
     CHECK(inet_pton(AF_INET, argv[1], &g_addr.sin_addr) == 1);
     test_misc();
+    test_channel_fd();
     test_private_data_and_data();
     test_reject_and_slow_accept();
     test_late_listener();

@@ -4,6 +4,10 @@
 # processes; connections are IB CM MADs on QP1 between the devices' CM agents.
 # usage: rdmacm_test.sh MODE
 #   rping          rping -C 1000 -v -V over one device (127.0.0.1)
+#   rping_many N   N short rping pairs one after another over one device (127.0.0.1); every
+#                  one must pass (rping's client destroys its event channel while its CM
+#                  thread is blocked in rdma_get_cm_event: nothing may wake or fail), and
+#                  the device holds no object afterwards
 #   rping_two      rping between two devices: server on 127.0.0.2, client on 127.0.0.3
 #   rdma_server    rdma_server / rdma_client (synchronous ids, rdma_create_ep, get_request)
 #   ucmatose       ucmatose -c 10 server and client (10 connections on one event channel)
@@ -78,6 +82,19 @@ rping)
     expect "$c" 'rdma-ping-999: ' "the last ping is missing"
     expect "$UROCE_RUNTIME_DIR/server.out" 'rdma-ping-999: ' "server did not see ping 999"
     expect "$UROCE_RUNTIME_DIR/server.out" 'server DISCONNECT EVENT' "server saw no DISCONNECTED event"
+    ;;
+rping_many)
+    need rping
+    pairs=${2:?usage: rdmacm_test.sh rping_many N}
+    start_device uroce0 127.0.0.1
+    for i in $(seq 1 "$pairs"); do
+        cm_pair "$PORT" rping -s -a 127.0.0.1 -p "$PORT" -C 5 -v -- \
+            rping -c -a 127.0.0.1 -p "$PORT" -C 5 -v >"$UROCE_RUNTIME_DIR/pair.out" 2>&1 ||
+            { cat "$UROCE_RUNTIME_DIR/pair.out"; fail "pair $i of $pairs failed"; }
+        expect "$UROCE_RUNTIME_DIR/client.out" 'rdma-ping-4: ' "pair $i: the client's last ping is missing"
+    done
+    echo "$pairs rping pairs passed"
+    expect_no_objects uroce0
     ;;
 rping_two)
     need rping

@@ -8,7 +8,6 @@
 #include <ifaddrs.h>
 #include <net/if.h>
 #include <netinet/in.h>
-#include <sys/epoll.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -35,6 +34,10 @@ constexpr uint32_t kLocalTag = 0xffffffff;  // dev_tag of events the library wri
 constexpr uint8_t kHopLimit = 64;
 constexpr uint8_t kPacketLifeTime = 16;  // as the kernel's RDMA CM reports for RoCE
 constexpr uint8_t kRate = 16;            // 100 Gb/s (IB rate enum), what the port reports
+// An application's event channel may collect many events before it reads (a listener's
+// connection requests): room for about 3,000. A synchronous id's own channel holds its one
+// pending event, so the default pipe does.
+constexpr int kChannelPipeBytes = 1 << 20;
 
 // The tables live as long as the process (never destroyed, so no exit-time destruction
 // races a thread still in the library): devices keep their verbs context, PD and control
@@ -166,48 +169,36 @@ ibv_xrcd* dev_xrcd(DevConn& d) {
 }
 
 // One CM request on the device's control connection. Returns 0 or a positive errno.
-int cm_call(DevConn& d, abi::CmReq& r, abi::CmResp* out = nullptr, int* fd_out = nullptr) {
+// fd_in (>= 0) travels with the request (kChannel's write end). Returns 0 or a positive errno.
+int cm_call(DevConn& d, abi::CmReq& r, abi::CmResp* out = nullptr, int fd_in = -1) {
     if (int e = ensure_open(d)) return e;
     r.op = abi::Op::kCm;
-    abi::CmResp resp{};
-    std::lock_guard<std::mutex> g(d.mu);
-    ssize_t n;
-    do {
-        n = send(d.sock, &r, sizeof r, MSG_NOSIGNAL);
-    } while (n < 0 && errno == EINTR);
-    if (n != ssize_t(sizeof r)) return n < 0 ? errno : EPROTO;
-    iovec iov{&resp, sizeof resp};
+    iovec iov{&r, sizeof r};
     msghdr msg{};
     msg.msg_iov = &iov;
     msg.msg_iovlen = 1;
-    alignas(cmsghdr) char cbuf[CMSG_SPACE(sizeof(int) * abi::kMaxFds)];
-    msg.msg_control = cbuf;
-    msg.msg_controllen = sizeof cbuf;
+    alignas(cmsghdr) char cbuf[CMSG_SPACE(sizeof(int))];
+    if (fd_in >= 0) {
+        msg.msg_control = cbuf;
+        msg.msg_controllen = sizeof cbuf;
+        cmsghdr* cm = CMSG_FIRSTHDR(&msg);
+        cm->cmsg_level = SOL_SOCKET;
+        cm->cmsg_type = SCM_RIGHTS;
+        cm->cmsg_len = CMSG_LEN(sizeof(int));
+        std::memcpy(CMSG_DATA(cm), &fd_in, sizeof(int));
+    }
+    std::lock_guard<std::mutex> g(d.mu);
+    ssize_t n;
     do {
-        n = recvmsg(d.sock, &msg, MSG_CMSG_CLOEXEC);
+        n = sendmsg(d.sock, &msg, MSG_NOSIGNAL);
     } while (n < 0 && errno == EINTR);
-    int got = -1;
-    for (cmsghdr* cm = CMSG_FIRSTHDR(&msg); cm; cm = CMSG_NXTHDR(&msg, cm)) {
-        if (cm->cmsg_level != SOL_SOCKET || cm->cmsg_type != SCM_RIGHTS) continue;
-        int k = int((cm->cmsg_len - CMSG_LEN(0)) / sizeof(int));
-        for (int i = 0; i < k; ++i) {
-            int f;
-            std::memcpy(&f, CMSG_DATA(cm) + i * sizeof(int), sizeof f);
-            if (got < 0 && fd_out)
-                got = f;
-            else
-                close(f);
-        }
-    }
+    if (n != ssize_t(sizeof r)) return n < 0 ? errno : EPROTO;
+    abi::CmResp resp{};
+    do {
+        n = recv(d.sock, &resp, sizeof resp, 0);
+    } while (n < 0 && errno == EINTR);
     if (n < 0) return errno;
-    if (n < ssize_t(sizeof resp)) {
-        if (got >= 0) close(got);
-        return ENODEV;  // the device went away
-    }
-    if (fd_out)
-        *fd_out = got;
-    else if (got >= 0)
-        close(got);
+    if (n < ssize_t(sizeof resp)) return ENODEV;  // the device went away
     if (out) *out = resp;
     return resp.err;
 }
@@ -221,74 +212,76 @@ abi::CmReq cm_req(abi::CmOp op, uint32_t handle = 0) {
 
 // ---- channels ------------------------------------------------------------------------------
 
-Channel* new_channel() {
+// pipe_size: room for events nobody has read yet (best effort; the user's pipe quota may
+// refuse it, then the pipe keeps the default 64 KiB).
+Channel* new_channel(int pipe_size) {
     auto* c = new Channel();
     c->id = g_next_chan++;
-    c->ch.fd = epoll_create1(EPOLL_CLOEXEC);
     int p[2];
-    if (c->ch.fd < 0 || pipe2(p, O_CLOEXEC | O_NONBLOCK) != 0) {
+    if (pipe2(p, O_CLOEXEC) != 0) {
         int e = errno;
-        if (c->ch.fd >= 0) close(c->ch.fd);
         delete c;
         errno = e;
         return nullptr;
     }
-    c->local_rd = p[0];
-    c->local_wr = p[1];
-    epoll_event ev{};
-    ev.events = EPOLLIN;
-    ev.data.fd = c->local_rd;
-    epoll_ctl(c->ch.fd, EPOLL_CTL_ADD, c->local_rd, &ev);
+    c->ch.fd = p[0];
+    c->wr = p[1];
+    c->rd = fcntl(p[0], F_DUPFD_CLOEXEC, 0);
+    if (c->rd < 0) {
+        int e = errno;
+        close(p[0]);
+        close(p[1]);
+        delete c;
+        errno = e;
+        return nullptr;
+    }
+    fcntl(c->wr, F_SETFL, O_NONBLOCK);
+    if (pipe_size > 0) fcntl(c->wr, F_SETPIPE_SZ, pipe_size);
     return c;
 }
 
-void free_channel(Channel* c) {
-    std::map<DevConn*, int> pipes;
-    {
-        std::lock_guard<std::mutex> g(g_mu);
-        pipes.swap(c->dev_pipes);
-    }
-    for (auto& [d, fd] : pipes) {
-        abi::CmReq r = cm_req(abi::CmOp::kChannelClose);
-        r.channel = c->id;
-        cm_call(*d, r);
-        close(fd);
-    }
-    close(c->local_rd);
-    close(c->local_wr);
-    close(c->ch.fd);
+void unref_channel(Channel* c) {
+    if (c->refs.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
+    close(c->rd);
+    close(c->wr);
     delete c;
 }
 
-// Makes sure device d writes channel c's events into a pipe c polls.
+// The application's end of the channel: the devices drop their write ends and ch.fd closes.
+// The Channel itself goes with its last reference (unref_channel).
+void free_channel(Channel* c) {
+    std::set<DevConn*> devs;
+    {
+        std::lock_guard<std::mutex> g(g_mu);
+        devs.swap(c->devs);
+    }
+    for (DevConn* d : devs) {
+        abi::CmReq r = cm_req(abi::CmOp::kChannelClose);
+        r.channel = c->id;
+        cm_call(*d, r);
+    }
+    close(c->ch.fd);
+    unref_channel(c);
+}
+
+// Makes sure device d holds channel c's write end and stamps c's events with d's tag.
 int ensure_channel(Channel* c, DevConn* d) {
     std::lock_guard<std::mutex> cg(g_chan_mu);
     {
         std::lock_guard<std::mutex> g(g_mu);
-        if (c->dev_pipes.count(d)) return 0;
+        if (c->devs.count(d)) return 0;
     }
     abi::CmReq r = cm_req(abi::CmOp::kChannel);
     r.channel = c->id;
     r.dev_tag = d->tag;
-    int fd = -1;
-    if (int e = cm_call(*d, r, nullptr, &fd)) return e;
-    if (fd < 0) return EPROTO;
-    fcntl(fd, F_SETFL, O_NONBLOCK);
-    epoll_event ev{};
-    ev.events = EPOLLIN;
-    ev.data.fd = fd;
-    if (epoll_ctl(c->ch.fd, EPOLL_CTL_ADD, fd, &ev) != 0) {
-        int e = errno;
-        close(fd);
-        return e;
-    }
+    if (int e = cm_call(*d, r, nullptr, c->wr)) return e;
     std::lock_guard<std::mutex> g(g_mu);
-    c->dev_pipes[d] = fd;
+    c->devs.insert(d);
     return 0;
 }
 
 void write_local(Channel* c, const abi::CmEventRec& rec) {
-    if (write(c->local_wr, &rec, sizeof rec) < 0) {
+    if (write(c->wr, &rec, sizeof rec) < 0) {
         // A full pipe: the application has left a megabyte of events unread.
     }
 }
@@ -303,39 +296,14 @@ void post_local(Id* id, rdma_cm_event_type type, int status) {
 }
 
 // Reads one event record from the channel. 0 or an errno (EAGAIN: non-blocking and empty).
+// Every writer writes whole records of at most PIPE_BUF bytes, which a pipe keeps whole.
 int read_record(Channel* c, abi::CmEventRec* rec) {
-    bool nonblock = (fcntl(c->ch.fd, F_GETFL) & O_NONBLOCK) != 0;
     for (;;) {
-        epoll_event evs[8];
-        int n = epoll_wait(c->ch.fd, evs, 8, nonblock ? 0 : -1);
-        if (n < 0) {
-            if (errno == EINTR) continue;
-            return errno;
-        }
-        if (n == 0) return EAGAIN;
-        // The local pipe first: it holds events that precede the device's for the same id.
-        int fds[8];
-        int k = 0;
-        for (int i = 0; i < n; ++i)
-            if (evs[i].data.fd == c->local_rd) fds[k++] = c->local_rd;
-        for (int i = 0; i < n; ++i)
-            if (evs[i].data.fd != c->local_rd) fds[k++] = evs[i].data.fd;
-        for (int i = 0; i < k; ++i) {
-            int fd = fds[i];
-            ssize_t r = read(fd, rec, sizeof *rec);
-            if (r == ssize_t(sizeof *rec)) return 0;
-            if (r == 0 && fd != c->local_rd) {
-                // The device is gone: stop polling its pipe.
-                epoll_ctl(c->ch.fd, EPOLL_CTL_DEL, fd, nullptr);
-                std::lock_guard<std::mutex> g(g_mu);
-                for (auto it = c->dev_pipes.begin(); it != c->dev_pipes.end(); ++it)
-                    if (it->second == fd) {
-                        c->dev_pipes.erase(it);
-                        break;
-                    }
-                close(fd);
-            }
-        }
+        ssize_t r = read(c->rd, rec, sizeof *rec);
+        if (r == ssize_t(sizeof *rec)) return 0;
+        if (r < 0 && errno == EINTR) continue;
+        if (r < 0) return errno;
+        return EPROTO;  // cannot happen while c->wr is open: no writer writes part of a record
     }
 }
 
@@ -350,7 +318,7 @@ Id* new_id(Channel* chan, void* context, rdma_port_space ps, ibv_qp_type qp_type
     auto* id = new Id();
     std::memset(&id->id, 0, sizeof id->id);
     if (!chan) {
-        chan = new_channel();
+        chan = new_channel(0);
         if (!chan) {
             delete id;
             return nullptr;
@@ -656,7 +624,7 @@ Id* make_child(Id* l, const abi::CmEventRec& rec) {
     register_key(d->tag, c->handle, c);
     if (l->sync) {
         // rdma_migrate_id(child, NULL): its own synchronous channel.
-        Channel* nc = new_channel();
+        Channel* nc = new_channel(0);
         int e = nc ? ensure_channel(nc, d) : ENOMEM;
         if (!e) {
             abi::CmReq r = cm_req(abi::CmOp::kMigrate, c->handle);
@@ -812,7 +780,7 @@ rdma_event_channel* rdma_create_event_channel(void) {
         errno = ENODEV;
         return nullptr;
     }
-    Channel* c = new_channel();
+    Channel* c = new_channel(kChannelPipeBytes);
     return c ? &c->ch : nullptr;
 }
 
@@ -1464,6 +1432,13 @@ int rdma_disconnect(rdma_cm_id* idp) {
 int rdma_get_cm_event(rdma_event_channel* channel, rdma_cm_event** event) {
     if (!channel || !event) return fail(EINVAL);
     Channel* c = chan_of(channel);
+    // Held while this thread uses the channel, so rdma_destroy_event_channel from another
+    // thread leaves it blocked (as the kernel does) instead of freeing what it reads.
+    c->refs.fetch_add(1, std::memory_order_relaxed);
+    struct Unref {
+        Channel* c;
+        ~Unref() { unref_channel(c); }
+    } unref{c};
     for (;;) {
         abi::CmEventRec rec;
         if (int e = read_record(c, &rec)) return fail(e);
@@ -1620,7 +1595,7 @@ const char* rdma_event_str(rdma_cm_event_type event) {
 int rdma_migrate_id(rdma_cm_id* idp, rdma_event_channel* channel) {
     Id* id = id_of(idp);
     if (id->sync && !channel) return fail(EINVAL);
-    Channel* nc = channel ? chan_of(channel) : new_channel();
+    Channel* nc = channel ? chan_of(channel) : new_channel(0);
     if (!nc) return -1;
     std::vector<std::pair<DevConn*, uint32_t>> handles = id->listens;
     if (id->dev && id->handle) handles.emplace_back(id->dev, id->handle);

@@ -6,11 +6,13 @@
 #include <infiniband/verbs.h>
 #include <rdma/rdma_cma.h>
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -37,11 +39,21 @@ struct DevConn {
     std::mutex mu;       // one request at a time on sock
 };
 
+// An event channel is one pipe, as the kernel's is one file: ch.fd is its read end (what the
+// application polls, and where it sets O_NONBLOCK), every device the channel is registered
+// with holds a copy of the write end, and the library writes the events it makes itself into
+// the same pipe. So all of a channel's events queue in the order they were written.
 struct Channel {
-    rdma_event_channel ch;  // first: ch.fd is an epoll fd over the pipes below
+    rdma_event_channel ch;  // first
     uint32_t id = 0;
-    int local_rd = -1, local_wr = -1;   // events the library writes itself
-    std::map<DevConn*, int> dev_pipes;  // guarded by the global lock
+    int rd = -1;  // a dup of ch.fd, read by rdma_get_cm_event, closed with the last reference
+    int wr = -1;  // write end (O_NONBLOCK: a channel nobody reads never blocks a writer)
+    std::set<DevConn*> devs;  // devices holding the write end; guarded by the global lock
+    // The application's reference (dropped by rdma_destroy_event_channel) plus one per
+    // thread inside rdma_get_cm_event. While a thread is blocked reading, the write end stays
+    // open, so destroying the channel wakes nobody and frees nothing it uses (the kernel's
+    // file stays open under a blocked read the same way).
+    std::atomic<int> refs{1};
 };
 
 // A multicast group an id joined (rdma_join_multicast): the address as the application gave
