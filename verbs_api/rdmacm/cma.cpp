@@ -102,10 +102,13 @@ DevConn* dev_by_tag(uint32_t tag) {
     return tag < g_devs.size() ? g_devs[tag].get() : nullptr;
 }
 
+// A device entry ids can be placed on: running, as far as we know.
+bool usable(const DevConn& d) { return d.ibdev && !d.gone; }
+
 DevConn* dev_by_ip(uint32_t ip) {
     std::lock_guard<std::mutex> g(g_mu);
     for (auto& d : g_devs)
-        if (d->ipv4 == ip && d->ibdev) return d.get();
+        if (d->ipv4 == ip && usable(*d)) return d.get();
     return nullptr;
 }
 
@@ -113,12 +116,13 @@ std::vector<DevConn*> all_devs() {
     std::lock_guard<std::mutex> g(g_mu);
     std::vector<DevConn*> v;
     for (auto& d : g_devs)
-        if (d->ibdev) v.push_back(d.get());
+        if (usable(*d)) v.push_back(d.get());
     return v;
 }
 
 int ensure_open(DevConn& d) {
     std::lock_guard<std::mutex> g(d.open_mu);
+    if (d.gone) return ENODEV;
     if (d.open) return 0;
     if (!d.verbs) {
         d.verbs = ibv_open_device(d.ibdev);
@@ -149,6 +153,7 @@ int ensure_open(DevConn& d) {
     d.mtu = mtu_for(d.ipv4);
     d.sock = sock;
     d.open = true;
+    watch_device(&d);
     return 0;
 }
 
@@ -729,9 +734,9 @@ bool sync_devices() {
         ibv_device* dev = nullptr;
         for (int i = 0; list && i < n; ++i)
             if (info.name == ibv_get_device_name(list[i])) dev = list[i];
-        DevConn* known = nullptr;
+        DevConn* known = nullptr;  // a device that went away is not the one running now
         for (auto& d : g_devs)
-            if (d->name == info.name) known = d.get();
+            if (d->name == info.name && !d->gone) known = d.get();
         if (known) {
             if (!known->ibdev) known->ibdev = dev;
             continue;
@@ -747,8 +752,21 @@ bool sync_devices() {
     // stay valid after the list is freed.
     if (list) ibv_free_device_list(list);
     for (auto& d : g_devs)
-        if (d->ibdev) return true;
+        if (usable(*d)) return true;
     return false;
+}
+
+// Every id on d gets RDMA_CM_EVENT_DEVICE_REMOVAL, as the kernel's RDMA CM sends when a
+// device is removed; the application then destroys them (which still succeeds). A wildcard
+// listener is not told: it goes on listening on the other devices, as the kernel's does.
+void device_gone(DevConn* d) {
+    std::lock_guard<std::mutex> g(g_mu);  // no id is destroyed while we post to it
+    d->gone = true;
+    for (auto& [k, id] : g_ids) {
+        if ((k >> 32) != kLocalTag || id->dev != d) continue;
+        std::lock_guard<std::mutex> l(id->mu);  // rdma_migrate_id may be moving it
+        post_local(id, RDMA_CM_EVENT_DEVICE_REMOVAL, 0);
+    }
 }
 
 }  // namespace uroce::rdmacm

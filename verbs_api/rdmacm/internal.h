@@ -35,8 +35,9 @@ struct DevConn {
     int sock = -1;
     int session_fds[2] = {-1, -1};  // what kOpen returned; kept for the connection's life
     bool open = false;
-    std::mutex open_mu;  // ensure_open
-    std::mutex mu;       // one request at a time on sock
+    std::atomic<bool> gone{false};  // the device went away (device_watch.cpp); for good
+    std::mutex open_mu;             // ensure_open
+    std::mutex mu;                  // one request at a time on sock
 };
 
 // An event channel is one pipe, as the kernel's is one file: ch.fd is its read end (what the
@@ -115,5 +116,10 @@ inline Channel* chan_of(rdma_event_channel* c) { return reinterpret_cast<Channel
 
 // Device table (cma.cpp). Refreshes it from the running devices; false when there is none.
 bool sync_devices();
+
+// Watches d's control connection (device_watch.cpp); device_gone(d) (cma.cpp) runs on the
+// watcher's thread once the device has gone away.
+void watch_device(DevConn* d);
+void device_gone(DevConn* d);
 
 }  // namespace uroce::rdmacm
