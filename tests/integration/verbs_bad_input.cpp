@@ -144,6 +144,24 @@ int main(int argc, char** argv) {
     CHECK(errno == EINVAL, "ibv_create_cq(cqe=0): errno %d (%s), want EINVAL", errno,
           std::strerror(errno));
     if (zero) ibv_destroy_cq(zero);
+    // max_cqe is the largest CQ there is: one more is EINVAL (rdma-core's test_create_cq_bad_flow).
+    ibv_device_attr da{};
+    REQUIRE(ibv_query_device(ctx, &da) == 0, "ibv_query_device: %s", std::strerror(errno));
+    ibv_cq* biggest = ibv_create_cq(ctx, da.max_cqe, nullptr, nullptr, 0);
+    CHECK(biggest != nullptr, "ibv_create_cq(max_cqe %d): %s", da.max_cqe, std::strerror(errno));
+    if (biggest) ibv_destroy_cq(biggest);
+    errno = 0;
+    ibv_cq* over = ibv_create_cq(ctx, da.max_cqe + 1, nullptr, nullptr, 0);
+    CHECK(over == nullptr, "ibv_create_cq(max_cqe + 1) succeeded");
+    CHECK(errno == EINVAL, "ibv_create_cq(max_cqe + 1): errno %d (%s), want EINVAL", errno,
+          std::strerror(errno));
+    if (over) ibv_destroy_cq(over);
+    // rdma-core fills phys_port_cnt_ex for every device (test_phys_port_cnt_ex).
+    ibv_device_attr_ex dax{};
+    REQUIRE(ibv_query_device_ex(ctx, nullptr, &dax) == 0, "ibv_query_device_ex: %s",
+            std::strerror(errno));
+    CHECK(dax.phys_port_cnt_ex == dax.orig_attr.phys_port_cnt, "phys_port_cnt_ex %u, want %u",
+          dax.phys_port_cnt_ex, unsigned(dax.orig_attr.phys_port_cnt));
 
     ibv_qp_init_attr qia{};
     qia.send_cq = cq;

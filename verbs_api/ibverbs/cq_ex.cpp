@@ -82,8 +82,12 @@ ibv_cq_ex* create_cq_ex(ibv_context* c, ibv_cq_init_attr_ex* attr) {
     else if (attr->comp_mask & ~uint32_t(IBV_CQ_INIT_ATTR_MASK_FLAGS))
         err = EINVAL;
     else if ((attr->comp_mask & IBV_CQ_INIT_ATTR_MASK_FLAGS) &&
-             (attr->flags & ~uint32_t(IBV_CREATE_CQ_ATTR_SINGLE_THREADED)))
-        err = EINVAL;  // IGNORE_OVERRUN: an overrun CQ always goes to error here
+             (attr->flags &
+              ~uint32_t(IBV_CREATE_CQ_ATTR_SINGLE_THREADED | IBV_CREATE_CQ_ATTR_IGNORE_OVERRUN)))
+        err = EINVAL;  // flags rdma-core does not define
+    else if ((attr->comp_mask & IBV_CQ_INIT_ATTR_MASK_FLAGS) &&
+             (attr->flags & IBV_CREATE_CQ_ATTR_IGNORE_OVERRUN))
+        err = EOPNOTSUPP;  // an overrun CQ always goes to error here (rxe answers the same)
     else if (attr->wc_flags & ~kWcFlags)
         err = EOPNOTSUPP;
     if (err) {

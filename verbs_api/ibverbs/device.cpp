@@ -125,7 +125,7 @@ void fill_device_attr(const Context* ctx, ibv_device_attr* a) {
     a->max_sge = int(abi::kMaxSge);
     a->max_sge_rd = int(abi::kMaxSge);
     a->max_cq = int(abi::kMaxCq);
-    a->max_cqe = int(abi::kMaxCqe - 1);
+    a->max_cqe = int(abi::kMaxCqe);
     a->max_mr = int(abi::kMaxMr);
     a->max_mw = int(abi::kMaxMw);
     a->max_pd = int(abi::kMaxPd);
@@ -210,6 +210,7 @@ int query_device_ex(ibv_context* c, const ibv_query_device_ex_input* in, ibv_dev
     // Every CQE carries the device clock (emu/abi/clock.h).
     a.completion_timestamp_mask = ~uint64_t(0);
     a.hca_core_clock = abi::kHcaCoreClockKhz;
+    a.phys_port_cnt_ex = a.orig_attr.phys_port_cnt;  // rdma-core fills it for every provider
     std::memcpy(attr, &a, len < sizeof a ? len : sizeof a);
     return 0;
 }
