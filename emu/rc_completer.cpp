@@ -11,6 +11,15 @@ namespace uroce::emu {
 bool is_rd_atomic(uint32_t op);
 bool is_local_op(uint32_t op);
 
+namespace {
+// Forward progress restores both retry budgets: IBTA counts retries (timeouts and RNR NAKs)
+// per request, as rxe does, so a long-lived QP is not failed by retries spread over its life.
+void restore_retries(Qp& qp) {
+    qp.retry_left = qp.attr.retry_cnt;
+    qp.rnr_left = qp.attr.rnr_retry;
+}
+}  // namespace
+
 // Everything up to and including `psn` reached the responder. READ and ATOMIC WQEs
 // complete only with their response data: an ACK beyond one means its responses were
 // lost, so it is requested again. A READ response itself (`implicit`) acknowledges only
@@ -33,7 +42,7 @@ void Device::ack_upto(Qp& qp, uint32_t psn, bool implicit) {
         if (net::psn_lt(psn, w.last_psn)) break;
         complete_send(qp, qp.sq_done, IBV_WC_SUCCESS);
         qp.una_psn = net::psn_add(w.last_psn, 1);
-        qp.retry_left = qp.attr.retry_cnt;  // progress restores the retry budget
+        restore_retries(qp);
     }
     if (implicit) return;  // the caller goes on with the response
     if (!lost_response && qp.sq_done != qp.sq_fetch) {
@@ -42,7 +51,7 @@ void Device::ack_upto(Qp& qp, uint32_t psn, bool implicit) {
         if (!is_rd_atomic(w.opcode) && net::psn_le(w.first_psn, psn) &&
             net::psn_lt(qp.una_psn, net::psn_add(psn, 1))) {
             qp.una_psn = net::psn_add(psn, 1);
-            qp.retry_left = qp.attr.retry_cnt;  // forward progress, as a completion is
+            restore_retries(qp);  // forward progress, as a completion is
         }
     } else if (qp.sq_done == qp.sq_fetch && net::psn_lt(qp.una_psn, net::psn_add(psn, 1))) {
         qp.una_psn = net::psn_add(psn, 1);
@@ -106,7 +115,7 @@ void Device::read_atomic_response(Qp& qp, const net::Packet& p) {
         if (!dma_write(qp.owner, &orig, &iov, 1, 8)) return fail_oldest(qp, IBV_WC_LOC_PROT_ERR);
     }
     qp.una_psn = net::psn_add(psn, 1);
-    qp.retry_left = qp.attr.retry_cnt;
+    restore_retries(qp);
     if (psn == w.last_psn) {
         if (!dma_settle(qp)) return;
         complete_send(qp, qp.sq_done, IBV_WC_SUCCESS);

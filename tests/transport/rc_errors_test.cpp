@@ -221,6 +221,42 @@ TEST_F(RcErrors, ReceiverNotReady) {
     expect_no_async(B(), 0);
 }
 
+// The RNR budget is per request (IBTA, rxe): progress restores it. 20 SENDs, each refused
+// once for want of a receive (the receive is posted only after A has had the RNR NAK), all
+// complete with rnr_retry 3; a budget spent over the QP's life would fail the fourth.
+TEST_F(RcErrors, RnrBudgetRestoredOnProgress) {
+    Buffer& src = reg(A(), 64);
+    Buffer& dst = reg(B(), 64);
+    src.fill(17);
+    QpOpts o;
+    o.rnr_retry = 3;
+    o.min_rnr_timer = 27;  // 122.88 ms: room to post the receive between two tries
+    Pair p = connect_pair(o);
+    ASSERT_TRUE(p.a.qp && p.b.qp);
+    char prefix[64];
+    std::snprintf(prefix, sizeof prefix, "qp_counters 0x%x rx RC_ACKNOWLEDGE ", p.a.qpn());
+    auto acks = [&] {
+        long n = counter(cli(std::string("counters ") + A().name), prefix, "pkts");
+        return n < 0 ? 0 : n;
+    };
+    for (uint64_t i = 1; i <= 20; ++i) {
+        SCOPED_TRACE(i);
+        long before = acks();
+        queue_sends(p.a, src, i, 1);
+        long now = before;
+        for (int k = 0; k < 200 && now == before; ++k) {
+            usleep(5000);
+            now = acks();
+        }
+        ASSERT_GT(now, before) << "no RNR NAK came back";
+        ASSERT_EQ(post_recv(p.b.qp, 100 + i, {dst.sge(0, 64)}), 0);
+        expect_send_ok(p.a, i, IBV_WC_SEND, 8);
+        expect_recv_ok(p.b, 100 + i, IBV_WC_RECV, 8, p.a.qpn());
+    }
+    EXPECT_EQ(qp_state(p.a.qp), IBV_QPS_RTS);
+    EXPECT_GE(acks(), 40);  // an RNR NAK and an ACK for each
+}
+
 // IBV_WC_RETRY_EXC_ERR: the peer's QP was destroyed; nothing answers for retry_cnt + 1
 // timeouts (timeout 8: the 1 ms minimum). The WRs behind are flushed; posting afterwards
 // (the library still thinks RTS) and posting receives are accepted and flushed too.
