@@ -32,6 +32,9 @@ constexpr uint32_t kVendorId = 0xffffff;    // no IEEE OUI; rxe reports the same
 constexpr uint32_t kVendorPartId = 0x7572;  // "ur"
 constexpr uint32_t kHwVer = 1;
 constexpr const char* kFwVer = "0.1.0";
+// GID table: entry 0 is the device's RoCEv2 GID; the others exist and are empty (zero), as
+// unused entries of a hardware table are.
+constexpr uint32_t kGidTblLen = 16;
 constexpr uint32_t kFirstQpn = 0x11;  // 0 and 1 are the special QPs, as on hardware
 
 }  // namespace uroce::abi

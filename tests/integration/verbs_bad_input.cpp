@@ -126,10 +126,9 @@ int main(int argc, char** argv) {
     REQUIRE(ctx, "ibv_open_device: %s", std::strerror(errno));
     ibv_free_device_list(list);
 
-    // The GID table has exactly one entry.
-    ibv_gid gid{}, bad_gid{};
+    // GID 0 is the device's IPv4-mapped GID (the empty entries after it: below).
+    ibv_gid gid{};
     CHECK(ibv_query_gid(ctx, 1, 0, &gid) == 0, "query_gid index 0 failed");
-    CHECK(ibv_query_gid(ctx, 1, 1, &bad_gid) == -1, "query_gid index 1 did not fail");
     CHECK(gid.raw[10] == 0xff && gid.raw[11] == 0xff, "GID 0 is not IPv4-mapped");
 
     ibv_pd* pd = ibv_alloc_pd(ctx);
@@ -162,6 +161,29 @@ int main(int argc, char** argv) {
             std::strerror(errno));
     CHECK(dax.phys_port_cnt_ex == dax.orig_attr.phys_port_cnt, "phys_port_cnt_ex %u, want %u",
           dax.phys_port_cnt_ex, unsigned(dax.orig_attr.phys_port_cnt));
+    // A GID table with room beyond the one GID: empty entries read as zero through
+    // ibv_query_gid, and ibv_query_gid_ex says ENODATA (rdma-core's test_query_gid_ex_bad_flow).
+    ibv_port_attr pa{};
+    REQUIRE(ibv_query_port(ctx, 1, &pa) == 0, "ibv_query_port: %s", std::strerror(errno));
+    CHECK(pa.gid_tbl_len > 1, "gid_tbl_len %d: no empty entry", pa.gid_tbl_len);
+    ibv_gid g0{}, g1{};
+    std::memset(&g1, 0xa5, sizeof g1);
+    CHECK(ibv_query_gid(ctx, 1, 0, &g0) == 0 && std::memcmp(&g0, &gid, sizeof g0) == 0,
+          "GID 0 changed");
+    CHECK(ibv_query_gid(ctx, 1, 1, &g1) == 0, "ibv_query_gid(1): %s", std::strerror(errno));
+    static const ibv_gid kEmptyGid{};
+    CHECK(std::memcmp(&g1, &kEmptyGid, sizeof g1) == 0, "the empty GID 1 is not zero");
+    errno = 0;
+    CHECK(ibv_query_gid(ctx, 1, pa.gid_tbl_len, &g1) == -1 && errno == EINVAL,
+          "ibv_query_gid(gid_tbl_len): errno %d, want EINVAL", errno);
+    ibv_gid_entry ge{};
+    int r = ibv_query_gid_ex(ctx, 1, 1, &ge, 0);
+    CHECK(r == ENODATA, "ibv_query_gid_ex(empty index 1): %d, want ENODATA", r);
+    CHECK(ibv_query_gid_ex(ctx, 1, 0, &ge, 0) == 0 && ge.gid_type == IBV_GID_TYPE_ROCE_V2,
+          "ibv_query_gid_ex(0) is not the RoCE v2 GID");
+    std::vector<ibv_gid_entry> table(size_t(pa.gid_tbl_len));
+    ssize_t got = ibv_query_gid_table(ctx, table.data(), table.size(), 0);
+    CHECK(got == 1, "ibv_query_gid_table: %zd entries, want the one GID", got);
 
     ibv_qp_init_attr qia{};
     qia.send_cq = cq;

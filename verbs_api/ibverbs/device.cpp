@@ -188,7 +188,7 @@ int query_port(ibv_context* c, uint8_t port, ibv_port_attr* attr, size_t len) {
     a.state = IBV_PORT_ACTIVE;
     a.max_mtu = IBV_MTU_4096;
     a.active_mtu = IBV_MTU_4096;
-    a.gid_tbl_len = 1;
+    a.gid_tbl_len = int(abi::kGidTblLen);
     a.port_cap_flags = 0;
     a.max_msg_sz = abi::kMaxMsgSize;
     a.pkey_tbl_len = 1;
@@ -363,11 +363,14 @@ int ibv_query_port(ibv_context* context, uint8_t port_num, _compat_ibv_port_attr
 }
 
 int ibv_query_gid(ibv_context* context, uint8_t port_num, int index, ibv_gid* gid) {
-    if (port_num != 1 || index != 0) {
+    if (port_num != 1 || index < 0 || uint32_t(index) >= abi::kGidTblLen) {
         errno = EINVAL;
         return -1;
     }
-    fill_gid(ctx_of(context), gid);
+    if (index == 0)
+        fill_gid(ctx_of(context), gid);
+    else
+        std::memset(gid, 0, sizeof *gid);  // an empty entry reads as zero, as the kernel's do
     return 0;
 }
 
@@ -406,8 +409,8 @@ int ibv_query_gid_type(ibv_context* context, uint8_t port_num, unsigned int inde
 int _ibv_query_gid_ex(ibv_context* context, uint32_t port_num, uint32_t gid_index,
                       ibv_gid_entry* entry, uint32_t flags, size_t entry_size) {
     if (flags) return EINVAL;
-    if (port_num != 1) return EINVAL;
-    if (gid_index != 0) return ENODATA;
+    if (port_num != 1 || gid_index >= abi::kGidTblLen) return EINVAL;
+    if (gid_index != 0) return ENODATA;  // an empty entry (rdma-core's answer)
     ibv_gid_entry e{};
     fill_gid(ctx_of(context), &e.gid);
     e.gid_index = 0;
