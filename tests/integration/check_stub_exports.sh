@@ -7,8 +7,9 @@
 # For each stand-in:
 #   - its version nodes, with their parents, are exactly those of Debian's library
 #     (/usr/lib/<multiarch>/libmlx5.so.1, libefa.so.1), and its SONAME is the same;
-#   - every symbol it exports is exported by Debian's library, with the same version
-#     node and type;
+#   - it exports exactly the symbols Debian's library does: each (name, version node,
+#     type, default or not) of either library is in the other, so a program or Python
+#     module linked against Debian's library finds everything it binds to;
 #   - it needs nothing but libc and imports nothing but glibc symbols (so it cannot
 #     register a verbs driver or pull in a provider);
 # and for every installed perftest binary (ib_*_bw, ib_*_lat, raw_ethernet_*): each
@@ -53,14 +54,16 @@ version_defs() {
              END { for (n in parent) print n, parent[n] }' | LC_ALL=C sort
 }
 
-# "name version type" for every defined global symbol.
+# "name version type default|compat" for every defined global symbol (compat: a
+# non-default version, name@version, that only binaries linked against it bind to).
 exports() {
     LC_ALL=C readelf --dyn-syms -W "$1" | awk '
         $1 ~ /^[0-9]+:$/ && NF >= 8 && $7 != "UND" && $7 != "ABS" && $5 != "LOCAL" {
-            name = $8; ver = "(none)"
-            if ((p = index(name, "@")) > 0) { ver = substr(name, p + 1); sub(/^@/, "", ver)
+            name = $8; ver = "(none)"; kind = "default"
+            if ((p = index(name, "@")) > 0) { ver = substr(name, p + 1)
+                                              if (sub(/^@/, "", ver) == 0) kind = "compat"
                                               name = substr(name, 1, p - 1) }
-            print name, ver, $4 }' | LC_ALL=C sort -u
+            print name, ver, $4, kind }' | LC_ALL=C sort -u
 }
 
 # "name version" imported from nodes matching $2 (MLX5_ or EFA_).
@@ -101,14 +104,20 @@ check_lib() {
 
     exports "$ref" >"$tmp/ref.exp"
     exports "$ours" >"$tmp/ours.exp"
-    local extra
+    local extra missing
     extra=$(LC_ALL=C comm -13 "$tmp/ref.exp" "$tmp/ours.exp")
+    missing=$(LC_ALL=C comm -23 "$tmp/ref.exp" "$tmp/ours.exp")
     if [[ -n $extra ]]; then
-        bad "$ours exports what Debian's library does not (name version type):"
+        bad "$ours exports what Debian's library does not (name version type default|compat):"
         sed 's/^/  + /' <<<"$extra"
-    else
-        echo "OK   exports: $(wc -l <"$tmp/ours.exp") symbols, each as in Debian's library"
     fi
+    if [[ -n $missing ]]; then
+        bad "$ours lacks what Debian's library exports (name version type default|compat):"
+        sed 's/^/  - /' <<<"$missing"
+    fi
+    [[ -s $tmp/ref.exp ]] || bad "$ref exports nothing (check the test)"
+    [[ -z $extra && -z $missing && -s $tmp/ref.exp ]] &&
+        echo "OK   exports: $(wc -l <"$tmp/ours.exp") symbols, the same (name version type default|compat) as Debian's"
 
     local needed others
     needed=$(LC_ALL=C readelf -d "$ours" | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p' | tr '\n' ' ')
