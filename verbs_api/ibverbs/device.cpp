@@ -18,6 +18,7 @@
 #include "emu/abi/caps.h"
 #include "emu/abi/client.h"
 #include "emu/abi/clock.h"
+#include "emu/abi/runtime.h"
 #include "verbs_api/ibverbs/internal.h"
 
 using namespace uroce;
@@ -230,6 +231,13 @@ int query_rt_values(ibv_context* c, ibv_values_ex* values) {
 extern "C" {
 
 ibv_device** ibv_get_device_list(int* num_devices) {
+    // A runtime directory someone else controls lists no device (and starts none), as a
+    // host without RDMA hardware lists none; the reason goes to stderr once.
+    if (std::string why = abi::check_runtime_dir(false); !why.empty()) {
+        abi::report_once(why);
+        if (num_devices) *num_devices = 0;
+        return static_cast<ibv_device**>(calloc(1, sizeof(ibv_device*)));
+    }
     auto infos = abi::list_devices();
     if (infos.empty()) {
         autostart();
