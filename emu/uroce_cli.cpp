@@ -61,7 +61,10 @@ int usage() {
                  "                             corrupt=0.01,seed=N,dir=rx|tx|both\n"
                  "  uroce faults off [NAME]    stop injecting faults\n"
                  "  uroce run [--name N] -- CMD [ARGS...]\n"
-                 "environment: UROCE_RUNTIME_DIR (where devices live), UROCE_UDP_PORT\n");
+                 "environment: UROCE_RUNTIME_DIR (where devices live; default\n"
+                 "  $XDG_RUNTIME_DIR/uroce, else /tmp/uroce-UID; a directory of yours, mode "
+                 "0700),\n"
+                 "  UROCE_UDP_PORT\n");
     return 2;
 }
 
