@@ -314,6 +314,7 @@ pid_t start_fake_device(const std::string& name, uid_t uid, gid_t gid, pid_t cla
         return pid < 0 || !ok ? -1 : pid;
     }
     close(ready[0]);
+    prctl(PR_SET_PDEATHSIG, SIGKILL);  // gone with the test, however it ends
     sockaddr_un sa{};
     sa.sun_family = AF_UNIX;
     std::snprintf(sa.sun_path, sizeof sa.sun_path, "%s", abi::socket_path(name).c_str());
