@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <cstring>
 
+#include "emu/abi/client.h"
 #include "emu/abi/cm_protocol.h"
 #include "emu/abi/runtime.h"
 
@@ -88,6 +89,24 @@ int run_capture(Device& dev, const abi::CaptureReq& r, uint64_t* packets) {
     }
     return err;
 }
+
+// Whether the client on `fd` may use the device: the kernel's word on who it is
+// (SO_PEERCRED, into *cred) must be the device's own user or root. The socket's mode keeps
+// others out already; this holds if the socket or the directory is opened up by mistake.
+bool admit(int fd, ucred* cred) {
+    socklen_t len = sizeof *cred;
+    if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, cred, &len) != 0 || len != sizeof *cred) {
+        std::fprintf(stderr, "uroced: refused a connection whose credentials cannot be read\n");
+        return false;
+    }
+    if (abi::trusted_peer_uid(cred->uid)) return true;
+    std::fprintf(stderr,
+                 "uroced: refused a connection from uid %u (pid %d): only uid %u and root may "
+                 "use this device\n",
+                 unsigned(cred->uid), int(cred->pid), unsigned(geteuid()));
+    return false;
+}
+
 }  // namespace
 
 int ControlServer::listen(const std::string& path) {
@@ -121,10 +140,13 @@ void ControlServer::accept_next() {
             int fd =
                 accept4(listener_->native_handle(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
             if (fd < 0) break;
-            auto c = std::make_shared<Conn>(io_, fd);
             ucred cred{};
-            socklen_t len = sizeof cred;
-            if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0) c->pid = cred.pid;
+            if (!admit(fd, &cred)) {
+                close(fd);
+                continue;
+            }
+            auto c = std::make_shared<Conn>(io_, fd);
+            c->pid = cred.pid;
             read_next(c);
         }
         accept_next();

@@ -61,7 +61,10 @@ int usage() {
                  "                             corrupt=0.01,seed=N,dir=rx|tx|both\n"
                  "  uroce faults off [NAME]    stop injecting faults\n"
                  "  uroce run [--name N] -- CMD [ARGS...]\n"
-                 "environment: UROCE_RUNTIME_DIR (where devices live), UROCE_UDP_PORT\n");
+                 "environment: UROCE_RUNTIME_DIR (where devices live; default\n"
+                 "  $XDG_RUNTIME_DIR/uroce, else /tmp/uroce-UID; a directory of yours, mode "
+                 "0700),\n"
+                 "  UROCE_UDP_PORT\n");
     return 2;
 }
 
@@ -117,7 +120,6 @@ int cmd_start(std::vector<std::string> args, bool quiet = false) {
             return 2;
         }
     }
-    abi::runtime_dir(true);
     if (name.empty()) name = free_name();
     abi::DeviceInfo existing;
     if (abi::read_info(name, &existing) && kill(existing.pid, 0) == 0) {
@@ -547,17 +549,35 @@ int cmd_trace(const std::vector<std::string>& args) {
 
 int main(int argc, char** argv) {
     if (argc < 2) return usage();
+    using Args = std::vector<std::string>;
+    struct Command {
+        const char* name;
+        int (*run)(const Args&);
+    };
+    static const Command kCommands[] = {
+        {"start", [](const Args& a) { return cmd_start(a); }},
+        {"stop", cmd_stop},
+        {"list", [](const Args&) { return cmd_list(); }},
+        {"res", [](const Args& a) { return cmd_dump(a, false); }},
+        {"counters", [](const Args& a) { return cmd_dump(a, true); }},
+        {"run", [](const Args& a) { return cmd_run(a); }},
+        {"capture", cmd_capture},
+        {"faults", cmd_faults},
+        {"trace", cmd_trace},
+    };
     std::string cmd = argv[1];
-    std::vector<std::string> args(argv + 2, argv + argc);
+    Args args(argv + 2, argv + argc);
     signal(SIGPIPE, SIG_IGN);
-    if (cmd == "start") return cmd_start(args);
-    if (cmd == "stop") return cmd_stop(args);
-    if (cmd == "list") return cmd_list();
-    if (cmd == "res") return cmd_dump(args, false);
-    if (cmd == "counters") return cmd_dump(args, true);
-    if (cmd == "run") return cmd_run(args);
-    if (cmd == "capture") return cmd_capture(args);
-    if (cmd == "faults") return cmd_faults(args);
-    if (cmd == "trace") return cmd_trace(args);
+    for (const Command& c : kCommands) {
+        if (cmd != c.name) continue;
+        // Every command trusts what the runtime directory holds (a device's socket, the pid
+        // to signal, the log to write): none runs in one that someone else controls.
+        if (std::string why = abi::check_runtime_dir(cmd == "start" || cmd == "run");
+            !why.empty()) {
+            std::fprintf(stderr, "%s\n", why.c_str());
+            return 1;
+        }
+        return c.run(args);
+    }
     return usage();
 }

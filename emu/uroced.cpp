@@ -62,7 +62,10 @@ int main(int argc, char** argv) {
     }
     cfg.ipv4_be = ia.s_addr;
     signal(SIGPIPE, SIG_IGN);
-    abi::runtime_dir(true);
+    if (std::string why = abi::check_runtime_dir(true); !why.empty()) {
+        std::fprintf(stderr, "%s\n", why.c_str());
+        return 1;
+    }
 
     emu::Device dev(cfg);
     if (int e = dev.start()) {

@@ -1,5 +1,6 @@
 #include "emu/abi/client.h"
 
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -11,6 +12,18 @@
 
 namespace uroce::abi {
 
+namespace {
+
+int peer_credentials(int sock, ucred* cred) {
+    socklen_t len = sizeof *cred;
+    if (getsockopt(sock, SOL_SOCKET, SO_PEERCRED, cred, &len) != 0) return errno;
+    return len == sizeof *cred ? 0 : EPROTO;
+}
+
+}  // namespace
+
+bool trusted_peer_uid(uid_t peer_uid) { return peer_uid == geteuid() || peer_uid == 0; }
+
 int connect_device(const std::string& name) {
     std::string path = socket_path(name);
     sockaddr_un sa{};
@@ -19,12 +32,30 @@ int connect_device(const std::string& name) {
     std::strcpy(sa.sun_path, path.c_str());
     int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
     if (fd < 0) return -errno;
-    if (connect(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa) != 0) {
-        int e = errno;
+    ucred cred{};
+    int e = connect(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa) != 0 ? errno : 0;
+    if (!e) e = peer_credentials(fd, &cred);
+    if (!e && !trusted_peer_uid(cred.uid)) {
+        report_once("uroce: refusing device " + name + ": " + path + " is served by uid " +
+                    std::to_string(cred.uid) + " (pid " + std::to_string(cred.pid) +
+                    "), not by you (uid " + std::to_string(geteuid()) + ") or root");
+        e = EACCES;
+    }
+    if (e) {
         close(fd);
         return -e;
     }
     return fd;
+}
+
+pid_t allow_device_ptrace(int sock) {
+    ucred cred{};
+    if (int e = peer_credentials(sock, &cred)) return -e;
+    // connect_device refused other users' devices already; this takes any socket, though.
+    if (!trusted_peer_uid(cred.uid)) return -EACCES;
+    // Best effort, as before: without Yama the call fails (EINVAL) and nothing needs allowing.
+    prctl(PR_SET_PTRACER, static_cast<unsigned long>(cred.pid), 0, 0, 0);
+    return cred.pid;
 }
 
 static ssize_t recv_with_fds(int fd, void* buf, size_t len, int* fds, int* nfds) {

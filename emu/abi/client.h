@@ -2,14 +2,29 @@
 // uroce CLI).
 #pragma once
 
+#include <sys/types.h>
+
 #include <string>
 
 #include "emu/abi/protocol.h"
 
 namespace uroce::abi {
 
-// Connects to device `name`'s control socket. Returns the fd or -errno.
+// Connects to device `name`'s control socket and checks, with the kernel's word for it
+// (SO_PEERCRED), that the process serving it runs as this user or as root: another user's
+// "device" would be handed our memory. Returns the fd, or -errno: -EACCES for another
+// user's device (with a one-line message on stderr, once per process).
 int connect_device(const std::string& name);
+
+// Whether the process at the other end of a control connection, running as `peer_uid`, may
+// be dealt with: this user or root, as /dev/infiniband/uverbs* serves its owner and root.
+// Both ends ask: the library of the device, the device of each application.
+bool trusted_peer_uid(uid_t peer_uid);
+
+// Lets the process serving `sock` read and write this process's memory where Yama restricts
+// ptrace (ptrace_scope 1), with PR_SET_PTRACER. The pid is the socket's peer as the kernel
+// reports it, never one from a message. Returns that pid, or -errno.
+pid_t allow_device_ptrace(int sock);
 
 // Sends `req`, waits for the response. Received fds are stored in fds[0..*nfds).
 // Returns 0 or an errno for a transport failure (the device's verdict is resp->err).

@@ -54,7 +54,7 @@ struct OpenResp {
     uint32_t ipv4_be;
     uint16_t udp_port;
     uint16_t reserved;
-    int32_t device_pid;
+    int32_t device_pid;  // informative: the library asks the kernel (SO_PEERCRED) instead
     uint64_t guid_be;
     uint32_t session;
     // fds: [0] doorbell eventfd, [1] async event pipe (read end), [2] the doorbell page

@@ -12,30 +12,92 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
-#include <sstream>
+#include <mutex>
+#include <set>
 
 namespace uroce::abi {
 
-std::string runtime_dir(bool create) {
+namespace {
+
+bool owned_directory(const char* path) {
+    struct stat st;
+    return stat(path, &st) == 0 && S_ISDIR(st.st_mode) && st.st_uid == geteuid();
+}
+
+// Makes `dir` (0700) and, for a custom path, its missing parents (0700 too). Returns 0 when
+// `dir` was made or something already has its name (the caller judges what), else errno.
+int make_dir(const std::string& dir) {
+    if (mkdir(dir.c_str(), 0700) != 0) {
+        if (errno == EEXIST) return 0;
+        if (errno != ENOENT) return errno;
+        for (size_t slash = dir.find('/', 1); slash != std::string::npos;
+             slash = dir.find('/', slash + 1))
+            mkdir(dir.substr(0, slash).c_str(), 0700);
+        if (mkdir(dir.c_str(), 0700) != 0) return errno == EEXIST ? 0 : errno;
+    }
+    // The umask may have taken bits off 0700 that the owner needs. We made it, so the name
+    // is still ours: nobody else can rename an entry of a sticky /tmp or of our own parent.
+    chmod(dir.c_str(), 0700);
+    return 0;
+}
+
+// Why the runtime directory `dir`, lstat()ed into `st`, must not be used; "" if it may.
+std::string refusal(const std::string& dir, const struct stat& st) {
+    const std::string head = "uroce: runtime directory " + dir;
+    const std::string elsewhere = "set UROCE_RUNTIME_DIR to a directory of your own";
+    if (S_ISLNK(st.st_mode)) return head + " is a symbolic link; remove it or " + elsewhere;
+    if (!S_ISDIR(st.st_mode)) return head + " is not a directory; remove it or " + elsewhere;
+    if (st.st_uid != geteuid())
+        return head + " is owned by uid " + std::to_string(st.st_uid) + ", not you (uid " +
+               std::to_string(geteuid()) + "); remove it or " + elsewhere;
+    if (st.st_mode & 077) {
+        char mode[8];
+        std::snprintf(mode, sizeof mode, "%04o", unsigned(st.st_mode & 07777));
+        return head + " has group or other permissions (mode " + mode + "); chmod 700 " + dir +
+               ", or " + elsewhere;
+    }
+    return "";
+}
+
+}  // namespace
+
+std::string runtime_dir() {
     std::string dir;
     if (const char* env = getenv("UROCE_RUNTIME_DIR"); env && *env)
         dir = env;
+    else if (const char* xdg = getenv("XDG_RUNTIME_DIR");
+             xdg && xdg[0] == '/' && owned_directory(xdg))
+        // Not another user's (`su` keeps the caller's XDG_RUNTIME_DIR).
+        dir = std::string(xdg) + "/uroce";
     else
-        dir = "/tmp/uroce-" + std::to_string(getuid());
-    if (create) {
-        if (mkdir(dir.c_str(), 0700) != 0 && errno == ENOENT) {
-            // Create parents for a custom path.
-            std::string partial;
-            std::stringstream ss(dir);
-            std::string part;
-            while (std::getline(ss, part, '/')) {
-                partial += part + "/";
-                mkdir(partial.c_str(), 0700);
-            }
-        }
-        chmod(dir.c_str(), 0700);
-    }
+        dir = "/tmp/uroce-" + std::to_string(geteuid());
+    // "dir/" would make lstat() follow a symbolic link named dir.
+    while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
     return dir;
+}
+
+std::string check_runtime_dir(bool create) {
+    const std::string dir = runtime_dir();
+    if (create) {
+        if (int e = make_dir(dir))
+            return "uroce: cannot create runtime directory " + dir + ": " + std::strerror(e) +
+                   "; set UROCE_RUNTIME_DIR to a directory of your own";
+    }
+    struct stat st;
+    if (lstat(dir.c_str(), &st) != 0) {
+        if (errno == ENOENT && !create) return "";  // no device has run there yet
+        return "uroce: runtime directory " + dir + ": " + std::strerror(errno) +
+               "; set UROCE_RUNTIME_DIR to a directory of your own";
+    }
+    return refusal(dir, st);
+}
+
+void report_once(const std::string& line) {
+    static std::mutex mu;
+    // Never destroyed, so a report from an exit handler still works.
+    static auto& reported = *new std::set<std::string>;
+    std::lock_guard<std::mutex> g(mu);
+    if (reported.insert(line).second) std::fprintf(stderr, "%s\n", line.c_str());
 }
 
 std::string socket_path(const std::string& name) { return runtime_dir() + "/" + name + ".sock"; }
@@ -82,6 +144,8 @@ bool read_info(const std::string& name, DeviceInfo* out) {
 
 std::vector<DeviceInfo> list_devices() {
     std::vector<DeviceInfo> out;
+    // Info files in a directory someone else controls name whatever pids they like.
+    if (!check_runtime_dir(false).empty()) return out;
     std::string dir = runtime_dir();
     DIR* d = opendir(dir.c_str());
     if (!d) return out;

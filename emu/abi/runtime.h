@@ -20,15 +20,29 @@ struct DeviceInfo {
     std::string pcap;   // capture file, empty when off
 };
 
-// UROCE_RUNTIME_DIR, else /tmp/uroce-<uid>. Created (0700) when `create`.
-std::string runtime_dir(bool create = false);
+// UROCE_RUNTIME_DIR, else $XDG_RUNTIME_DIR/uroce (when that directory is the user's), else
+// /tmp/uroce-<uid>. Only the path: check_runtime_dir says whether it may be used.
+std::string runtime_dir();
+
+// Whoever controls the runtime directory can put a socket of their own where a device's
+// should be, or make the device write through a symbolic link; so the directory is used
+// only if it is a real directory (not a symbolic link) owned by this user with no group or
+// other permission bits. With `create`, a missing one is made (mode 0700, with parents);
+// without, a missing one is fine (no device runs there). Returns "" when it may be used,
+// else a one-line message that names the path and the fix.
+std::string check_runtime_dir(bool create);
+
+// Prints `line` on stderr, once per process for each distinct line (the library must not
+// repeat a complaint on every ibv_get_device_list).
+void report_once(const std::string& line);
+
 std::string socket_path(const std::string& name);
 std::string info_path(const std::string& name);
 
 bool write_info(const DeviceInfo& info);
 bool read_info(const std::string& name, DeviceInfo* out);
 // Devices whose info file names a live process, sorted by name. Stale files (the
-// process is gone) are removed.
+// process is gone) are removed. None when check_runtime_dir(false) refuses the directory.
 std::vector<DeviceInfo> list_devices();
 
 // GUID derived from the IPv4 address, like a MAC-derived EUI-64.

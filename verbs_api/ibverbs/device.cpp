@@ -5,7 +5,6 @@
 #include <ifaddrs.h>
 #include <net/if.h>
 #include <sys/mman.h>
-#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -18,6 +17,7 @@
 #include "emu/abi/caps.h"
 #include "emu/abi/client.h"
 #include "emu/abi/clock.h"
+#include "emu/abi/runtime.h"
 #include "verbs_api/ibverbs/internal.h"
 
 using namespace uroce;
@@ -231,6 +231,13 @@ int query_rt_values(ibv_context* c, ibv_values_ex* values) {
 extern "C" {
 
 ibv_device** ibv_get_device_list(int* num_devices) {
+    // A runtime directory someone else controls lists no device (and starts none), as a
+    // host without RDMA hardware lists none; the reason goes to stderr once.
+    if (std::string why = abi::check_runtime_dir(false); !why.empty()) {
+        abi::report_once(why);
+        if (num_devices) *num_devices = 0;
+        return static_cast<ibv_device**>(calloc(1, sizeof(ibv_device*)));
+    }
     auto infos = abi::list_devices();
     if (infos.empty()) {
         autostart();
@@ -299,8 +306,9 @@ ibv_context* ibv_open_device(ibv_device* device) {
         return nullptr;
     }
     close(fds[2]);
-    // Let the device reach our registered memory where Yama restricts ptrace.
-    prctl(PR_SET_PTRACER, resp.u.open.device_pid, 0, 0, 0);
+    // Let the device reach our registered memory where Yama restricts ptrace: the process
+    // at the other end of the socket, not whatever pid the answer names.
+    abi::allow_device_ptrace(sock);
 
     auto* ctx = new Context();
     ctx->sock = sock;
