@@ -278,7 +278,7 @@ void small_transfer(Verbs& v) {
     EXPECT_EQ(std::memcmp(v.buf.data(), v.buf.data() + 4096, 512), 0);
 }
 
-class DeviceDeath : public ::testing::TestWithParam<int> {
+class DeviceTest : public ::testing::Test {
 protected:
     void SetUp() override {
         char tmpl[] = "/tmp/uroce-devdeath.XXXXXX";
@@ -356,6 +356,9 @@ protected:
     std::string dir_;
     DeviceProcess dev_;
 };
+
+// The device is killed (SIGKILL) or stopped (SIGTERM, as `uroce stop`).
+class DeviceDeath : public DeviceTest, public ::testing::WithParamInterface<int> {};
 
 // Threads blocked in ibv_get_cq_event (CQ armed) and ibv_get_async_event when the device goes.
 TEST_P(DeviceDeath, BlockedThreadsReturnAndEverythingFlushes) {
@@ -495,6 +498,29 @@ TEST_P(DeviceDeath, GoneHookRunsOnceAfterTheFlush) {
     expect_flushed(poll_until(v.cq, ids.size() + 1, Clock::now() + 200ms), ids, v);
     usleep(100000);
     EXPECT_EQ(seen.calls, 1);
+    destroy(v);
+}
+
+// A child forked after ibv_open_device has the context but not its watcher thread (fork
+// copies only the calling thread), and shares the watcher's wake-up eventfd: its
+// ibv_close_device must neither wait for a thread it lacks nor stop the parent's watcher.
+TEST_F(DeviceTest, ForkedChildClosingItsCopyLeavesTheParentWatched) {
+    Verbs v;
+    ASSERT_TRUE(build(v));
+    std::set<uint64_t> ids = make_outstanding(v);
+    pid_t pid = fork();
+    if (pid == 0) {
+        alarm(10);  // a hang ends as SIGALRM, a failure
+        _exit(ibv_close_device(v.ctx) == 0 ? 0 : 1);
+    }
+    ASSERT_GT(pid, 0);
+    int st = 0;
+    ASSERT_EQ(waitpid(pid, &st, 0), pid);
+    EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << "child status " << st;
+    usleep(50000);  // time for a watcher the child stopped by mistake to leave
+    auto t0 = Clock::now();
+    dev_.stop(SIGKILL);
+    expect_flushed(poll_until(v.cq, ids.size() + 1, t0 + kDeadline), ids, v);
     destroy(v);
 }
 

@@ -216,16 +216,22 @@ int start_watcher(Context* ctx) {
         return e;
     }
     pthread_setname_np(ctx->watcher, "uroce-watch");
+    ctx->watcher_pid = getpid();
     ctx->watching = true;
     return 0;
 }
 
 void stop_watcher(Context* ctx) {
     if (!ctx->watching) return;
-    uint64_t one = 1;
-    ssize_t r = write(ctx->watcher_wake, &one, sizeof one);
-    (void)r;  // cannot fail: one +1 on a fresh eventfd
-    pthread_join(ctx->watcher, nullptr);
+    // A child forked after ibv_open_device has the context but not the thread (fork copies
+    // only the calling thread), and shares the eventfd: waking it would stop the parent's
+    // watcher. There is nothing to stop and nothing to join.
+    if (ctx->watcher_pid == getpid()) {
+        uint64_t one = 1;
+        ssize_t r = write(ctx->watcher_wake, &one, sizeof one);
+        (void)r;  // cannot fail: one +1 on a fresh eventfd
+        pthread_join(ctx->watcher, nullptr);
+    }
     close(ctx->watcher_wake);
     ctx->watching = false;
 }

@@ -5,6 +5,7 @@
 
 #include <infiniband/verbs.h>
 #include <pthread.h>
+#include <sys/types.h>
 
 #include <atomic>
 #include <cstdint>
@@ -65,6 +66,7 @@ struct Context {
     // The watcher thread (device_gone.cpp): blocked in poll() on the control socket, so
     // that the device's end closing is noticed with no cost to the data path.
     pthread_t watcher{};
+    pid_t watcher_pid = 0;  // the process it runs in
     bool watching = false;
     int watcher_wake = -1;  // an eventfd: ibv_close_device stops the watcher with it
 };
