@@ -2,8 +2,10 @@
 # Acceptance (docs/behaviour.md, "When the device goes away"): SIGKILL of the device under a
 # running pair of unmodified programs makes both sides exit, with an error, within 2 s; then
 # a device started again under the same name serves a new ibv_rc_pingpong pair.
-#   usage: device_death_test.sh [CASE...]    (default: rc_pingpong write_bw)
+#   usage: device_death_test.sh [CASE...]    (default: rc_pingpong rc_pingpong_events write_bw)
 # rc_pingpong: ibv_rc_pingpong -n 100000000, busy-polling its CQ: a flush completion ends it.
+# rc_pingpong_events: the same with -e, blocked in ibv_get_cq_event: the CQ's event comes,
+#              then the flush completion.
 # write_bw:    ib_write_bw -D 30 (duration mode): the client's flush completion ends it, and
 #              the server, which waits for the client over TCP, follows.
 # rping:       librdmacm's RDMA_CM_EVENT_DEVICE_REMOVAL; see the case below.
@@ -71,24 +73,27 @@ show_outputs() {
 
 case_rc_pingpong() {
     port=$((port + 1))
-    verbs timeout 60 ibv_rc_pingpong -g 0 -p "$port" -n 100000000 \
+    verbs timeout 60 ibv_rc_pingpong -g 0 -p "$port" -n 100000000 "$@" \
         >"$UROCE_RUNTIME_DIR/server.out" 2>&1 &
     local spid=$!
     sleep 0.5
-    verbs timeout 60 ibv_rc_pingpong -g 0 -p "$port" -n 100000000 $addr \
+    verbs timeout 60 ibv_rc_pingpong -g 0 -p "$port" -n 100000000 "$@" $addr \
         >"$UROCE_RUNTIME_DIR/client.out" 2>&1 &
     local cpid=$!
     sleep 1.5
     expect_running $spid $cpid
-    kill_device_expect_exit rc_pingpong $spid $cpid
+    kill_device_expect_exit "rc_pingpong${*:+ $*}" $spid $cpid
     grep -q "Failed status" "$UROCE_RUNTIME_DIR/server.out" "$UROCE_RUNTIME_DIR/client.out" ||
         fail "no side reported a failed completion"
+}
+
+case_rc_pingpong_events() {
+    case_rc_pingpong -e
 }
 
 case_write_bw() {
     need ib_write_bw
     port=$((port + 1))
-    local listening
     verbs timeout 60 ib_write_bw -p "$port" -D 30 >"$UROCE_RUNTIME_DIR/server.out" 2>&1 &
     local spid=$!
     for _ in $(seq 100); do
@@ -113,7 +118,7 @@ case_rping() {
 }
 
 cases=("$@")
-[ ${#cases[@]} -gt 0 ] || cases=(rc_pingpong write_bw)
+[ ${#cases[@]} -gt 0 ] || cases=(rc_pingpong rc_pingpong_events write_bw)
 for c in "${cases[@]}"; do
     echo "=== $c"
     "case_$c"
