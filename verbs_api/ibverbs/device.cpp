@@ -153,15 +153,17 @@ namespace uroce::verbs {
 
 namespace {
 // One request: 0 or the device's verdict; *gone when there is no device to give one (it
-// was gone already, or the socket failed: the device's end closed, or is closing).
+// was gone already, or its end of the socket closed: abi::transact says ENODEV when the
+// reply is missing). Other failures are the call's own, as an fd to pass that is not one
+// (EBADF from sendmsg: ibv_open_xrcd).
 int transact(Context* ctx, abi::Request& req, abi::Response& resp, int* fds, int* nfds, int send_fd,
              bool* gone) {
     *gone = ctx->gone.load(std::memory_order_acquire);
     if (*gone) return EIO;
     std::lock_guard<std::mutex> g(ctx->mu);
-    if (abi::transact(ctx->sock, req, &resp, fds, nfds, send_fd)) {
-        *gone = true;
-        return EIO;
+    if (int e = abi::transact(ctx->sock, req, &resp, fds, nfds, send_fd)) {
+        *gone = e == EPIPE || e == ECONNRESET || e == ENOTCONN || e == ENODEV;
+        return *gone ? EIO : e;
     }
     return resp.err;
 }
