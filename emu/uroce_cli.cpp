@@ -70,7 +70,7 @@ int usage() {
 
 bool wait_gone(pid_t pid, int ms) {
     for (int i = 0; i < ms / 10; ++i) {
-        if (kill(pid, 0) != 0 && errno == ESRCH) return true;
+        if (!abi::process_alive(pid)) return true;  // a zombie init has yet to reap is gone
         usleep(10000);
     }
     return false;
@@ -122,7 +122,7 @@ int cmd_start(std::vector<std::string> args, bool quiet = false) {
     }
     if (name.empty()) name = free_name();
     abi::DeviceInfo existing;
-    if (abi::read_info(name, &existing) && kill(existing.pid, 0) == 0) {
+    if (abi::read_info(name, &existing) && abi::process_alive(existing.pid)) {
         std::fprintf(stderr, "uroce: device %s is already running (pid %d)\n", name.c_str(),
                      int(existing.pid));
         return 1;

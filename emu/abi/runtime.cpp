@@ -142,6 +142,15 @@ bool read_info(const std::string& name, DeviceInfo* out) {
     return true;
 }
 
+bool process_alive(pid_t pid) {
+    if (kill(pid, 0) != 0 && errno == ESRCH) return false;
+    std::ifstream f("/proc/" + std::to_string(pid) + "/stat");
+    std::string stat;
+    std::getline(f, stat);
+    auto paren = stat.rfind(')');  // the state follows the command, which may hold spaces
+    return !(paren != std::string::npos && paren + 2 < stat.size() && stat[paren + 2] == 'Z');
+}
+
 std::vector<DeviceInfo> list_devices() {
     std::vector<DeviceInfo> out;
     // Info files in a directory someone else controls name whatever pids they like.
@@ -155,7 +164,7 @@ std::vector<DeviceInfo> list_devices() {
         std::string name = f.substr(0, f.size() - 5);
         DeviceInfo info;
         if (!read_info(name, &info)) continue;
-        if (kill(info.pid, 0) != 0 && errno == ESRCH) {
+        if (!process_alive(info.pid)) {
             unlink(info_path(name).c_str());
             unlink(socket_path(name).c_str());
             continue;

@@ -41,6 +41,10 @@ std::string info_path(const std::string& name);
 
 bool write_info(const DeviceInfo& info);
 bool read_info(const std::string& name, DeviceInfo* out);
+// The process exists and has not died: a zombie (dead, not yet reaped; a detached uroced
+// belongs to init, which may reap it late) counts as dead, so that a killed device's name
+// can be used again at once.
+bool process_alive(pid_t pid);
 // Devices whose info file names a live process, sorted by name. Stale files (the
 // process is gone) are removed. None when check_runtime_dir(false) refuses the directory.
 std::vector<DeviceInfo> list_devices();

@@ -118,7 +118,9 @@ int post_send(ibv_qp* qp_pub, ibv_send_wr* wr, ibv_send_wr** bad) {
     int err = 0;
     qp->sq_lock.lock();
     uint32_t first = qp->sq.hdr()->prod.load(std::memory_order_relaxed), prod = first;
-    for (; wr; wr = wr->next) {
+    // Under the ring's lock: device_gone flushes the ring under it (device_gone.cpp).
+    if (ctx_of(qp_pub->context)->gone.load(std::memory_order_relaxed)) err = EIO;
+    for (; wr && !err; wr = wr->next) {
         if ((err = write_send_wqe(qp, wr, prod))) break;
         publish_send(qp, ++prod);  // the device may start on it while we build the next
     }
@@ -130,13 +132,14 @@ int post_send(ibv_qp* qp_pub, ibv_send_wr* wr, ibv_send_wr** bad) {
 
 // Writes receive WQEs into a ring (a QP's RQ or an SRQ). Receives need no doorbell:
 // the device looks when a message arrives.
-static int post_to_ring(Ring& ring, SpinLock& lock, uint32_t max_sge, ibv_recv_wr* wr,
-                        ibv_recv_wr** bad) {
+static int post_to_ring(const Context* ctx, Ring& ring, SpinLock& lock, uint32_t max_sge,
+                        ibv_recv_wr* wr, ibv_recv_wr** bad) {
     int err = 0;
     lock.lock();
     abi::RingHeader* h = ring.hdr();
     uint32_t prod = h->prod.load(std::memory_order_relaxed);
-    for (; wr; wr = wr->next) {
+    if (ctx->gone.load(std::memory_order_relaxed)) err = EIO;  // as post_send
+    for (; wr && !err; wr = wr->next) {
         uint32_t cons = h->cons.load(std::memory_order_acquire);
         if (uint32_t(prod - cons) > ring.mask) {
             err = ENOMEM;
@@ -165,7 +168,8 @@ int post_recv(ibv_qp* qp_pub, ibv_recv_wr* wr, ibv_recv_wr** bad) {
         *bad = wr;
         return EINVAL;
     }
-    int err = post_to_ring(qp->rq, qp->rq_lock, qp->cap.max_recv_sge, wr, bad);
+    int err =
+        post_to_ring(ctx_of(qp_pub->context), qp->rq, qp->rq_lock, qp->cap.max_recv_sge, wr, bad);
     // In ERR the device must flush them, so wake it.
     if (qp_pub->state == IBV_QPS_ERR) ring_qp(qp);
     return err;
@@ -173,7 +177,7 @@ int post_recv(ibv_qp* qp_pub, ibv_recv_wr* wr, ibv_recv_wr** bad) {
 
 int post_srq_recv(ibv_srq* srq_pub, ibv_recv_wr* wr, ibv_recv_wr** bad) {
     Srq* srq = srq_of(srq_pub);
-    return post_to_ring(srq->ring, srq->lock, srq->max_sge, wr, bad);
+    return post_to_ring(ctx_of(srq_pub->context), srq->ring, srq->lock, srq->max_sge, wr, bad);
 }
 
 void lock_cq(Cq* cq) {
@@ -228,8 +232,13 @@ int req_notify_cq(ibv_cq* cq_pub, int solicited_only) {
                  std::memory_order_seq_cst);
     // As on hardware (the arm carries the consumer index), completions already in the
     // CQ and not yet polled raise the event at once: wake the device to send it.
-    if (h->prod.load(std::memory_order_seq_cst) != h->cons.load(std::memory_order_relaxed))
-        ring_cq(cq_pub);
+    if (h->prod.load(std::memory_order_seq_cst) != h->cons.load(std::memory_order_relaxed)) {
+        Context* ctx = ctx_of(cq_pub->context);
+        if (ctx->gone.load(std::memory_order_acquire))
+            note_gone_event(ctx, cq);  // no device to send it: ibv_get_cq_event hands it out
+        else
+            ring_cq(cq_pub);
+    }
     return 0;
 }
 

@@ -151,11 +151,34 @@ void fill_device_attr(const Context* ctx, ibv_device_attr* a) {
 
 namespace uroce::verbs {
 
+namespace {
+// One request: 0 or the device's verdict; *gone when there is no device to give one (it
+// was gone already, or its end of the socket closed: abi::transact says ENODEV when the
+// reply is missing). Other failures are the call's own, as an fd to pass that is not one
+// (EBADF from sendmsg: ibv_open_xrcd).
+int transact(Context* ctx, abi::Request& req, abi::Response& resp, int* fds, int* nfds, int send_fd,
+             bool* gone) {
+    *gone = ctx->gone.load(std::memory_order_acquire);
+    if (*gone) return EIO;
+    std::lock_guard<std::mutex> g(ctx->mu);
+    if (int e = abi::transact(ctx->sock, req, &resp, fds, nfds, send_fd)) {
+        *gone = e == EPIPE || e == ECONNRESET || e == ENOTCONN || e == ENODEV;
+        return *gone ? EIO : e;
+    }
+    return resp.err;
+}
+}  // namespace
+
 int request(Context* ctx, abi::Request& req, abi::Response& resp, int* fds, int* nfds,
             int send_fd) {
-    std::lock_guard<std::mutex> g(ctx->mu);
-    int err = abi::transact(ctx->sock, req, &resp, fds, nfds, send_fd);
-    return err ? err : resp.err;
+    bool gone;
+    return transact(ctx, req, resp, fds, nfds, send_fd, &gone);
+}
+
+int destroy_request(Context* ctx, abi::Request& req, abi::Response& resp) {
+    bool gone;
+    int e = transact(ctx, req, resp, nullptr, nullptr, -1, &gone);
+    return gone ? 0 : e;
 }
 
 bool map_ring(int fd, size_t bytes, uint32_t slots, uint32_t stride, Ring* out) {
@@ -183,6 +206,7 @@ void give_back(Context* ctx, abi::Op destroy_op, uint32_t handle) {
 }
 
 int query_port(ibv_context* c, uint8_t port, ibv_port_attr* attr, size_t len) {
+    if (device_is_gone(c)) return EIO;  // as the kernel's after disassociation
     if (port != 1) return EINVAL;
     ibv_port_attr a{};
     a.state = IBV_PORT_ACTIVE;
@@ -198,13 +222,13 @@ int query_port(ibv_context* c, uint8_t port, ibv_port_attr* attr, size_t len) {
     a.phys_state = 5;     // LinkUp
     a.link_layer = IBV_LINK_LAYER_ETHERNET;
     std::memcpy(attr, &a, len < sizeof a ? len : sizeof a);
-    (void)c;
     return 0;
 }
 
 int query_device_ex(ibv_context* c, const ibv_query_device_ex_input* in, ibv_device_attr_ex* attr,
                     size_t len) {
     if (in && in->comp_mask) return EINVAL;
+    if (device_is_gone(c)) return EIO;
     ibv_device_attr_ex a{};
     fill_device_attr(ctx_of(c), &a.orig_attr);
     // Every CQE carries the device clock (emu/abi/clock.h).
@@ -343,11 +367,17 @@ ibv_context* ibv_open_device(ibv_device* device) {
     c.ops.alloc_mw = alloc_mw;
     c.ops.dealloc_mw = dealloc_mw;
     c.ops.bind_mw = bind_mw;
+    if (int e = start_watcher(ctx)) {
+        ibv_close_device(&c);
+        errno = e;
+        return nullptr;
+    }
     return &c;
 }
 
 int ibv_close_device(ibv_context* context) {
     Context* ctx = ctx_of(context);
+    stop_watcher(ctx);
     // Closing the session makes the device destroy whatever is left, as uverbs does.
     close(ctx->sock);
     close(ctx->doorbell);
@@ -359,6 +389,7 @@ int ibv_close_device(ibv_context* context) {
 }
 
 int ibv_query_device(ibv_context* context, ibv_device_attr* attr) {
+    if (device_is_gone(context)) return EIO;
     fill_device_attr(ctx_of(context), attr);
     return 0;
 }
@@ -371,6 +402,10 @@ int ibv_query_port(ibv_context* context, uint8_t port_num, _compat_ibv_port_attr
 }
 
 int ibv_query_gid(ibv_context* context, uint8_t port_num, int index, ibv_gid* gid) {
+    if (device_is_gone(context)) {
+        errno = EIO;
+        return -1;
+    }
     if (port_num != 1 || index < 0 || uint32_t(index) >= abi::kGidTblLen) {
         errno = EINVAL;
         return -1;
@@ -383,7 +418,10 @@ int ibv_query_gid(ibv_context* context, uint8_t port_num, int index, ibv_gid* gi
 }
 
 int ibv_query_pkey(ibv_context* context, uint8_t port_num, int index, __be16* pkey) {
-    (void)context;
+    if (device_is_gone(context)) {
+        errno = EIO;
+        return -1;
+    }
     if (port_num != 1 || index != 0) {
         errno = EINVAL;
         return -1;
@@ -417,6 +455,7 @@ int ibv_query_gid_type(ibv_context* context, uint8_t port_num, unsigned int inde
 int _ibv_query_gid_ex(ibv_context* context, uint32_t port_num, uint32_t gid_index,
                       ibv_gid_entry* entry, uint32_t flags, size_t entry_size) {
     if (flags) return EINVAL;
+    if (device_is_gone(context)) return EIO;
     if (port_num != 1 || gid_index >= abi::kGidTblLen) return EINVAL;
     if (gid_index != 0) return ENODATA;  // an empty entry (rdma-core's answer)
     ibv_gid_entry e{};

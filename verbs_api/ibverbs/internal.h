@@ -5,12 +5,15 @@
 
 #include <infiniband/verbs.h>
 #include <pthread.h>
+#include <sys/types.h>
 
 #include <atomic>
 #include <cstdint>
 #include <memory>
 #include <mutex>
 #include <string>
+#include <unordered_set>
+#include <vector>
 
 #include "emu/abi/caps.h"
 #include "emu/abi/doorbell.h"
@@ -26,14 +29,46 @@ struct Device {
     int index = 0;
 };
 
+struct Qp;
+struct Cq;
+struct Srq;
+
+// Called once when a context's device is gone (device_gone.cpp), after the flush
+// completions are in the CQ rings; see on_device_gone.
+using GoneHook = void (*)(ibv_context* context, void* arg);
+
 struct Context {
     verbs_context vctx;  // ends with the ibv_context applications hold
     int sock = -1;
     int doorbell = -1;
     abi::DoorbellPage* db = nullptr;  // which QPs and CQs rang (emu/abi/doorbell.h)
-    std::mutex mu;                    // one request at a time on the control socket
+    // The device is gone (docs/behaviour.md, "When the device goes away"): every verb that
+    // needs it fails with EIO. Read by the posting verbs under their ring's lock.
+    std::atomic<bool> gone{false};
+    std::mutex mu;  // one request at a time on the control socket
     Device* device = nullptr;
     abi::OpenResp open{};
+
+    // What device_gone must flush, added by the create verbs and removed by the destroy
+    // verbs. Lock order: gone_mu, then objs_mu, then a ring's SpinLock.
+    std::mutex objs_mu;
+    std::unordered_set<Qp*> qps;
+    std::unordered_set<Cq*> cqs;
+    std::unordered_set<Srq*> srqs;
+
+    std::mutex gone_mu;    // device_gone runs once; a second caller waits until it has run
+    bool flushed = false;  // guarded by gone_mu
+    std::atomic<bool> fatal_reported{false};  // IBV_EVENT_DEVICE_FATAL was handed out
+    std::mutex hooks_mu;
+    bool hooks_fired = false;                       // guarded by hooks_mu
+    std::vector<std::pair<GoneHook, void*>> hooks;  // guarded by hooks_mu
+
+    // The watcher thread (device_gone.cpp): blocked in poll() on the control socket, so
+    // that the device's end closing is noticed with no cost to the data path.
+    pthread_t watcher{};
+    pid_t watcher_pid = 0;  // the process it runs in
+    bool watching = false;
+    int watcher_wake = -1;  // an eventfd: ibv_close_device stops the watcher with it
 };
 
 struct Pd {
@@ -90,6 +125,9 @@ struct Cq {
     const abi::Cqe* poll_cqe = nullptr;  // and where it is
     uint32_t comp_events_reported = 0;   // guarded by cq.mutex
     uint32_t async_events_reported = 0;  // guarded by cq.mutex
+    // The device is gone and the CQ was armed when device_gone wrote its flush completions:
+    // ibv_get_cq_event hands out this event in the device's stead. Guarded by objs_mu.
+    bool gone_event = false;
 };
 
 struct Srq {
@@ -98,6 +136,7 @@ struct Srq {
     uint32_t max_sge = 0;
     SpinLock lock;
     uint32_t events_reported = 0;  // guarded by srq.mutex
+    ibv_cq* xrc_cq = nullptr;      // an XRC SRQ's receives complete here
 };
 inline struct Srq* srq_of(ibv_srq* s) { return reinterpret_cast<struct Srq*>(s); }
 
@@ -132,10 +171,65 @@ inline Cq* cq_of(ibv_cq_ex* c) { return reinterpret_cast<Cq*>(c); }
 inline Qp* qp_of(ibv_qp* q) { return reinterpret_cast<Qp*>(q); }
 inline Qp* qp_of(ibv_qp_ex* q) { return reinterpret_cast<Qp*>(q); }
 
-// Runs one control request on the context's socket. Returns 0 or a positive errno
-// (transport failure or the device's verdict).
+// Runs one control request on the context's socket. Returns 0, the device's verdict (a
+// positive errno), or EIO when the device is gone (its end of the socket closed; the
+// watcher runs device_gone), as the kernel's verbs after a device is disassociated.
 int request(Context* ctx, abi::Request& req, abi::Response& resp, int* fds = nullptr,
             int* nfds = nullptr, int send_fd = -1);
+// The destroy verbs' request: as request, but 0 when the device is gone, for the object
+// went with it; the application can still free what it holds, as after disassociation.
+int destroy_request(Context* ctx, abi::Request& req, abi::Response& resp);
+
+// When the device goes away (device_gone.cpp; docs/behaviour.md). start_watcher and
+// stop_watcher bracket a context's life (0 or an errno). device_gone runs once per context
+// whoever notices first (the watcher, an ibv_get_*_event that read the end of the device's
+// pipe): it marks the context gone, writes IBV_WC_WR_FLUSH_ERR completions
+// for every outstanding work request into the CQ rings (the device, the rings' producer
+// until then, is dead: exactly one producer at a time), notes the completion events of armed
+// CQs and runs the hooks. A later caller returns once it has run.
+int start_watcher(Context* ctx);
+void stop_watcher(Context* ctx);
+void device_gone(Context* ctx);
+// ibv_get_cq_event after the device is gone: a CQ of the channel with an event noted by
+// device_gone or note_gone_event, or nullptr.
+ibv_cq* take_gone_event(Context* ctx, ibv_comp_channel* channel);
+// ibv_req_notify_cq after the device is gone, on a CQ that holds completions: the event the
+// device would have sent at once.
+void note_gone_event(Context* ctx, Cq* cq);
+// The objects device_gone looks at.
+void track(Context* ctx, Qp* qp);
+void track(Context* ctx, Cq* cq);
+void track(Context* ctx, Srq* srq);
+void untrack(Context* ctx, Qp* qp);
+void untrack(Context* ctx, Cq* cq);
+void untrack(Context* ctx, Srq* srq);
+
+// For librdmacm (verbs_api/rdmacm), which has no other way to learn of it and must not
+// depend on symbols libibverbs does not export (the exports are rdma-core's, exactly): both
+// libraries are built from this tree, so these are inline and work on the Context layout.
+//
+// device_is_gone: the context's device is gone (a load; no system call).
+inline bool device_is_gone(ibv_context* c) {
+    return reinterpret_cast<Context*>(reinterpret_cast<char*>(c) - offsetof(verbs_context, context))
+        ->gone.load(std::memory_order_acquire);
+}
+// on_device_gone: `fn(c, arg)` is called exactly once when the device is gone: on the
+// context's watcher thread (or whichever thread ran device_gone), after the flush
+// completions are written; at once, on the caller's thread, when it is gone already. `arg`
+// must live until ibv_close_device(c); `fn` must not call ibv_close_device(c) (that joins
+// the watcher thread it runs on) and should only record the fact and wake its own waiters.
+inline void on_device_gone(ibv_context* c, GoneHook fn, void* arg) {
+    auto* ctx =
+        reinterpret_cast<Context*>(reinterpret_cast<char*>(c) - offsetof(verbs_context, context));
+    {
+        std::lock_guard<std::mutex> g(ctx->hooks_mu);
+        if (!ctx->hooks_fired) {
+            ctx->hooks.emplace_back(fn, arg);
+            return;
+        }
+    }
+    fn(c, arg);
+}
 
 // Maps a ring memfd received from the device (and closes the fd).
 bool map_ring(int fd, size_t bytes, uint32_t slots, uint32_t stride, Ring* out);

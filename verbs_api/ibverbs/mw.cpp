@@ -31,7 +31,7 @@ int dealloc_mw(ibv_mw* mw) {
     req.op = abi::Op::kDeallocMw;
     req.u.handle.handle = mw->handle;
     abi::Response resp{};
-    if (int e = request(ctx_of(mw->context), req, resp)) return e;
+    if (int e = destroy_request(ctx_of(mw->context), req, resp)) return e;
     delete mw;
     return 0;
 }

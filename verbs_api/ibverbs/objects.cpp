@@ -79,6 +79,7 @@ Cq* create_cq(ibv_context* context, int cqe, void* cq_context, ibv_comp_channel*
     pthread_mutex_init(&cq->cq.mutex, nullptr);
     pthread_cond_init(&cq->cq.cond, nullptr);
     if (channel) ++channel->refcnt;
+    track(ctx_of(context), cq);
     return cq;
 }
 
@@ -105,7 +106,7 @@ int ibv_dealloc_pd(ibv_pd* pd) {
     req.op = abi::Op::kDeallocPd;
     req.u.pd.pd = pd->handle;
     abi::Response resp{};
-    if (int e = request(ctx_of(pd->context), req, resp)) return e;
+    if (int e = destroy_request(ctx_of(pd->context), req, resp)) return e;
     delete reinterpret_cast<Pd*>(pd);
     return 0;
 }
@@ -153,7 +154,7 @@ int ibv_dereg_mr(ibv_mr* mr) {
     req.op = abi::Op::kDeregMr;
     req.u.handle.handle = mr->handle;
     abi::Response resp{};
-    if (int e = request(ctx_of(mr->context), req, resp)) return e;
+    if (int e = destroy_request(ctx_of(mr->context), req, resp)) return e;
     delete reinterpret_cast<Mr*>(mr);
     return 0;
 }
@@ -185,7 +186,7 @@ int ibv_destroy_comp_channel(ibv_comp_channel* channel) {
     req.op = abi::Op::kDestroyCompChannel;
     req.u.handle.handle = ch->handle;
     abi::Response resp{};
-    if (int e = request(ctx_of(channel->context), req, resp)) return e;
+    if (int e = destroy_request(ctx_of(channel->context), req, resp)) return e;
     close(channel->fd);
     delete ch;
     return 0;
@@ -203,7 +204,8 @@ int ibv_destroy_cq(ibv_cq* cq_pub) {
     req.op = abi::Op::kDestroyCq;
     req.u.handle.handle = cq_pub->handle;
     abi::Response resp{};
-    if (int e = request(ctx_of(cq_pub->context), req, resp)) return e;
+    if (int e = destroy_request(ctx_of(cq_pub->context), req, resp)) return e;
+    untrack(ctx_of(cq_pub->context), cq);
     // As in rdma-core: every event handed out must be acknowledged first.
     pthread_mutex_lock(&cq_pub->mutex);
     while (cq_pub->comp_events_completed != cq->comp_events_reported ||
@@ -222,11 +224,21 @@ int ibv_get_cq_event(ibv_comp_channel* channel, ibv_cq** cq, void** cq_context) 
     do {
         n = read(channel->fd, &ev, sizeof ev);
     } while (n < 0 && errno == EINTR);
-    if (n != ssize_t(sizeof ev)) {
+    ibv_cq* c = nullptr;
+    if (n == 0) {
+        // The device closed its end of the pipe: it is gone. The events it can no longer
+        // send are device_gone's (one per CQ that was armed), then EIO, as the kernel's
+        // completion channel after disassociation.
+        Context* ctx = ctx_of(channel->context);
+        device_gone(ctx);
+        c = take_gone_event(ctx, channel);
+    } else if (n == ssize_t(sizeof ev)) {
+        c = reinterpret_cast<ibv_cq*>(ev.cq_cookie);
+    }
+    if (!c) {
         if (n >= 0) errno = EIO;
         return -1;
     }
-    auto* c = reinterpret_cast<ibv_cq*>(ev.cq_cookie);
     pthread_mutex_lock(&c->mutex);
     ++cq_of(c)->comp_events_reported;
     pthread_mutex_unlock(&c->mutex);
@@ -248,6 +260,18 @@ int ibv_get_async_event(ibv_context* context, ibv_async_event* event) {
     do {
         n = read(context->async_fd, &ev, sizeof ev);
     } while (n < 0 && errno == EINTR);
+    if (n == 0) {
+        // The device closed its end of the pipe, after every event it had sent: it is gone.
+        // IBV_EVENT_DEVICE_FATAL once, after the flush completions are written, then EIO,
+        // as the kernel's async event file after disassociation.
+        Context* ctx = ctx_of(context);
+        device_gone(ctx);
+        if (!ctx->fatal_reported.exchange(true)) {
+            event->event_type = IBV_EVENT_DEVICE_FATAL;
+            event->element.port_num = 0;
+            return 0;
+        }
+    }
     if (n != ssize_t(sizeof ev)) {
         if (n >= 0) errno = EIO;
         return -1;

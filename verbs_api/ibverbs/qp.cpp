@@ -66,6 +66,7 @@ ibv_qp* create_qp(ibv_context* context, ibv_pd* pd, ibv_qp_init_attr* attr, uint
     q.qp_type = attr->qp_type;
     pthread_mutex_init(&q.mutex, nullptr);
     pthread_cond_init(&q.cond, nullptr);
+    track(ctx, qp);
     return &q;
 }
 
@@ -123,8 +124,9 @@ int ibv_destroy_qp(ibv_qp* qp) {
     req.op = abi::Op::kDestroyQp;
     req.u.handle.handle = qp->handle;
     abi::Response resp{};
-    if (int e = request(ctx_of(qp->context), req, resp)) return e;
+    if (int e = destroy_request(ctx_of(qp->context), req, resp)) return e;
     Qp* q = qp_of(qp);
+    untrack(ctx_of(qp->context), q);
     // As in rdma-core: every async event handed out must be acknowledged first.
     pthread_mutex_lock(&qp->mutex);
     while (qp->events_completed != q->events_reported) pthread_cond_wait(&qp->cond, &qp->mutex);

@@ -185,6 +185,8 @@ int wr_complete(ibv_qp_ex* x) {
     flush(qp);
     // As mlx5, whose wr_complete fails with EINVAL until the QP reaches RTS.
     if (!s.err && !sq_accepts(&x->qp_base)) s.err = EINVAL;
+    // As post_send: under the SQ lock, which device_gone flushes the ring under.
+    if (ctx_of(x->qp_base.context)->gone.load(std::memory_order_relaxed)) s.err = EIO;
     uint32_t first = qp->sq.hdr()->prod.load(std::memory_order_relaxed);
     bool posted = !s.err && s.prod != first;
     if (posted) publish_send(qp, s.prod);

@@ -53,6 +53,8 @@ ibv_srq* create_srq(ibv_context* context, ibv_pd* pd, ibv_srq_type type, uint32_
     s.handle = o.handle;
     pthread_mutex_init(&s.mutex, nullptr);
     pthread_cond_init(&s.cond, nullptr);
+    srq->xrc_cq = cq;
+    track(ctx_of(context), srq);
     return &s;
 }
 
@@ -89,8 +91,9 @@ int ibv_destroy_srq(ibv_srq* srq) {
     req.op = abi::Op::kDestroySrq;
     req.u.handle.handle = srq->handle;
     abi::Response resp{};
-    if (int e = request(ctx_of(srq->context), req, resp)) return e;
+    if (int e = destroy_request(ctx_of(srq->context), req, resp)) return e;
     Srq* s = srq_of(srq);
+    untrack(ctx_of(srq->context), s);
     // As in rdma-core: every async event handed out must be acknowledged first.
     pthread_mutex_lock(&srq->mutex);
     while (srq->events_completed != s->events_reported) pthread_cond_wait(&srq->cond, &srq->mutex);

@@ -79,7 +79,7 @@ int close_xrcd(ibv_xrcd* xrcd) {
     req.u.handle.handle = x->handle;
     abi::Response resp{};
     // As rdma-core: the errno value, returned and left in errno (the failed command's).
-    if (int e = request(ctx_of(xrcd->context), req, resp)) return errno = e;
+    if (int e = destroy_request(ctx_of(xrcd->context), req, resp)) return errno = e;
     delete x;
     return 0;
 }
