@@ -2,13 +2,13 @@
 # Acceptance (docs/behaviour.md, "When the device goes away"): SIGKILL of the device under a
 # running pair of unmodified programs makes both sides exit, with an error, within 2 s; then
 # a device started again under the same name serves a new ibv_rc_pingpong pair.
-#   usage: device_death_test.sh [CASE...]    (default: rc_pingpong rc_pingpong_events write_bw)
+#   usage: device_death_test.sh [CASE...]    (default: all four)
 # rc_pingpong: ibv_rc_pingpong -n 100000000, busy-polling its CQ: a flush completion ends it.
 # rc_pingpong_events: the same with -e, blocked in ibv_get_cq_event: the CQ's event comes,
 #              then the flush completion.
 # write_bw:    ib_write_bw -D 30 (duration mode): the client's flush completion ends it, and
 #              the server, which waits for the client over TCP, follows.
-# rping:       librdmacm's RDMA_CM_EVENT_DEVICE_REMOVAL; see the case below.
+# rping:       rping -C 100000000: librdmacm's RDMA_CM_EVENT_DEVICE_REMOVAL ends both.
 . "$(dirname "$0")/lib.sh"
 need ibv_rc_pingpong
 
@@ -108,17 +108,28 @@ case_write_bw() {
     kill_device_expect_exit write_bw $spid $cpid
 }
 
-# rping (librdmacm): LEFT FOR THE librdmacm DEVICE_REMOVAL WORK (another engineer is
-# rewriting verbs_api/rdmacm/cma.cpp's event channels). Once librdmacm turns
-# on_device_gone (verbs_api/ibverbs/internal.h) into RDMA_CM_EVENT_DEVICE_REMOVAL, this case
-# should run `rping -s -a $addr -p PORT -C 100000000` and `rping -c -a $addr -p PORT
-# -C 100000000` and call kill_device_expect_exit on them, like case_rc_pingpong.
+# rping (librdmacm): RDMA_CM_EVENT_DEVICE_REMOVAL reaches both sides' CM threads, which exit.
 case_rping() {
-    skip "rping: RDMA_CM_EVENT_DEVICE_REMOVAL is not wired yet"
+    need rping
+    port=$((port + 1))
+    verbs timeout 60 rping -s -a $addr -p "$port" -C 100000000 >"$UROCE_RUNTIME_DIR/server.out" 2>&1 &
+    local spid=$!
+    for _ in $(seq 100); do
+        "$UROCE" res 2>/dev/null | grep -Eq "^cm_id .* state listen .*:$port remote" && break
+        kill -0 $spid 2>/dev/null || break
+        sleep 0.1
+    done
+    verbs timeout 60 rping -c -a $addr -p "$port" -C 100000000 >"$UROCE_RUNTIME_DIR/client.out" 2>&1 &
+    local cpid=$!
+    sleep 1.5
+    expect_running $spid $cpid
+    kill_device_expect_exit rping $spid $cpid
+    grep -q "cma detected device removal" "$UROCE_RUNTIME_DIR/client.out" ||
+        fail "the client got no RDMA_CM_EVENT_DEVICE_REMOVAL"
 }
 
 cases=("$@")
-[ ${#cases[@]} -gt 0 ] || cases=(rc_pingpong rc_pingpong_events write_bw)
+[ ${#cases[@]} -gt 0 ] || cases=(rc_pingpong rc_pingpong_events write_bw rping)
 for c in "${cases[@]}"; do
     echo "=== $c"
     "case_$c"

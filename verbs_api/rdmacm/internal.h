@@ -35,7 +35,7 @@ struct DevConn {
     int sock = -1;
     int session_fds[2] = {-1, -1};  // what kOpen returned; kept for the connection's life
     bool open = false;
-    std::atomic<bool> gone{false};  // the device went away (device_watch.cpp); for good
+    std::atomic<bool> gone{false};  // the device went away (device_removal.cpp); for good
     std::mutex open_mu;             // ensure_open
     std::mutex mu;                  // one request at a time on sock
 };
@@ -117,8 +117,8 @@ inline Channel* chan_of(rdma_event_channel* c) { return reinterpret_cast<Channel
 // Device table (cma.cpp). Refreshes it from the running devices; false when there is none.
 bool sync_devices();
 
-// Watches d's control connection (device_watch.cpp); device_gone(d) (cma.cpp) runs on the
-// watcher's thread once the device has gone away.
+// Has device_gone(d) (cma.cpp) run once d's device has gone away (device_removal.cpp: on
+// libibverbs' watcher thread, or at once if it is gone already). d->verbs must be open.
 void watch_device(DevConn* d);
 void device_gone(DevConn* d);
 
