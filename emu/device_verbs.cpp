@@ -498,6 +498,26 @@ static void dump_ops(std::ostringstream& o, const char* head, const char* dir, u
     for (unsigned i = 0; i < 32; ++i) dump_op(o, head, dir, transport | i, c.pkts[i], c.bytes[i]);
 }
 
+DeviceObjects Device::objects() const {
+    DeviceObjects o;
+    o.sessions = sessions_.count();
+    o.pds = pds_.count();
+    o.mrs = mrs_.count();
+    o.mws = mws_.count();
+    o.channels = channels_.count();
+    o.cqs = cqs_.count();
+    o.qps = qps_.count();
+    o.srqs = srqs_.count();
+    o.xrcds = xrcds_.count();
+    o.xrcd_handles = xrcd_handles_.count();
+    o.mcast_groups = mcast_.size();
+    o.ready = ready_.size();
+    o.timers = timers_.size();
+    o.awake = awake_.size();
+    o.cm = cm_.objects();
+    return o;
+}
+
 std::string Device::dump() const {
     std::ostringstream o;
     char ip[INET_ADDRSTRLEN];
