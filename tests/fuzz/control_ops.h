@@ -12,6 +12,9 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
 
 namespace uroce::fuzz {
 
@@ -31,11 +34,11 @@ enum CtlOp : uint8_t {
                    // u8 recv_wr, u8 send_sge, u8 recv_sge, u16 inline [bit 2: sq_sig_all]
     kModifyQp,     // pick qp, u32 mask, then the ibv_qp_attr's bytes (the dgid's IPv4 part is
                    // replaced: see kToState's address selector)
-    kToState,      // pick qp, u8 state, u8 address (0 the device, 1 a dead peer, 2 a multicast
-                   // group, 3 another loopback address), pick dest qp, u32 rq_psn, u32 sq_psn,
-                   // u8 mtu, u8 timeout, u8 retry, u8 rnr_retry, u8 rd_atomic, u32 qkey,
-                   // u8 access; a transition with the attributes the verbs need for it
-                   // [bit 1: the mask also carries every optional attribute]
+    kToState,      // pick qp, u8 state, u8 QP type (0 RC, 1 UC, 2 UD, 3 XRC_SEND, 4 XRC_RECV),
+                   // u8 address (0 the device, 1 a dead peer, 2 and 3 multicast groups, 4 another
+                   // loopback address), pick dest qp, u32 rq_psn, u32 sq_psn, u8 mtu, u8 timeout,
+                   // u8 retry, u8 rnr_retry, u8 rd_atomic, u32 qkey, u8 access: the transition
+                   // with the attributes that type needs for it [bit 1: u32 more mask bits]
     kQueryQp,      // pick qp, u32 mask
     kDestroyQp,    // pick qp
     kCreateSrq,    // pick pd, u16 max_wr, u8 max_sge, u16 limit [bit 1: XRC, pick xrcd, pick cq]
@@ -66,7 +69,7 @@ enum CtlOp : uint8_t {
     kCm,      // u8 cm_op, pick cm id, u8 channel, u8 ps (0 TCP, 1 UDP, 2 IB, 3 IPoIB, else raw),
               // u8 qp_type, u8 backlog, u8 local address (0 the device, 1 any, else another),
               // u8 remote address (as kToState), u8 local port, u8 remote port (small numbers),
-              // pick qp, u32 psn, u32 qkey, u32 event, 8 u8 parameters, u8 private length + bytes
+              // pick qp, u32 psn, u32 qkey, u32 event, 7 u8 parameters, u8 private length + bytes
               // [bit 1: one byte short]
     kRaw,     // u16 n, n bytes: a message as it came off the socket
     kDump,    // [bit 1: the trace since u8]
@@ -74,5 +77,8 @@ enum CtlOp : uint8_t {
     kClose,   // the connection closes (the device cleans its session up)
     kCount
 };
+
+// The seeds make_corpus writes (control_seeds.cpp): name, input.
+std::vector<std::pair<std::string, std::vector<uint8_t>>> control_seeds();
 
 }  // namespace uroce::fuzz

@@ -55,6 +55,7 @@ constexpr int kConns = 2;
 }
 
 emu::Device* g_dev = nullptr;
+bool g_verbose = false;      // FUZZ_CONTROL_VERBOSE set: every answer, and the device at the end
 emu::DeviceObjects g_empty;  // what the device holds with no session
 uint8_t* const g_arena = new uint8_t[kArenaLen];
 int g_files[2] = {-1, -1};  // two files whose inodes name XRC domains
@@ -115,6 +116,7 @@ class Clients {
 public:
     explicit Clients(Reader& r) : r_(r) {}
     ~Clients() {
+        if (g_verbose) std::fprintf(stderr, "%s", g_dev->dump().c_str());
         for (auto& c : conns_) close_conn(c);
         for (int i = 0; i < 4; ++i) g_dev->turn();  // what the closes sent arrives
         for (const Map& m : maps_) munmap(m.base, m.bytes);
@@ -132,6 +134,7 @@ public:
         const uint8_t op = r_.u8() % fuzz::kCount;
         flags_ = r_.u8();
         conn_ = &conns_[flags_ & 1];
+        if (g_verbose) std::fprintf(stderr, "[%u flags 0x%x]\n", unsigned(op), unsigned(flags_));
         switch (CtlOp(op)) {
         case fuzz::kOpen: open(); break;
         case fuzz::kAllocPd: simple(abi::Op::kAllocPd); break;
@@ -272,6 +275,7 @@ private:
         abi::Response resp{};
         if (out.bytes.size() != sizeof resp) die("a Request was not answered with a Response");
         std::memcpy(&resp, out.bytes.data(), sizeof resp);
+        if (g_verbose) std::fprintf(stderr, "op %u: %s\n", unsigned(q.op), std::strerror(resp.err));
         if (resp.err < 0 || resp.err >= 4096) die("an answer that is no errno");
         if (resp.err && !out.fds.empty()) die("descriptors with an error");
         size_t want = 0;
@@ -412,6 +416,7 @@ private:
         m.qpn = pick(qpns());
         ibv_qp_attr& a = m.attr;
         a.qp_state = ibv_qp_state(r_.u8() % 7);
+        const uint8_t profile = r_.u8();
         a.ah_attr.is_global = 1;
         a.ah_attr.port_num = 1;
         a.ah_attr.grh.hop_limit = 64;
@@ -429,37 +434,31 @@ private:
         a.qkey = r_.u32();
         a.port_num = 1;
         a.qp_access_flags = r_.u8() & 0xf;
-        // What each transition needs, for every QP type (the device refuses what a type
-        // does not take, which is worth trying too).
-        uint64_t mask = IBV_QP_STATE;
-        switch (a.qp_state) {
-        case IBV_QPS_INIT:
-            mask |= IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS | IBV_QP_QKEY;
-            break;
-        case IBV_QPS_RTR:
-            mask |= IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
-                    IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER;
-            break;
-        case IBV_QPS_RTS:
-            mask |= IBV_QP_SQ_PSN | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
-                    IBV_QP_MAX_QP_RD_ATOMIC;
-            break;
-        default: break;
-        }
-        if (flags_ & 2) {
-            mask |= IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS | IBV_QP_QKEY |
-                    IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
-                    IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER | IBV_QP_SQ_PSN |
-                    IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC;
-        }
-        // UD and XRC QPs take a subset; ask for what their type allows when flags bit 2.
-        if (flags_ & 4)
-            mask &= ~uint64_t(IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
-                              IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER | IBV_QP_TIMEOUT |
-                              IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC);
-        if (flags_ & 8) mask &= ~uint64_t(IBV_QP_QKEY);
-        m.mask = mask;
+        m.mask = IBV_QP_STATE | required_attrs(profile, a.qp_state);
+        if (flags_ & 2) m.mask |= r_.u32();  // and whatever else
         send(q);
+    }
+
+    // What a transition into `st` needs for a QP type (0 RC, 1 UC, 2 UD, 3 XRC_SEND,
+    // 4 XRC_RECV; emu/qp_state.cpp has the whole table): a type given another's attributes
+    // is refused, which is worth trying too.
+    static uint64_t required_attrs(uint8_t type, ibv_qp_state st) {
+        type %= 5;
+        bool ud = type == 2, uc = type == 1, ini = type == 3, tgt = type == 4;
+        switch (st) {
+        case IBV_QPS_INIT:
+            return IBV_QP_PKEY_INDEX | IBV_QP_PORT | (ud ? IBV_QP_QKEY : IBV_QP_ACCESS_FLAGS);
+        case IBV_QPS_RTR:
+            if (ud) return 0;
+            return IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
+                   (uc || ini ? 0 : IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER);
+        case IBV_QPS_RTS:
+            if (ud || uc) return IBV_QP_SQ_PSN;
+            if (tgt) return IBV_QP_SQ_PSN | IBV_QP_TIMEOUT;
+            return IBV_QP_SQ_PSN | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
+                   IBV_QP_MAX_QP_RD_ATOMIC;
+        default: return 0;
+        }
     }
 
     void create_srq() {
@@ -725,6 +724,8 @@ private:
         abi::CmResp resp{};
         if (out.bytes.size() != sizeof resp) die("a CmReq was not answered with a CmResp");
         std::memcpy(&resp, out.bytes.data(), sizeof resp);
+        if (g_verbose)
+            std::fprintf(stderr, "cm op %u: %s\n", unsigned(c.cm_op), std::strerror(resp.err));
         if (resp.err < 0 || resp.err >= 4096) die("a CM answer that is no errno");
         if (resp.err) return;
         if (c.cm_op == abi::CmOp::kBind) cm_ids_.push_back(resp.handle);
@@ -762,7 +763,7 @@ private:
         emu::ControlMsg msg;
         std::memset(&msg, 0, sizeof msg);
         msg.req.op = (flags_ & 2) ? abi::Op::kTrace : abi::Op::kDump;
-        msg.req.u.trace.since = r_.u8();
+        if (flags_ & 2) msg.req.u.trace.since = r_.u8();
         exchange(msg, sizeof msg.req);
     }
 
@@ -797,7 +798,9 @@ private:
 }  // namespace
 
 extern "C" int LLVMFuzzerInitialize(int*, char***) {
-    signal(SIGPIPE, SIG_IGN);  // as uroced: the device writes into pipes clients may close
+    signal(SIGPIPE, SIG_IGN);
+    g_verbose = std::getenv("FUZZ_CONTROL_VERBOSE") !=
+                nullptr;  // as uroced: the device writes into pipes clients may close
     for (int i = 0; i < 2; ++i) {
         g_files[i] = memfd_create(i ? "xrcd-b" : "xrcd-a", MFD_CLOEXEC);
         if (g_files[i] < 0) die("memfd_create");
