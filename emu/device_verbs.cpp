@@ -339,7 +339,13 @@ int Device::modify_qp(Session& s, const abi::ModifyQpReq& r) {
         qp->rnr_wait = false;
         qp->sq_fetch = qp->sq_send = qp->sq_done = qp->sq_send_off = 0;
         qp->rq_next = 0;
+        // No message in progress either: the next incarnation's first WRITE must not be
+        // taken for a second message while one is open, nor its Middle packets continue
+        // the old one into memory that may be deregistered by now.
         qp->have_rwr = false;
+        qp->have_write = false;
+        qp->write_imm_pending = false;
+        qp->uc_drop = false;
         qp->sq->prod.store(0);
         qp->sq->cons.store(0);
         qp->rq->prod.store(0);

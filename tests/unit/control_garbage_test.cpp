@@ -181,5 +181,31 @@ TEST_F(ControlGarbageTest, ModifyQpEnumFieldsOutOfRange) {
     EXPECT_EQ(a.u.query_qp.attr.qp_state, IBV_QPS_INIT);
 }
 
+// A QP reset while an RDMA WRITE it was receiving was unfinished kept that WRITE open: after
+// RESET -> INIT -> RTR its first WRITE was "a new message while one is still open", a
+// REM_INV_REQ_ERR that put the fresh QP in ERR (and a Middle packet would have continued the
+// old WRITE). RESET forgets the message in progress, as it forgets the queues.
+TEST_F(ControlGarbageTest, ResetForgetsWriteInProgress) {
+    const uint32_t qpn = rc_qp();
+    std::vector<uint8_t> mem(8192);
+    abi::Request q = req(abi::Op::kRegMr);
+    q.u.reg_mr.pd = pd_;
+    q.u.reg_mr.access = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE;
+    q.u.reg_mr.addr = q.u.reg_mr.iova = reinterpret_cast<uint64_t>(mem.data());
+    q.u.reg_mr.length = mem.size();
+    abi::Response a;
+    ASSERT_EQ(send(q, &a), 0);
+    const uint32_t rkey = a.u.reg_mr.rkey;
+    const uint64_t va = q.u.reg_mr.iova;
+    ASSERT_EQ(to_state(qpn, IBV_QPS_INIT), 0);
+    ASSERT_EQ(to_state(qpn, IBV_QPS_RTR), 0);
+    write_packet(net::kRcWriteFirst, qpn, 0, va, rkey, 4096, 1024);  // the rest never comes
+    ASSERT_EQ(state(qpn), IBV_QPS_RTR);
+    for (ibv_qp_state st : {IBV_QPS_RESET, IBV_QPS_INIT, IBV_QPS_RTR})
+        ASSERT_EQ(to_state(qpn, st), 0);
+    write_packet(net::kRcWriteOnly, qpn, 0, va + 4096, rkey, 8, 8);
+    EXPECT_EQ(state(qpn), IBV_QPS_RTR);
+}
+
 }  // namespace
 }  // namespace uroce::emu
