@@ -107,6 +107,7 @@ void Device::stop() {
 
 void Device::call(const std::function<void()>& fn) {
     if (!running_ || std::this_thread::get_id() == thread_.get_id()) {
+        if (manual_) dma_flush();  // as run_commands: no control request finds writes pending
         fn();
         return;
     }
