@@ -55,7 +55,9 @@ enum CtlOp : uint8_t {
     kDeallocMw,    // pick mw
     kPostSend,     // pick qp, u8 count, then count WQEs: u8 opcode, u8 send_flags, u8 num_sge,
                    // then per SGE written (at most what the slot holds) pick mr, u16 offset,
-                   // u16 length; pick rkey (MR and MW keys), u16 remote offset, u32 imm,
+                   // u16 length; pick rkey (MR and MW keys), u16 remote offset, u32 imm (LOCAL_INV,
+                   // SEND_WITH_INV: below 0xff000000 it picks an
+                   // rkey),
                    // u8 compare_add, u8 swap, u8 address (as kToState), pick remote qp, u32 qkey,
                    // pick srq, u8 inline length + bytes [IBV_SEND_INLINE]; BIND_MW: pick mw,
                    // u8 rkey, pick mr, u32 access, u16 offset, u16 length
@@ -72,7 +74,7 @@ enum CtlOp : uint8_t {
               // pick qp, u32 psn, u32 qkey, u32 event, 7 u8 parameters, u8 private length + bytes
               // [bit 1: one byte short]
     kRaw,     // u16 n, n bytes: a message as it came off the socket
-    kDump,    // [bit 1: the trace since u8]
+    kDump,    // [bit 1: the trace since u8]; once per input (a dump is slow)
     kFaults,  // u8 n, n characters of a fault spec
     kClose,   // the connection closes (the device cleans its session up)
     kCount

@@ -141,6 +141,34 @@ std::vector<std::pair<std::string, std::vector<uint8_t>>> control_seeds() {
         in.ring(0, 15);
         add("uc_traffic", in);
     }
+    // UC: WRITE and WRITE_WITH_IMM into the other QP's MR.
+    {
+        In in = connected_pair(1);
+        in.op(kPostSend).u8(0).u8(2);
+        in.send_wqe(IBV_WR_RDMA_WRITE, 2500);
+        in.send_wqe(IBV_WR_RDMA_WRITE_WITH_IMM, 100);
+        in.ring(0, 15);
+        add("uc_write", in);
+    }
+    // RC over a lossy, reordering, duplicating link (the fault injector), then the receiver
+    // reset and connected again while a message may be half received, and more traffic.
+    {
+        const char spec[] = "loss=0.3,dup=0.2,reorder=0.2,corrupt=0.1,seed=7";
+        In in;
+        in.op(kFaults).u8(sizeof spec).put(spec, sizeof spec);
+        In pair = connected_pair(0);
+        in.put(pair.bytes.data(), pair.bytes.size());
+        in.op(kPostSend).u8(0).u8(3);
+        in.send_wqe(IBV_WR_RDMA_WRITE, 3000);
+        in.send_wqe(IBV_WR_SEND, 3000);
+        in.send_wqe(IBV_WR_RDMA_READ, 3000);
+        in.ring(0, 15).turns(15);
+        for (ibv_qp_state st : {IBV_QPS_RESET, IBV_QPS_INIT, IBV_QPS_RTR, IBV_QPS_RTS})
+            in.to_state(1, st, 0);
+        in.recv(1, 4).op(kPostSend).u8(0).u8(1).send_wqe(IBV_WR_RDMA_WRITE, 100);
+        in.ring(0, 15).turns(15);
+        add("rc_lossy_reset", in);
+    }
     // UD: a datagram to the other QP, and to a multicast group it is attached to.
     {
         In in = base();
@@ -196,7 +224,13 @@ std::vector<std::pair<std::string, std::vector<uint8_t>>> control_seeds() {
         in.ring(1, 15);
         in.op(kPostSend).u8(0).u8(1).u8(IBV_WR_RDMA_WRITE).u8(IBV_SEND_SIGNALED).u8(1);
         in.sge(0x1000, 64).wqe_tail(1, 0x4000);
-        in.ring(0, 15).op(kDeallocMw).pick(1).op(kDeregMr).pick(0);
+        in.ring(0, 15);
+        // SEND_WITH_INV of the type 2 window's key (as the bind set it), then LOCAL_INV.
+        in.recv(1, 1).op(kPostSend).u8(0).u8(1).u8(IBV_WR_SEND_WITH_INV).u8(IBV_SEND_SIGNALED);
+        in.u8(1).sge(0x1000, 16).pick(0).u16(0).u32(1).u8(0).u8(0).u8(0).pick(1).u32(0).pick(0);
+        in.op(kPostSend).u8(1).u8(1).u8(IBV_WR_LOCAL_INV).u8(IBV_SEND_SIGNALED).u8(0);
+        in.pick(0).u16(0).u32(1).u8(0).u8(0).u8(0).pick(0).u32(0).pick(0);
+        in.ring(0, 15).ring(1, 15).op(kDeallocMw).pick(1).op(kDeregMr).pick(0);
         add("mw_bind", in);
     }
     // The connection manager: a listener, a connect to it through the device, the request

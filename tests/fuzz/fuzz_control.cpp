@@ -106,6 +106,10 @@ struct MrRef {
     uint32_t lkey;
     uint64_t iova, length;
 };
+struct MwRef {
+    uint32_t handle, rkey;
+    uint64_t addr, length;  // as the last bind posted asked
+};
 struct QpRef {
     uint32_t qpn;
     Map sq, rq;  // empty for a QP opened with kOpenQp
@@ -180,7 +184,7 @@ public:
             q.u.mw.pd = pick(pds_);
             q.u.mw.type = r_.u8();
             abi::Response a;
-            if (send(q, &a) == 0) mws_.push_back({a.u.mw.handle, a.u.mw.rkey});
+            if (send(q, &a) == 0) mws_.push_back({a.u.mw.handle, a.u.mw.rkey, 0, 0});
             break;
         }
         case fuzz::kDeallocMw: handle_req(abi::Op::kDeallocMw, pick(mw_handles())); break;
@@ -230,7 +234,11 @@ private:
     }
     std::vector<uint32_t> cq_handles() const { return firsts(cqs_); }
     std::vector<uint32_t> srq_handles() const { return firsts(srqs_); }
-    std::vector<uint32_t> mw_handles() const { return firsts(mws_); }
+    std::vector<uint32_t> mw_handles() const {
+        std::vector<uint32_t> k;
+        for (const MwRef& m : mws_) k.push_back(m.handle);
+        return k;
+    }
     std::vector<uint32_t> qpns() const {
         std::vector<uint32_t> k;
         for (const QpRef& q : qps_) k.push_back(q.qpn);
@@ -244,7 +252,7 @@ private:
     }
     std::vector<uint32_t> rkeys() const {
         std::vector<uint32_t> k = mr_keys();
-        for (const auto& [h, rkey] : mws_) k.push_back(rkey);
+        for (const MwRef& m : mws_) k.push_back(m.rkey);
         return k;
     }
 
@@ -326,7 +334,8 @@ private:
 
     void close_conn(Conn& c) {
         if (!c.cc.session) return;
-        g_dev->close_session(c.cc.session);
+        emu::Session* s = c.cc.session;
+        g_dev->call([&] { g_dev->close_session(s); });  // as ControlServer::read_next
         c.cc.session = nullptr;
         c.db = nullptr;
     }
@@ -572,7 +581,13 @@ private:
             w.remote_addr = roff;
             for (const MrRef& m : mrs_)
                 if (m.lkey == w.rkey && m.length) w.remote_addr = m.iova + roff % m.length;
+            for (const MwRef& m : mws_)
+                if (m.rkey == w.rkey && m.length) w.remote_addr = m.addr + roff % m.length;
             w.imm_data = r_.u32();
+            // What LOCAL_INV and SEND_WITH_INV invalidate: mostly a key the device gave out.
+            bool inv = w.opcode == IBV_WR_LOCAL_INV || w.opcode == IBV_WR_SEND_WITH_INV;
+            if (inv && !keys.empty() && (w.imm_data >> 24) != 0xff)
+                w.imm_data = keys[w.imm_data % keys.size()];
             w.compare_add = r_.u8();
             w.swap = r_.u8();
             w.ah = dest(r_.u8());
@@ -595,6 +610,10 @@ private:
                 uint16_t off = r_.u16(), len = r_.u16();
                 b.addr = m ? m->iova + off : off;
                 b.length = len;
+                // The window's key and range after the bind, if it succeeds.
+                for (MwRef& mw : mws_)
+                    if (mw.handle == b.mw)
+                        mw = {mw.handle, (mw.rkey & ~0xffu) | b.rkey, b.addr, len};
                 std::memcpy(area, &b, sizeof b);
                 used = std::max(used, sizeof b);
             }
@@ -760,6 +779,9 @@ private:
     }
 
     void dump() {
+        // A dump walks every table slot (hundreds of thousands): once per input is enough.
+        if (dumped_) return;
+        dumped_ = true;
         emu::ControlMsg msg;
         std::memset(&msg, 0, sizeof msg);
         msg.req.op = (flags_ & 2) ? abi::Op::kTrace : abi::Op::kDump;
@@ -785,10 +807,11 @@ private:
     Conn* conn_ = &conns_[0];
     uint8_t flags_ = 0;
     bool faults_ = false;
+    bool dumped_ = false;
     std::vector<uint32_t> pds_, channels_, xrcds_, cm_ids_;
     std::vector<MrRef> mrs_;
     std::vector<std::pair<uint32_t, Map>> cqs_, srqs_;
-    std::vector<std::pair<uint32_t, uint32_t>> mws_;  // handle, rkey
+    std::vector<MwRef> mws_;
     std::vector<QpRef> qps_;
     std::vector<abi::DoorbellPage*> doorbells_;
     std::vector<Map> maps_;
