@@ -1146,6 +1146,19 @@ void CmAgent::post(const Id& id, abi::CmEventRec& ev) {
     }
 }
 
+CmAgent::Objects CmAgent::objects() const {
+    Objects o;
+    for (const auto& [h, id] : ids_) {
+        if (id->owner)
+            ++o.owned_ids;
+        else if (!id->deadline)
+            ++o.stuck_ids;
+    }
+    o.channels = channels_.size();
+    o.ports = ports_.size();
+    return o;
+}
+
 std::string CmAgent::dump() const {
     std::ostringstream o;
     o << "cm ids " << ids_.size() << " channels " << channels_.size() << " mads_tx " << mads_tx_

@@ -60,6 +60,13 @@ public:
     // Nanoseconds until the next CM timer from now (~0 when there is none).
     uint64_t next_timeout(uint64_t now) const;
     std::string dump() const;
+    // What the agent holds. An id whose session closed (no owner) finishes its protocol and
+    // goes when its timer ends it; one with neither owner nor timer would stay for ever.
+    struct Objects {
+        size_t owned_ids = 0, stuck_ids = 0, channels = 0, ports = 0;
+        bool operator==(const Objects&) const = default;
+    };
+    Objects objects() const;
 
 private:
     enum class St : uint8_t {

@@ -11,8 +11,8 @@
 #include <cstring>
 
 #include "emu/abi/client.h"
-#include "emu/abi/cm_protocol.h"
 #include "emu/abi/runtime.h"
+#include "emu/control_dispatch.h"
 
 namespace uroce::emu {
 
@@ -168,13 +168,7 @@ void ControlServer::read_next(std::shared_ptr<Conn> c) {
 }
 
 bool ControlServer::serve(Conn& c) {
-    // Every message is a Request except kCapture's, which is larger.
-    union {
-        abi::Request req;
-        abi::CaptureReq capture;
-        abi::FaultsReq faults;
-        abi::CmReq cm;
-    } msg;
+    ControlMsg msg;
     std::memset(&msg, 0, sizeof msg);
     int in_fd = -1;
     ssize_t n = recv_msg(c.sd.native_handle(), &msg, sizeof msg, &in_fd);
@@ -186,100 +180,35 @@ bool ControlServer::serve(Conn& c) {
         }
     } closer{in_fd};
     if (n < 0) return errno == EAGAIN || errno == EINTR;
-    if (n == 0) return false;                                 // the application went away
-    if (size_t(n) < offsetof(abi::Request, u)) return false;  // not our protocol
-    const abi::Request& req = msg.req;
-    abi::Response resp{};
-    std::vector<int> fds;
-    switch (req.op) {
-    case abi::Op::kOpen: {
-        if (c.session || req.u.open.version != abi::kProtocolVersion) {
-            resp.err = EPROTO;
-            break;
+    if (n == 0) return false;  // the application went away
+    if (size_t(n) >= offsetof(abi::Request, u)) {
+        // The two requests that act on the daemon rather than the device.
+        abi::Response resp{};
+        switch (msg.req.op) {
+        case abi::Op::kCapture:
+            if (size_t(n) < offsetof(abi::CaptureReq, path) + 1 ||
+                std::memchr(msg.capture.path, 0, size_t(n) - offsetof(abi::CaptureReq, path)) ==
+                    nullptr)
+                resp.err = EINVAL;  // truncated, or a path without its NUL
+            else
+                resp.err = run_capture(dev_, msg.capture, &resp.u.capture.packets);
+            return send_msg(c.sd.native_handle(), &resp, sizeof resp, {});
+        case abi::Op::kShutdown:
+            shutdown_ = true;
+            send_msg(c.sd.native_handle(), &resp, sizeof resp, {});
+            io_.stop();
+            return false;
+        default: break;
         }
-        int f[3] = {-1, -1, -1};
-        int err = 0;
-        dev_.call([&] { c.session = dev_.open_session(c.pid, f, &err); });
-        resp.err = err;
-        if (!err) {
-            auto& o = resp.u.open;
-            const DeviceConfig& cfg = dev_.config();
-            std::snprintf(o.name, sizeof o.name, "%s", cfg.name.c_str());
-            o.ipv4_be = cfg.ipv4_be;
-            o.udp_port = cfg.port;
-            o.device_pid = getpid();
-            o.guid_be = htobe64(dev_.guid());
-            o.session = c.session->id;
-            fds = {f[0], f[1], f[2]};
-        }
-        break;
     }
-    case abi::Op::kDump: {
-        std::string text;
-        dev_.call([&] { text = dev_.dump(); });
-        if (text.size() > abi::kMaxDumpBytes) text.resize(abi::kMaxDumpBytes);
-        return send_msg(c.sd.native_handle(), text.data(), text.size(), {});
-    }
-    case abi::Op::kTrace: {
-        std::string text;
-        uint64_t last = 0;
-        dev_.call(
-            [&] { last = dev_.read_trace(req.u.trace.since, &text, abi::kMaxDumpBytes - 32); });
-        text.insert(0, "last " + std::to_string(last) + "\n");
-        return send_msg(c.sd.native_handle(), text.data(), text.size(), {});
-    }
-    case abi::Op::kCapture: {
-        if (size_t(n) < offsetof(abi::CaptureReq, path) + 1 ||
-            std::memchr(msg.capture.path, 0, size_t(n) - offsetof(abi::CaptureReq, path)) ==
-                nullptr) {
-            resp.err = EINVAL;  // truncated, or a path without its NUL
-            break;
-        }
-        resp.err = run_capture(dev_, msg.capture, &resp.u.capture.packets);
-        break;
-    }
-    case abi::Op::kFaults: {
-        // Like kDump, no session; the spec is checked again here (the CLI checks it too).
-        net::FaultSpec spec;
-        std::string why;
-        if (size_t(n) < sizeof(abi::FaultsReq) ||
-            std::memchr(msg.faults.spec, 0, sizeof msg.faults.spec) == nullptr ||
-            !net::parse_fault_spec(msg.faults.spec, &spec, &why)) {
-            resp.err = EINVAL;
-            break;
-        }
-        std::string now;
-        dev_.call([&] {
-            resp.u.faults.seed = dev_.set_faults(spec);
-            now = net::format_fault_spec(dev_.config().faults);
-        });
-        std::fprintf(stderr, "uroced: faults %s\n", now.c_str());  // the log: how to replay
-        break;
-    }
-    case abi::Op::kCm: {
-        // Connection manager (emu/cm_agent.h): its own reply type.
-        abi::CmResp cr{};
-        if (!c.session || size_t(n) != sizeof(abi::CmReq)) {
-            cr.err = c.session ? EINVAL : EPROTO;
-        } else {
-            dev_.call([&] { dev_.cm().request(*c.session, msg.cm, cr, in_fd); });
-        }
-        return send_msg(c.sd.native_handle(), &cr, sizeof cr, {});
-    }
-    case abi::Op::kShutdown:
-        shutdown_ = true;
-        send_msg(c.sd.native_handle(), &resp, sizeof resp, {});
-        io_.stop();
-        return false;
-    default:
-        if (!c.session) {
-            resp.err = EPROTO;
-            break;
-        }
-        dev_.call([&] { dev_.handle(*c.session, req, resp, fds, in_fd); });
-    }
-    bool ok = send_msg(c.sd.native_handle(), &resp, sizeof resp, fds);
-    for (int fd : fds) close(fd);
+    ControlConn cc{c.session, c.pid};
+    ControlReply out;
+    bool keep = dispatch_control(dev_, cc, msg, size_t(n), in_fd, &out);
+    c.session = cc.session;
+    if (!keep) return false;
+    if (!out.log.empty()) std::fprintf(stderr, "%s\n", out.log.c_str());
+    bool ok = send_msg(c.sd.native_handle(), out.bytes.data(), out.bytes.size(), out.fds);
+    for (int fd : out.fds) close(fd);
     return ok;
 }
 

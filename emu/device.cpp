@@ -52,7 +52,7 @@ Device::Device(DeviceConfig cfg) : cfg_(std::move(cfg)) {
 
 Device::~Device() { stop(); }
 
-int Device::start() {
+int Device::open_io() {
     int err = io_.open(cfg_.ipv4_be, cfg_.port);
     if (err) return err;
     if (!cfg_.pcap.empty()) {
@@ -66,19 +66,39 @@ int Device::start() {
     cmd_fd_ = eventfd(0, EFD_CLOEXEC);
     if (cmd_fd_ < 0) return errno;
     io_.watch_eventfd(cmd_fd_, kCmdTag);
+    return 0;
+}
+
+int Device::start() {
+    if (int err = open_io()) return err;
     running_ = true;
     thread_ = std::thread([this] { loop(); });
     return 0;
 }
 
+int Device::start_manual() {
+    if (int err = open_io()) return err;
+    manual_ = true;
+    return 0;
+}
+
 void Device::stop() {
-    if (!running_) return;
-    call([this] {
-        stop_requested_ = true;
-        // Destroy what is left, as if every application had gone away.
+    // Destroy what is left, as if every application had gone away.
+    auto close_all = [this] {
         std::vector<Session*> all;
         sessions_.for_each([&](uint32_t, Session& s) { all.push_back(&s); });
         for (Session* s : all) close_session(s);
+    };
+    if (manual_) {
+        close_all();
+        manual_ = false;
+        pcap_.close();
+        return;
+    }
+    if (!running_) return;
+    call([&] {
+        stop_requested_ = true;
+        close_all();
     });
     thread_.join();
     running_ = false;
@@ -87,6 +107,7 @@ void Device::stop() {
 
 void Device::call(const std::function<void()>& fn) {
     if (!running_ || std::this_thread::get_id() == thread_.get_id()) {
+        if (manual_) dma_flush();  // as run_commands: no control request finds writes pending
         fn();
         return;
     }
@@ -120,31 +141,36 @@ void Device::run_commands() {
 }
 
 void Device::loop() {
-    while (!stop_requested_) {
-        ++turn_;
-        looped_ = false;
-        poll_doorbells();
-        run_ready();
-        // What the QPs, timers and injector sent to this device itself arrives now; the
-        // ACKs among it (here or between QPs in run_ready) may let requesters go on at once.
-        deliver_to_self();
-        uint64_t wait = ready_.empty() ? next_timeout(now_ns()) : looped_ ? 0 : kStallRetryNs;
-        if (wait && doze()) wait = 0;
-        if (faults_.holding()) wait = std::min(wait, faults_.next_release_in(now_ns()));
-        // Packets recorded during the last turn reach the file before the engine may sleep:
-        // one write per turn at most, and an idle device's capture is always complete on disk.
-        pcap_.flush();
-        dma_flush();  // received payloads reach the application before the engine may sleep
-        io_.run_once(wait, *this);
-        // Timers after what arrived: an engine descheduled past a deadline (a loaded host)
-        // first reaps the answers waiting in its socket, then decides what is missing, instead
-        // of spending a retry on responses it has not looked at yet.
-        uint64_t now = now_ns();
-        run_timers(now);
-        cm_.run_timers(now);
-        if (faults_.holding()) release_faults(now);  // packets the fault injector held back
-    }
+    while (!stop_requested_) run_turn(true);
     pcap_.flush();
+}
+
+void Device::turn() { run_turn(false); }
+
+void Device::run_turn(bool may_sleep) {
+    ++turn_;
+    looped_ = false;
+    poll_doorbells();
+    run_ready();
+    // What the QPs, timers and injector sent to this device itself arrives now; the
+    // ACKs among it (here or between QPs in run_ready) may let requesters go on at once.
+    deliver_to_self();
+    uint64_t wait = ready_.empty() ? next_timeout(now_ns()) : looped_ ? 0 : kStallRetryNs;
+    if (wait && doze()) wait = 0;
+    if (faults_.holding()) wait = std::min(wait, faults_.next_release_in(now_ns()));
+    if (!may_sleep) wait = 0;
+    // Packets recorded during the last turn reach the file before the engine may sleep:
+    // one write per turn at most, and an idle device's capture is always complete on disk.
+    pcap_.flush();
+    dma_flush();  // received payloads reach the application before the engine may sleep
+    io_.run_once(wait, *this);
+    // Timers after what arrived: an engine descheduled past a deadline (a loaded host)
+    // first reaps the answers waiting in its socket, then decides what is missing, instead
+    // of spending a retry on responses it has not looked at yet.
+    uint64_t now = now_ns();
+    run_timers(now);
+    cm_.run_timers(now);
+    if (faults_.holding()) release_faults(now);  // packets the fault injector held back
 }
 
 void Device::on_eventfd(uint64_t tag) {

@@ -55,12 +55,28 @@ struct DeviceCounters {
     OpCounters tx_op, rx_op;
 };
 
+// How many objects of each kind the device holds (Device::objects()): a session that has
+// closed leaves none of its own behind, which the tests and the control fuzzer check.
+struct DeviceObjects {
+    uint32_t sessions = 0, pds = 0, mrs = 0, mws = 0, channels = 0, cqs = 0, qps = 0, srqs = 0,
+             xrcds = 0, xrcd_handles = 0;
+    size_t mcast_groups = 0;
+    size_t ready = 0, timers = 0, awake = 0;  // engine lists that point at QPs and sessions
+    CmAgent::Objects cm;
+    bool operator==(const DeviceObjects&) const = default;
+};
+
 class Device : private net::UdpUring::Handler {
 public:
     explicit Device(DeviceConfig cfg);
     ~Device() override;
 
     int start();  // binds the port and starts the engine thread; 0 or errno
+    // Binds the port but starts no thread: the caller runs the engine with turn() and calls
+    // everything else directly (call() runs inline). For reproducible tests and fuzzing.
+    int start_manual();
+    // One turn of the engine loop that never sleeps (after start_manual() only).
+    void turn();
     void stop();
     const DeviceConfig& config() const { return cfg_; }
     uint64_t guid() const { return guid_; }
@@ -76,6 +92,7 @@ public:
     void handle(Session& s, const abi::Request& req, abi::Response& resp, std::vector<int>& fds,
                 int in_fd = -1);
     std::string dump() const;
+    DeviceObjects objects() const;
     // Starts (path non-empty; replaces a running capture) or stops the capture. 0 or errno.
     int set_capture(const std::string& path, uint64_t max_bytes);
     // Packets written by the current (or last) capture, rotated files included.
@@ -147,7 +164,9 @@ private:
     }
 
     // Engine loop (device.cpp).
+    int open_io();  // start()'s part before the thread
     void loop();
+    void run_turn(bool may_sleep);
     void on_packet(const sockaddr_in& from, uint32_t to_be, uint8_t* data, size_t len) override;
     // Where a packet enters the device, from the socket or from self_link_: the fault
     // injector, then receive().
@@ -335,6 +354,7 @@ public:
 private:
     std::thread thread_;
     bool running_ = false;
+    bool manual_ = false;  // start_manual(): no thread, turn() runs the loop
     bool stop_requested_ = false;
     int cmd_fd_ = -1;
     std::mutex cmd_mu_;

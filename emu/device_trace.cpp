@@ -76,8 +76,13 @@ void Device::trace_call(const Session& s, const abi::Request& req, const abi::Re
         if (req.op == Op::kModifyQp && resp.err == EINVAL)
             if (const Qp* qp = qps_.get(req.u.modify_qp.qpn); qp && holds(s, qp)) {
                 const auto& m = req.u.modify_qp;
-                ibv_qp_state next = (m.mask & IBV_QP_STATE) ? m.attr.qp_state : qp->state;
-                qp_modify_explain(qp->type, qp->state, next, m.mask, why, sizeof why);
+                uint32_t next =
+                    (m.mask & IBV_QP_STATE) ? enum_bits(m.attr.qp_state) : uint32_t(qp->state);
+                if (next > IBV_QPS_ERR)
+                    std::snprintf(why, sizeof why, "%u is no QP state", next);
+                else
+                    qp_modify_explain(qp->type, qp->state, ibv_qp_state(next), m.mask, why,
+                                      sizeof why);
             }
         trace_.add("pid %d %s%s failed: %s%s%s", pid, op_name(req.op), obj,
                    strerrorname_np(resp.err) ? strerrorname_np(resp.err) : "?", why[0] ? ": " : "",

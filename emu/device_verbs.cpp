@@ -271,15 +271,18 @@ int Device::modify_qp(Session& s, const abi::ModifyQpReq& r) {
     const ibv_qp_attr& a = r.attr;
     uint64_t m = r.mask;
     ibv_qp_state cur = qp->state;
-    if ((m & IBV_QP_CUR_STATE) && a.cur_qp_state != cur) return EINVAL;
-    ibv_qp_state next = (m & IBV_QP_STATE) ? a.qp_state : cur;
+    // The enum fields hold whatever the client wrote: integers until they are checked.
+    if ((m & IBV_QP_CUR_STATE) && enum_bits(a.cur_qp_state) != uint32_t(cur)) return EINVAL;
+    if ((m & IBV_QP_STATE) && enum_bits(a.qp_state) > IBV_QPS_ERR) return EINVAL;
+    ibv_qp_state next = (m & IBV_QP_STATE) ? ibv_qp_state(enum_bits(a.qp_state)) : cur;
     if (int e = qp_modify_check(qp->type, cur, next, m)) return e;
 
     // Value checks, as the kernel and hardware make them.
     if ((m & IBV_QP_PORT) && a.port_num != 1) return EINVAL;
     if ((m & IBV_QP_PKEY_INDEX) && a.pkey_index != 0) return EINVAL;
-    if ((m & IBV_QP_PATH_MTU) && (a.path_mtu < IBV_MTU_256 || a.path_mtu > IBV_MTU_4096))
-        return EINVAL;
+    const uint32_t mtu = enum_bits(a.path_mtu), mig = enum_bits(a.path_mig_state);
+    if ((m & IBV_QP_PATH_MTU) && (mtu < IBV_MTU_256 || mtu > IBV_MTU_4096)) return EINVAL;
+    if ((m & IBV_QP_PATH_MIG_STATE) && mig > IBV_MIG_ARMED) return EINVAL;
     if ((m & IBV_QP_TIMEOUT) && a.timeout > 31) return EINVAL;
     if ((m & IBV_QP_RETRY_CNT) && a.retry_cnt > 7) return EINVAL;
     if ((m & IBV_QP_RNR_RETRY) && a.rnr_retry > 7) return EINVAL;
@@ -313,8 +316,8 @@ int Device::modify_qp(Session& s, const abi::ModifyQpReq& r) {
         qp->dest = dest;
     }
     if (m & IBV_QP_PATH_MTU) {
-        q.path_mtu = a.path_mtu;
-        qp->mtu = mtu_bytes(a.path_mtu);
+        q.path_mtu = ibv_mtu(mtu);
+        qp->mtu = mtu_bytes(q.path_mtu);
     }
     if (m & IBV_QP_TIMEOUT) q.timeout = a.timeout;
     if (m & IBV_QP_RETRY_CNT) q.retry_cnt = a.retry_cnt;
@@ -325,7 +328,7 @@ int Device::modify_qp(Session& s, const abi::ModifyQpReq& r) {
     if (m & IBV_QP_SQ_PSN) q.sq_psn = a.sq_psn & 0xffffff;
     if (m & IBV_QP_MAX_DEST_RD_ATOMIC) q.max_dest_rd_atomic = a.max_dest_rd_atomic;
     if (m & IBV_QP_DEST_QPN) q.dest_qp_num = a.dest_qp_num;
-    if (m & IBV_QP_PATH_MIG_STATE) q.path_mig_state = a.path_mig_state;
+    if (m & IBV_QP_PATH_MIG_STATE) q.path_mig_state = ibv_mig_state(mig);
     if (m & IBV_QP_EN_SQD_ASYNC_NOTIFY) q.en_sqd_async_notify = a.en_sqd_async_notify;
 
     if (next == cur) return 0;
@@ -336,7 +339,13 @@ int Device::modify_qp(Session& s, const abi::ModifyQpReq& r) {
         qp->rnr_wait = false;
         qp->sq_fetch = qp->sq_send = qp->sq_done = qp->sq_send_off = 0;
         qp->rq_next = 0;
+        // No message in progress either: the next incarnation's first WRITE must not be
+        // taken for a second message while one is open, nor its Middle packets continue
+        // the old one into memory that may be deregistered by now.
         qp->have_rwr = false;
+        qp->have_write = false;
+        qp->write_imm_pending = false;
+        qp->uc_drop = false;
         qp->sq->prod.store(0);
         qp->sq->cons.store(0);
         qp->rq->prod.store(0);
@@ -496,6 +505,26 @@ static void dump_ops(std::ostringstream& o, const char* head, const char* dir,
 static void dump_ops(std::ostringstream& o, const char* head, const char* dir, uint8_t transport,
                      const QpOpCounters& c) {
     for (unsigned i = 0; i < 32; ++i) dump_op(o, head, dir, transport | i, c.pkts[i], c.bytes[i]);
+}
+
+DeviceObjects Device::objects() const {
+    DeviceObjects o;
+    o.sessions = sessions_.count();
+    o.pds = pds_.count();
+    o.mrs = mrs_.count();
+    o.mws = mws_.count();
+    o.channels = channels_.count();
+    o.cqs = cqs_.count();
+    o.qps = qps_.count();
+    o.srqs = srqs_.count();
+    o.xrcds = xrcds_.count();
+    o.xrcd_handles = xrcd_handles_.count();
+    o.mcast_groups = mcast_.size();
+    o.ready = ready_.size();
+    o.timers = timers_.size();
+    o.awake = awake_.size();
+    o.cm = cm_.objects();
+    return o;
 }
 
 std::string Device::dump() const {

@@ -7,6 +7,7 @@
 #include <infiniband/verbs.h>
 
 #include <cstdint>
+#include <cstring>
 
 namespace uroce::emu {
 
@@ -30,6 +31,16 @@ int qp_modify_check(ibv_qp_type type, ibv_qp_state cur, ibv_qp_state next, uint6
 // DEST_QPN|RQ_PSN" or "RESET -> RTS is not a legal transition"; empty when the mask is fine.
 void qp_modify_explain(ibv_qp_type type, ibv_qp_state cur, ibv_qp_state next, uint64_t attr_mask,
                        char* buf, size_t len);
+
+// An enum field of a client's request, as the integer it holds: loading a value outside the
+// enum's range as the enum is undefined behaviour, so requests are checked this way first.
+template <typename E>
+uint32_t enum_bits(const E& field) {
+    static_assert(sizeof(E) == sizeof(uint32_t));
+    uint32_t v;
+    std::memcpy(&v, &field, sizeof v);
+    return v;
+}
 
 // "RESET", "INIT", "RTR", "RTS", "SQD", "SQE", "ERR"; "UNKNOWN" for anything else.
 const char* qp_state_name(ibv_qp_state s);

@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # Builds the libFuzzer targets (tests/fuzz, docs/fuzzing.md) in build-fuzz with clang and
-# ASan + UBSan, generates the seed corpora, and runs both targets side by side for SECONDS
-# each (default 60). Exits non-zero if a target crashes, leaks, hits a sanitizer report or a
-# property check, or does not run for the whole time.
+# ASan + UBSan, generates the seed corpora, and runs the three targets (fuzz_decode,
+# fuzz_device, fuzz_control) side by side for SECONDS each (default 60). Exits non-zero if a
+# target crashes, leaks, hits a sanitizer report or a property check, or does not run for the
+# whole time. Inputs that once failed (tests/fuzz/regress/TARGET/) are replayed first.
 # usage: scripts/fuzz.sh [SECONDS]
 # Environment: FUZZ_BUILD (default build-fuzz), FUZZ_JOBS (build parallelism), FUZZ_ARGS
-# (extra libFuzzer flags for both targets, e.g. "-seed=1").
+# (extra libFuzzer flags for every target, e.g. "-seed=1").
 set -euo pipefail
 cd "$(dirname "$0")/.."
 secs=${1:-60}
@@ -17,7 +18,8 @@ cc=$(command -v clang || command -v clang-14 || true)
 
 cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER="$cxx" \
     -DCMAKE_C_COMPILER="$cc" -DUROCE_FUZZ=ON >/dev/null
-cmake --build "$dir" -j"${FUZZ_JOBS:-$(nproc)}" --target fuzz_decode fuzz_device make_corpus
+cmake --build "$dir" -j"${FUZZ_JOBS:-$(nproc)}" --target fuzz_decode fuzz_device \
+    fuzz_control make_corpus
 
 out=$dir/fuzz-out
 rm -rf "$out"
@@ -29,11 +31,14 @@ mkdir -p "$out"
 # (UBSan set to abort) or a timeout of one input; -error_exitcode makes that explicit.
 export ASAN_OPTIONS=${ASAN_OPTIONS:-abort_on_error=1:detect_leaks=1:symbolize=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-halt_on_error=1:abort_on_error=1:print_stacktrace=1}
+targets=(decode device control)
 pids=()
-for t in decode device; do
+for t in "${targets[@]}"; do
     mkdir -p "$out/corpus-$t" "$out/artifacts-$t"
+    regress=()
+    [ -d "tests/fuzz/regress/$t" ] && regress=("tests/fuzz/regress/$t")
     # shellcheck disable=SC2086
-    "$dir/bin/fuzz_$t" "$out/corpus-$t" "$out/seeds/$t" -max_total_time="$secs" \
+    "$dir/bin/fuzz_$t" "$out/corpus-$t" "$out/seeds/$t" "${regress[@]}" -max_total_time="$secs" \
         -timeout=10 -rss_limit_mb=4096 -error_exitcode=77 -print_final_stats=1 \
         -artifact_prefix="$out/artifacts-$t/" ${FUZZ_ARGS:-} >"$out/$t.log" 2>&1 &
     pids+=($!)
@@ -41,7 +46,7 @@ done
 
 rc=0
 i=0
-for t in decode device; do
+for t in "${targets[@]}"; do
     if wait "${pids[$i]}"; then r=0; else r=$?; fi
     i=$((i + 1))
     log=$out/$t.log
@@ -62,5 +67,5 @@ for t in decode device; do
         rc=1
     fi
 done
-[ $rc = 0 ] && echo "fuzz: both targets ran $secs s with no crash, leak or sanitizer report"
+[ $rc = 0 ] && echo "fuzz: all ${#targets[@]} targets ran $secs s with no crash, leak or sanitizer report"
 exit $rc

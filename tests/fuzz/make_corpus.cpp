@@ -6,7 +6,8 @@
 //                multi-packet exchanges the QPs of fuzz_device.cpp expect (SEND and WRITE
 //                sequences, READ and atomic requests, the ACK / read response / atomic ACK /
 //                NAKs for the work the RC QP has outstanding, UC SENDs, a packet to the QP
-//                still in INIT).
+//                still in INIT);
+//   OUT/control/ fuzz_control inputs (control_seeds.cpp).
 // usage: make_corpus OUT_DIR
 #include <arpa/inet.h>
 #include <sys/stat.h>
@@ -22,6 +23,7 @@
 #include "net/headers.h"
 #include "net/icrc.h"
 #include "net/opcodes.h"
+#include "tests/fuzz/control_ops.h"
 
 using namespace uroce::net;
 
@@ -107,7 +109,7 @@ int main(int argc, char** argv) {
         return 2;
     }
     g_out = argv[1];
-    for (const char* d : {"", "/decode", "/device"}) {
+    for (const char* d : {"", "/decode", "/device", "/control"}) {
         std::string path = g_out + d;
         if (mkdir(path.c_str(), 0755) != 0 && errno != EEXIST) {
             std::perror(path.c_str());
@@ -193,6 +195,8 @@ int main(int argc, char** argv) {
     write_file("device", "to_init_qp", device_input(kFixAll, {Spec{kRcSendOnly, kInitQp, 0, 8}}));
     // No fix-ups: the raw packet (its dqpn and ICRC are for fuzz_decode, so it is dropped).
     write_file("device", "raw", device_input(0, {Spec{kRcSendOnly, 0x11, 0, 8}}));
+    for (const auto& [name, bytes] : uroce::fuzz::control_seeds())
+        write_file("control", name, bytes);
     std::printf("make_corpus: %d seeds in %s\n", g_files, g_out.c_str());
     return 0;
 }
