@@ -87,8 +87,8 @@ static ssize_t recv_with_fds(int fd, void* buf, size_t len, int* fds, int* nfds)
     return n;
 }
 
-int transact(int fd, const Request& req, Response* resp, int* fds, int* nfds, int send_fd) {
-    iovec iov{const_cast<Request*>(&req), sizeof req};
+ssize_t send_message(int sock, const void* data, size_t len, int send_fd) {
+    iovec iov{const_cast<void*>(data), len};
     msghdr msg{};
     msg.msg_iov = &iov;
     msg.msg_iovlen = 1;
@@ -104,8 +104,13 @@ int transact(int fd, const Request& req, Response* resp, int* fds, int* nfds, in
     }
     ssize_t n;
     do {
-        n = sendmsg(fd, &msg, MSG_NOSIGNAL);
+        n = sendmsg(sock, &msg, MSG_NOSIGNAL);
     } while (n < 0 && errno == EINTR);
+    return n;
+}
+
+int transact(int fd, const Request& req, Response* resp, int* fds, int* nfds, int send_fd) {
+    ssize_t n = send_message(fd, &req, sizeof req, send_fd);
     if (n != ssize_t(sizeof req)) return n < 0 ? errno : EPROTO;
     std::memset(resp, 0, sizeof *resp);
     n = recv_with_fds(fd, resp, sizeof *resp, fds, nfds);

@@ -26,6 +26,10 @@ bool trusted_peer_uid(uid_t peer_uid);
 // reports it, never one from a message. Returns that pid, or -errno.
 pid_t allow_device_ptrace(int sock);
 
+// One message on a control socket, with send_fd (>= 0) passed along (SCM_RIGHTS); retried on
+// EINTR. What sendmsg returns.
+ssize_t send_message(int sock, const void* data, size_t len, int send_fd = -1);
+
 // Sends `req`, waits for the response. Received fds are stored in fds[0..*nfds).
 // Returns 0 or an errno for a transport failure (the device's verdict is resp->err).
 // `send_fd` (if >= 0) travels with the request.

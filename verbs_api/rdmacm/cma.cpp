@@ -178,25 +178,8 @@ ibv_xrcd* dev_xrcd(DevConn& d) {
 int cm_call(DevConn& d, abi::CmReq& r, abi::CmResp* out = nullptr, int fd_in = -1) {
     if (int e = ensure_open(d)) return e;
     r.op = abi::Op::kCm;
-    iovec iov{&r, sizeof r};
-    msghdr msg{};
-    msg.msg_iov = &iov;
-    msg.msg_iovlen = 1;
-    alignas(cmsghdr) char cbuf[CMSG_SPACE(sizeof(int))];
-    if (fd_in >= 0) {
-        msg.msg_control = cbuf;
-        msg.msg_controllen = sizeof cbuf;
-        cmsghdr* cm = CMSG_FIRSTHDR(&msg);
-        cm->cmsg_level = SOL_SOCKET;
-        cm->cmsg_type = SCM_RIGHTS;
-        cm->cmsg_len = CMSG_LEN(sizeof(int));
-        std::memcpy(CMSG_DATA(cm), &fd_in, sizeof(int));
-    }
     std::lock_guard<std::mutex> g(d.mu);
-    ssize_t n;
-    do {
-        n = sendmsg(d.sock, &msg, MSG_NOSIGNAL);
-    } while (n < 0 && errno == EINTR);
+    ssize_t n = abi::send_message(d.sock, &r, sizeof r, fd_in);
     if (n != ssize_t(sizeof r)) return n < 0 ? errno : EPROTO;
     abi::CmResp resp{};
     do {
