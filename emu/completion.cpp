@@ -5,26 +5,12 @@
 
 #include "emu/abi/clock.h"
 #include "emu/abi/verbs_names.h"
+#include "emu/abi/wc_opcode.h"
 #include "emu/device.h"
 #include "emu/process_memory.h"
 #include "emu/qp_state.h"
 
 namespace uroce::emu {
-
-namespace {
-ibv_wc_opcode wc_opcode_for(uint32_t wr_opcode) {
-    switch (wr_opcode) {
-    case IBV_WR_RDMA_WRITE:
-    case IBV_WR_RDMA_WRITE_WITH_IMM: return IBV_WC_RDMA_WRITE;
-    case IBV_WR_RDMA_READ: return IBV_WC_RDMA_READ;
-    case IBV_WR_ATOMIC_CMP_AND_SWP: return IBV_WC_COMP_SWAP;
-    case IBV_WR_ATOMIC_FETCH_AND_ADD: return IBV_WC_FETCH_ADD;
-    case IBV_WR_LOCAL_INV: return IBV_WC_LOCAL_INV;
-    case IBV_WR_BIND_MW: return IBV_WC_BIND_MW;
-    default: return IBV_WC_SEND;
-    }
-}
-}  // namespace
 
 void Device::push_cqe(uint32_t cq_handle, const abi::Cqe& cqe, bool solicited) {
     dma_flush();  // the data a completion reports lands before it (dma_write_batch.cpp)
@@ -78,7 +64,7 @@ void Device::complete_send(Qp& qp, uint32_t index, ibv_wc_status status) {
         abi::Cqe c{};
         c.wr_id = w.wr_id;
         c.status = status;
-        c.opcode = wc_opcode_for(w.opcode);
+        c.opcode = abi::wc_opcode_for(w.opcode);
         c.byte_len = w.length;
         c.qp_num = qp.qpn;
         push_cqe(qp.send_cq, c, false);

@@ -12,6 +12,7 @@
 #include <cstring>
 
 #include "emu/abi/clock.h"
+#include "emu/abi/wc_opcode.h"
 #include "verbs_api/ibverbs/internal.h"
 
 namespace uroce::verbs {
@@ -20,19 +21,6 @@ namespace {
 
 // The watcher's stack: it only polls and flushes, and runs librdmacm's hooks.
 constexpr size_t kWatcherStack = 256 * 1024;
-
-ibv_wc_opcode send_wc_opcode(uint32_t wr_opcode) {
-    switch (wr_opcode) {
-    case IBV_WR_RDMA_WRITE:
-    case IBV_WR_RDMA_WRITE_WITH_IMM: return IBV_WC_RDMA_WRITE;
-    case IBV_WR_RDMA_READ: return IBV_WC_RDMA_READ;
-    case IBV_WR_ATOMIC_CMP_AND_SWP: return IBV_WC_COMP_SWAP;
-    case IBV_WR_ATOMIC_FETCH_AND_ADD: return IBV_WC_FETCH_ADD;
-    case IBV_WR_LOCAL_INV: return IBV_WC_LOCAL_INV;
-    case IBV_WR_BIND_MW: return IBV_WC_BIND_MW;
-    default: return IBV_WC_SEND;
-    }
-}
 
 // Writes one flush completion into a CQ ring, as the device's push_cqe would have. Only
 // device_gone calls it, under gone_mu, once the device is dead: the library is then the
@@ -86,7 +74,7 @@ void flush_qp(Context* ctx, Qp* qp) {
         drain(qp->sq, [&](const uint8_t* slot) {
             abi::SendWqe w;
             std::memcpy(&w, slot, sizeof w);
-            if (cq) push_flush(cq, w.wr_id, send_wc_opcode(w.opcode), q.qp_num);
+            if (cq) push_flush(cq, w.wr_id, abi::wc_opcode_for(w.opcode), q.qp_num);
         });
         qp->sq_lock.unlock();
     }
