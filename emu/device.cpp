@@ -2,6 +2,7 @@
 
 #include <arpa/inet.h>
 #include <fcntl.h>
+#include <malloc.h>
 #include <sys/eventfd.h>
 #include <sys/time.h>
 #include <unistd.h>
@@ -15,6 +16,12 @@
 #include "emu/abi/verbs_names.h"
 #include "net/icrc.h"
 #include "net/opcodes.h"
+
+#ifdef __SANITIZE_ADDRESS__
+// The ASan runtime's: empties its quarantine and returns free memory to the kernel
+// (<sanitizer/allocator_interface.h>, which GCC does not install).
+extern "C" void __sanitizer_purge_allocator();
+#endif
 
 namespace uroce::emu {
 
@@ -155,6 +162,7 @@ void Device::run_turn(bool may_sleep) {
     // What the QPs, timers and injector sent to this device itself arrives now; the
     // ACKs among it (here or between QPs in run_ready) may let requesters go on at once.
     deliver_to_self();
+    if (trim_pending_) release_idle_memory();
     uint64_t wait = ready_.empty() ? next_timeout(now_ns()) : looped_ ? 0 : kStallRetryNs;
     if (wait && doze()) wait = 0;
     if (faults_.holding()) wait = std::min(wait, faults_.next_release_in(now_ns()));
@@ -285,6 +293,27 @@ void Device::deliver_to_self() {
             receive(self_, cfg_.ipv4_be, buf, k.len, true);
         io_.tx_free(k.slot);
     }
+}
+
+// With no session left, the memory the traffic made resident goes back to the kernel: every
+// receive buffer (the kernel fills them in ring order, so a burst touches them all), the
+// transmit buffers a burst had in flight, and the heap's free pages (glibc keeps what the
+// QPs' shadow queues and the sessions' tables freed, below its trim threshold or between
+// live chunks; ASan keeps freed memory in its quarantine). Without this a device that once
+// served a burst holds its peak for the rest of its life (scripts/soak measures it).
+void Device::release_idle_memory() {
+    if (sessions_.count() != 0) {
+        trim_pending_ = false;  // a process came back: its traffic would touch it all again
+        return;
+    }
+    // A buffer the kernel may still read from (a send in flight) keeps its pages: next turn.
+    if (!ready_.empty() || !self_link_.empty() || io_.tx_free_count() != io_.kTxBufs) return;
+    trim_pending_ = false;
+    io_.release_idle_buffers();
+    malloc_trim(0);
+#ifdef __SANITIZE_ADDRESS__
+    __sanitizer_purge_allocator();
+#endif
 }
 
 void Device::arm_timer(Qp& qp, uint64_t deadline) {
@@ -493,6 +522,7 @@ void Device::close_session(Session* s) {
     io_.unwatch_eventfd(s->id);
     std::erase(awake_, s->id);
     sessions_.remove(s->id);
+    if (sessions_.count() == 0) trim_pending_ = true;
 }
 
 void Device::post_async(Session* s, ibv_event_type type, uint64_t cookie, const char* what,

@@ -174,6 +174,7 @@ private:
     // Receives what this device sent to itself, until nothing is left (what that answers
     // to itself included); sets looped_ if there was anything.
     void deliver_to_self();
+    void release_idle_memory();
     // The receive path after the fault injector: checks, counts, captures, dispatches.
     // `to_be`: the address the packet was sent to (the device's, or a multicast group's).
     // `icrc_unset`: a packet from this device to itself whose ICRC nobody needed (transmit).
@@ -321,6 +322,8 @@ private:
     Trace trace_;
     SelfLink self_link_;   // unicast packets to this device's own address
     bool looped_ = false;  // this engine turn received packets from self_link_
+    // The last session closed: release_idle_memory() runs once nothing is in flight.
+    bool trim_pending_ = false;
     // Multicast packets this device sent to groups it is a member of that it has not
     // received back yet. They sit in its own group sockets' receive buffers, so UD requesters
     // pause at a budget that fits there instead of overrunning it (a loopback link has no

@@ -2,12 +2,14 @@
 // verbs library when no device is running); runs in the foreground.
 #include <arpa/inet.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <asio.hpp>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <string>
 
 #include "emu/abi/runtime.h"
@@ -19,12 +21,37 @@ using namespace uroce;
 static void usage() {
     std::fprintf(stderr,
                  "usage: uroced [--name NAME] [--addr IPV4] [--port UDP_PORT]\n"
-                 "              [--pcap FILE] [--pcap-max BYTES] [--faults SPEC]\n");
+                 "              [--pcap FILE] [--pcap-max BYTES] [--faults SPEC] [--nice N]\n");
+}
+
+// The device stands for hardware: its peers' ACK timers (4.096 us x 2^timeout, retry_cnt
+// times) assume it answers. On a loaded host the scheduler let a device's engine wait over a
+// second behind compile jobs, with the packets its peer retransmitted queued in its socket,
+// while the peer's QP spent every retry (timeout 14, retry_cnt 7: 0.54 s) and failed with
+// IBV_WC_RETRY_EXC_ERR (docs/faults.md, "A loaded host"). So the device's threads run at a
+// higher priority: their nice value, and, when the device leads its own session (`uroce start`
+// makes it one), its autogroup's, which is what the scheduler weighs against other sessions.
+// Only where the process may (CAP_SYS_NICE, RLIMIT_NICE); otherwise it says so and runs as is.
+static void raise_priority(int nice) {
+    if (nice == 0) return;
+    bool ok = setpriority(PRIO_PROCESS, 0, nice) == 0;  // threads started later inherit it
+    int err = errno;
+    if (ok && getsid(0) == getpid()) {
+        std::ofstream ag("/proc/self/autogroup");
+        if (ag) {
+            ag << nice << std::flush;
+            if (!ag) ok = false, err = errno;
+        }
+    }
+    if (!ok)
+        std::fprintf(stderr, "uroced: running at the default priority (nice %d refused: %s)\n",
+                     nice, std::strerror(err));
 }
 
 int main(int argc, char** argv) {
     emu::DeviceConfig cfg;
     std::string addr = "127.0.0.1";
+    int nice = -10;
     for (int i = 1; i < argc; ++i) {
         std::string a = argv[i];
         auto val = [&]() -> const char* {
@@ -50,6 +77,12 @@ int main(int argc, char** argv) {
                 std::fprintf(stderr, "uroced: bad --faults: %s\n", why.c_str());
                 return 2;
             }
+        } else if (a == "--nice") {
+            nice = std::atoi(val());
+            if (nice < -20 || nice > 19) {
+                std::fprintf(stderr, "uroced: --nice %d is not in -20..19\n", nice);
+                return 2;
+            }
         } else {
             usage();
             return 2;
@@ -66,6 +99,7 @@ int main(int argc, char** argv) {
         std::fprintf(stderr, "%s\n", why.c_str());
         return 1;
     }
+    raise_priority(nice);
 
     emu::Device dev(cfg);
     if (int e = dev.start()) {

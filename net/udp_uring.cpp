@@ -192,6 +192,12 @@ void UdpUring::recycle_rx(uint16_t bid) {
     io_uring_buf_ring_advance(br_, 1);
 }
 
+void UdpUring::release_idle_buffers() {
+    if (tx_mem_ && tx_free_.size() == kTxBufs)
+        madvise(tx_mem_, size_t(kTxBufs) * kBufSize, MADV_DONTNEED);
+    if (rx_mem_) madvise(rx_mem_, size_t(kRxBufs) * kBufSize, MADV_DONTNEED);
+}
+
 uint8_t* UdpUring::tx_alloc(uint32_t* slot) {
     if (tx_free_.empty()) return nullptr;
     *slot = tx_free_.back();

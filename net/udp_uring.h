@@ -56,6 +56,12 @@ public:
     uint8_t* tx_buffer(uint32_t slot) const { return tx_mem_ + size_t(slot) * kBufSize; }
     void tx_send(uint32_t slot, size_t len, const sockaddr_in& to);
     uint32_t tx_free_count() const { return uint32_t(tx_free_.size()); }
+    // Gives the pages of the packet buffers back to the kernel; they stay mapped and come
+    // back, zeroed, when a packet next uses them. Transmit buffers only when every one is
+    // free (a send in flight may still be read by the kernel). Receive buffers are filled
+    // by the kernel in the engine thread's own context (task work, never while the thread
+    // runs this), so a packet received afterwards faults its page back in.
+    void release_idle_buffers();
 
     // Keeps a read posted on `fd` (an eventfd); on_eventfd(tag) runs each time it
     // fires. The ring owns fd from now on and closes it after unwatch().
