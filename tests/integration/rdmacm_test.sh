@@ -88,9 +88,10 @@ rping_many)
     pairs=${2:?usage: rdmacm_test.sh rping_many N}
     start_device uroce0 127.0.0.1
     for i in $(seq 1 "$pairs"); do
-        cm_pair "$PORT" rping -s -a 127.0.0.1 -p "$PORT" -C 5 -v -- \
-            rping -c -a 127.0.0.1 -p "$PORT" -C 5 -v >"$UROCE_RUNTIME_DIR/pair.out" 2>&1 ||
-            { cat "$UROCE_RUNTIME_DIR/pair.out"; fail "pair $i of $pairs failed"; }
+        # A subshell: run_pair's own fail exits it, not the loop, so its output is shown.
+        (cm_pair "$PORT" rping -s -a 127.0.0.1 -p "$PORT" -C 5 -v -- \
+            rping -c -a 127.0.0.1 -p "$PORT" -C 5 -v) >"$UROCE_RUNTIME_DIR/pair.out" 2>&1 ||
+            { cat "$UROCE_RUNTIME_DIR/pair.out"; "$UROCE" res; fail "pair $i of $pairs failed"; }
         expect "$UROCE_RUNTIME_DIR/client.out" 'rdma-ping-4: ' "pair $i: the client's last ping is missing"
     done
     echo "$pairs rping pairs passed"
