@@ -430,6 +430,9 @@ int bind_on(Id* id, DevConn* d, uint32_t ip, uint16_t port) {
     return 0;
 }
 
+// 127.0.0.0/8 (ip in network order).
+bool is_loopback(uint32_t ip) { return (ntohl(ip) >> 24) == 127; }
+
 // Is ip an address of this host? (bind() of a UDP socket answers it.)
 bool local_address(uint32_t ip) {
     int s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
@@ -843,7 +846,12 @@ int rdma_bind_addr(rdma_cm_id* idp, sockaddr* addr) {
     if (!len) return fail(EINVAL);
     if (!to_ipv4(addr, &ip, &port)) return fail(EAFNOSUPPORT);
     if (id->bound || id->listening) return fail(EINVAL);
-    if (ip == 0) {
+    sync_devices();
+    // A loopback address no device has is a wildcard, as the kernel's cma_any_addr makes
+    // every loopback address one (libfabric binds "localhost" when given no address). A
+    // device on a loopback address (127.0.0.2 for a second device on one host) is that
+    // device's, as a bind to its address.
+    if (ip == 0 || (is_loopback(ip) && !dev_by_ip(ip))) {
         // Wildcard: no device yet; rdma_listen registers on every device.
         if (port == 0) {
             std::mt19937 rng{std::random_device{}()};
@@ -859,7 +867,6 @@ int rdma_bind_addr(rdma_cm_id* idp, sockaddr* addr) {
         id->bound = true;
         return 0;
     }
-    sync_devices();
     DevConn* d = dev_by_ip(ip);
     if (!d) return fail(local_address(ip) ? ENODEV : EADDRNOTAVAIL);
     if (int e = bind_on(id, d, ip, port)) return fail(e);
