@@ -32,6 +32,7 @@
 #include "emu/abi/doorbell.h"
 #include "emu/abi/protocol.h"
 #include "emu/abi/rings.h"
+#include "emu/abi/runtime.h"
 #include "emu/shared_region.h"
 
 namespace uroce::emu {
@@ -1455,6 +1456,25 @@ TEST_F(RingAbuseTest, CqOverrunRaisesCqError) {
     }
     EXPECT_TRUE(dst.guards_intact());
     expect_device_healthy();
+}
+
+// ibv_device.dev_name's uverbs<N> (docs/system-view.md): uroce<N> keeps N; other names
+// take the lowest numbers left, in name order, so the library and `uroce run` agree.
+TEST(UverbsIndex, DefaultNamesKeepTheirNumberOthersTakeWhatIsLeft) {
+    auto dev = [](const char* n) {
+        abi::DeviceInfo d;
+        d.name = n;
+        return d;
+    };
+    std::vector<abi::DeviceInfo> running = {dev("uroce0"), dev("uroce2"), dev("zeta"), dev("alpha"),
+                                            dev("uroce01")};
+    EXPECT_EQ(abi::uverbs_index("uroce0", running), 0);
+    EXPECT_EQ(abi::uverbs_index("uroce2", running), 2);
+    EXPECT_EQ(abi::uverbs_index("alpha", running), 1);
+    EXPECT_EQ(abi::uverbs_index("uroce01", running), 3);  // not a uroce<N> name
+    EXPECT_EQ(abi::uverbs_index("zeta", running), 4);
+    EXPECT_EQ(abi::uverbs_index("uroce7", {}), 7);
+    EXPECT_EQ(abi::uverbs_index("mine", {}), 0);
 }
 
 }  // namespace

@@ -63,16 +63,19 @@ void autostart() {
     }
 }
 
-Device* make_device(const abi::DeviceInfo& info) {
+// The names and paths the kernel gives a device (uverbs<N>, its class directories), which
+// `uroce run` provides (docs/system-view.md); the library itself reads none of them.
+Device* make_device(const abi::DeviceInfo& info, const std::vector<abi::DeviceInfo>& running) {
     auto* d = new Device();
     d->info = info;
     d->dev.node_type = IBV_NODE_CA;
     d->dev.transport_type = IBV_TRANSPORT_IB;
     std::snprintf(d->dev.name, sizeof d->dev.name, "%s", info.name.c_str());
-    std::snprintf(d->dev.dev_name, sizeof d->dev.dev_name, "uverbs-%s", info.name.c_str());
-    std::string dir = abi::runtime_dir();
-    std::snprintf(d->dev.dev_path, sizeof d->dev.dev_path, "%s", dir.c_str());
-    std::snprintf(d->dev.ibdev_path, sizeof d->dev.ibdev_path, "%s/%s", dir.c_str(),
+    std::snprintf(d->dev.dev_name, sizeof d->dev.dev_name, "uverbs%d",
+                  abi::uverbs_index(info.name, running));
+    std::snprintf(d->dev.dev_path, sizeof d->dev.dev_path, "/sys/class/infiniband_verbs/%s",
+                  d->dev.dev_name);
+    std::snprintf(d->dev.ibdev_path, sizeof d->dev.ibdev_path, "/sys/class/infiniband/%s",
                   info.name.c_str());
     return d;
 }
@@ -274,7 +277,7 @@ ibv_device** ibv_get_device_list(int* num_devices) {
         for (Device* known : g_devices)
             if (known->info.name == info.name && known->info.pid == info.pid) d = known;
         if (!d) {
-            d = make_device(info);
+            d = make_device(info, infos);
             g_devices.push_back(d);
         }
         d->index = int(out.size());
