@@ -14,6 +14,7 @@
 
 #include "emu/abi/runtime.h"
 #include "emu/abi/verbs_names.h"
+#include "emu/port_mtu.h"
 #include "net/icrc.h"
 #include "net/opcodes.h"
 
@@ -62,6 +63,8 @@ Device::~Device() { stop(); }
 int Device::open_io() {
     int err = io_.open(cfg_.ipv4_be, cfg_.port);
     if (err) return err;
+    port_mtu_ = port_mtu_for(cfg_.ipv4_be);
+    port_mtu_bytes_ = mtu_bytes(port_mtu_);
     if (!cfg_.pcap.empty()) {
         std::string why;
         if (!pcap_.open(cfg_.pcap, cfg_.pcap_max, &why)) return errno ? errno : EIO;
@@ -74,6 +77,15 @@ int Device::open_io() {
     if (cmd_fd_ < 0) return errno;
     io_.watch_eventfd(cmd_fd_, kCmdTag);
     return 0;
+}
+
+ibv_mtu Device::refresh_port_mtu() {
+    ibv_mtu m = port_mtu_for(cfg_.ipv4_be);
+    call([&] {
+        port_mtu_ = m;
+        port_mtu_bytes_ = mtu_bytes(m);
+    });
+    return m;
 }
 
 int Device::start() {

@@ -80,6 +80,11 @@ public:
     void stop();
     const DeviceConfig& config() const { return cfg_; }
     uint64_t guid() const { return guid_; }
+    // The port's active MTU (emu/port_mtu.h): read from the interface at start, and again
+    // by refresh_port_mtu() (ibv_open_device, ibv_query_port), which follows a change of
+    // the interface's MTU. port_mtu(): engine thread only.
+    ibv_mtu port_mtu() const { return port_mtu_; }
+    ibv_mtu refresh_port_mtu();  // not on the engine thread: it makes system calls
 
     // Runs fn on the engine thread and waits for it.
     void call(const std::function<void()>& fn);
@@ -295,6 +300,8 @@ private:
 
     DeviceConfig cfg_;
     uint64_t guid_ = 0;
+    ibv_mtu port_mtu_ = IBV_MTU_4096;
+    uint32_t port_mtu_bytes_ = 4096;  // the largest UD message
     sockaddr_in self_{};
     net::UdpUring io_;
     net::PcapTap pcap_;

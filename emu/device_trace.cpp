@@ -38,6 +38,7 @@ const char* op_name(abi::Op op) {
     case abi::Op::kDetachMcast: return "detach_mcast";
     case abi::Op::kAllocMw: return "alloc_mw";
     case abi::Op::kDeallocMw: return "dealloc_mw";
+    case abi::Op::kQueryPort: return "query_port";
     default: return "request";
     }
 }

@@ -13,6 +13,7 @@
 #include <sstream>
 
 #include "emu/device.h"
+#include "emu/port_mtu.h"
 #include "emu/qp_state.h"
 
 namespace uroce::emu {
@@ -25,8 +26,6 @@ void erase_handle(std::vector<uint32_t>& v, uint32_t h) {
         v.pop_back();
     }
 }
-
-uint32_t mtu_bytes(ibv_mtu m) { return 128u << unsigned(m); }
 
 constexpr uint32_t kMrAccessKnown =
     IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
@@ -281,6 +280,8 @@ int Device::modify_qp(Session& s, const abi::ModifyQpReq& r) {
     if ((m & IBV_QP_PORT) && a.port_num != 1) return EINVAL;
     if ((m & IBV_QP_PKEY_INDEX) && a.pkey_index != 0) return EINVAL;
     const uint32_t mtu = enum_bits(a.path_mtu), mig = enum_bits(a.path_mig_state);
+    // Checked against max_mtu, not the port's active MTU, as rxe and mlx5 do: a path MTU
+    // above what the link carries is accepted, and its larger packets are lost on the way.
     if ((m & IBV_QP_PATH_MTU) && (mtu < IBV_MTU_256 || mtu > IBV_MTU_4096)) return EINVAL;
     if ((m & IBV_QP_PATH_MIG_STATE) && mig > IBV_MIG_ARMED) return EINVAL;
     if ((m & IBV_QP_TIMEOUT) && a.timeout > 31) return EINVAL;

@@ -11,7 +11,6 @@
 namespace uroce::emu {
 
 namespace {
-constexpr uint32_t kUdMtu = 4096;              // the port's active MTU
 constexpr uint32_t kMaxOutstandingPkts = 128;  // unacknowledged packets per QP
 constexpr uint32_t kAckReqEvery = 64;          // ask for an ACK at least this often
 
@@ -135,8 +134,10 @@ bool Device::fetch_send_wqe(Qp& qp) {
     if (w.status == IBV_WC_SUCCESS && total > abi::kMaxMsgSize) w.status = IBV_WC_LOC_LEN_ERR;
     bool atomic = rd_atomic && w.opcode != IBV_WR_RDMA_READ;
     if (w.status == IBV_WC_SUCCESS && atomic && total != 8) w.status = IBV_WC_LOC_LEN_ERR;
-    // A UD message is one packet of at most the port MTU.
-    if (w.status == IBV_WC_SUCCESS && qp.type == IBV_QPT_UD && total > kUdMtu)
+    // A UD message is one packet of at most the port's active MTU. A longer one completes
+    // in error and sends nothing (rxe sends nothing and reports success, IBA C10-93.1.1;
+    // an error tells the application why nothing arrives).
+    if (w.status == IBV_WC_SUCCESS && qp.type == IBV_QPT_UD && total > port_mtu_bytes_)
         w.status = IBV_WC_LOC_LEN_ERR;
     w.length = w.status == IBV_WC_SUCCESS ? uint32_t(total) : 0;
     uint32_t npkts = local ? 0 : atomic || !w.length ? 1 : (w.length + qp.mtu - 1) / qp.mtu;

@@ -43,6 +43,7 @@ enum class Op : uint32_t {
     kAllocMw,      // a MwReq answered by a MwResp
     kDeallocMw,    // a HandleReq
     kTrace,        // trace lines after TraceReq::since (uroce trace); no session, text reply
+    kQueryPort,    // ibv_query_port: answered by a PortResp
 };
 
 struct OpenReq {
@@ -86,6 +87,12 @@ struct HandleReq {
 // kTrace's reply: "last N\n", then the lines numbered after `since` up to N (docs/trace.md).
 struct TraceReq {
     uint64_t since;
+};
+
+// What ibv_query_port learns from the device; the rest of ibv_port_attr is fixed.
+struct PortResp {
+    uint32_t active_mtu;  // enum ibv_mtu, from the interface's MTU (emu/port_mtu.h)
+    uint32_t reserved;
 };
 
 struct MwReq {
@@ -272,6 +279,7 @@ struct Response {
         CaptureResp capture;
         FaultsResp faults;
         MwResp mw;
+        PortResp port;
     } u;
 };
 

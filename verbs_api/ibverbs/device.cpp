@@ -211,10 +211,15 @@ void give_back(Context* ctx, abi::Op destroy_op, uint32_t handle) {
 int query_port(ibv_context* c, uint8_t port, ibv_port_attr* attr, size_t len) {
     if (device_is_gone(c)) return EIO;  // as the kernel's after disassociation
     if (port != 1) return EINVAL;
+    // The active MTU is the device's, from its interface's MTU (emu/port_mtu.h).
+    abi::Request req{};
+    req.op = abi::Op::kQueryPort;
+    abi::Response resp{};
+    if (int e = request(ctx_of(c), req, resp)) return e;
     ibv_port_attr a{};
     a.state = IBV_PORT_ACTIVE;
     a.max_mtu = IBV_MTU_4096;
-    a.active_mtu = IBV_MTU_4096;
+    a.active_mtu = ibv_mtu(resp.u.port.active_mtu);
     a.gid_tbl_len = int(abi::kGidTblLen);
     a.port_cap_flags = 0;
     a.max_msg_sz = abi::kMaxMsgSize;
