@@ -1,4 +1,5 @@
-// RC responder: checks request PSNs, executes SEND, RDMA WRITE, RDMA READ and ATOMIC, and
+// RC responder: checks request PSNs, executes SEND, RDMA WRITE, RDMA READ, ATOMIC and
+// ATOMIC WRITE, and
 // answers with ACKs (coalesced: only where the requester asked), sequence NAKs, RNR
 // NAKs and error NAKs.
 #include <cstring>
@@ -197,6 +198,57 @@ void Device::execute_atomic(Qp& qp, const net::Packet& p, bool duplicate) {
     send_atomic_ack(qp, p.bth.psn, orig);
 }
 
+// The answer to an ATOMIC WRITE: an RDMA READ response of no data (IBTA 1.5; rxe's
+// send_read_response_ack).
+void Device::send_read_response_ack(Qp& qp, uint32_t psn) {
+    uint32_t slot;
+    uint8_t* buf = tx_begin(&slot);
+    if (!buf) return;  // the requester's timer recovers, and the replay answers
+    net::Packet r{};
+    r.bth.opcode = net::op_on(qp.transport, net::kOpReadRespOnly);
+    r.bth.pkey = net::kDefaultPkey;
+    r.bth.dqpn = qp.attr.dest_qp_num;
+    r.bth.psn = psn;
+    r.aeth.syndrome = kAckUnlimited;
+    r.aeth.msn = qp.msn;
+    transmit(slot, net::encode_headers(r, buf), qp.dest, &qp);
+    ++qp.tx_pkts;
+}
+
+// Executes an ATOMIC WRITE once: its 8 bytes land as one store, after every write before it
+// (rxe: smp_store_release). It needs REMOTE_WRITE, as rxe checks it (of the QP and the key),
+// and an 8-byte aligned address, checked first as for the other atomics. A duplicate is
+// answered from the replay state the ATOMICs use, never written again (as rxe replays it
+// from its responder resource).
+void Device::execute_atomic_write(Qp& qp, const net::Packet& p, bool duplicate) {
+    uint32_t slots = qp.attr.max_dest_rd_atomic ? qp.attr.max_dest_rd_atomic : 1;
+    if (duplicate) {
+        for (uint32_t i = 0; i < slots; ++i) {
+            const auto& r = qp.atomic_replay[i];
+            if (r.valid && r.psn == p.bth.psn) return send_read_response_ack(qp, r.psn);
+        }
+        return;  // older than the replay window: nothing to answer
+    }
+    // IBTA 1.5: the DMA length is 8 and so is the payload (rxe: pktlen != resid is a length
+    // error, NAK invalid request); a SEND or WRITE still open lacks its LAST (rxe: likewise).
+    if (p.reth.dma_len != 8 || p.payload_len != 8 || (p.reth.va & 7) || qp.have_write ||
+        qp.have_rwr)
+        return responder_error(qp, IBV_WC_REM_INV_REQ_ERR, kNakInvReq, p.bth.psn,
+                               IBV_EVENT_QP_REQ_ERR);
+    Session* mem = nullptr;
+    uint64_t addr = remote_target(qp, p.reth.rkey, p.reth.va, 8, IBV_ACCESS_REMOTE_WRITE, &mem);
+    uint64_t value;
+    std::memcpy(&value, p.payload, 8);
+    if (!addr || !dma_store64(mem, addr, value))
+        return responder_error(qp, IBV_WC_REM_ACCESS_ERR, kNakRemAccess, p.bth.psn,
+                               IBV_EVENT_QP_ACCESS_ERR);
+    auto& r = qp.atomic_replay[qp.atomic_replay_next++ % slots];
+    r = {p.bth.psn, 0, true};
+    qp.epsn = net::psn_add(qp.epsn, 1);
+    qp.msn = (qp.msn + 1) & 0xffffff;
+    send_read_response_ack(qp, p.bth.psn);
+}
+
 // One packet of an RDMA WRITE (with or without immediate).
 void Device::execute_write(Qp& qp, const net::Packet& p, const net::OpInfo* info) {
     bool first = info->flags & net::kFirst, last = info->flags & net::kLast;
@@ -260,6 +312,7 @@ void Device::responder_receive(Qp& qp, const net::Packet& p) {
         // Duplicate: reads are served again, atomics replayed, the rest acknowledged.
         if (info->flags & net::kReadReq) return execute_read(qp, p, true);
         if (info->flags & net::kAtomicOp) return execute_atomic(qp, p, true);
+        if (info->flags & net::kAtomicWriteOp) return execute_atomic_write(qp, p, true);
         send_ack(qp, kAckUnlimited, net::psn_add(qp.epsn, -1));
         return;
     }
@@ -271,6 +324,7 @@ void Device::responder_receive(Qp& qp, const net::Packet& p) {
     qp.nak_sent = false;
     if (info->flags & net::kReadReq) return execute_read(qp, p, false);
     if (info->flags & net::kAtomicOp) return execute_atomic(qp, p, false);
+    if (info->flags & net::kAtomicWriteOp) return execute_atomic_write(qp, p, false);
     if (info->flags & net::kWriteOp) return execute_write(qp, p, info);
     if (!(info->flags & net::kSendOp))
         return responder_error(qp, IBV_WC_REM_INV_REQ_ERR, kNakInvReq, p.bth.psn,
