@@ -275,9 +275,8 @@ private:
     void execute_read(Qp& qp, const net::Packet& p, bool duplicate);    // rc_responder.cpp
     void execute_atomic(Qp& qp, const net::Packet& p, bool duplicate);  // rc_responder.cpp
     void execute_write(Qp& qp, const net::Packet& p, const net::OpInfo* info);
-    void send_atomic_ack(Qp& qp, uint32_t psn, uint64_t orig);                // rc_responder.cpp
+    void send_ack_response(Qp& qp, uint8_t op, uint32_t psn, uint64_t orig);  // rc_responder.cpp
     void execute_atomic_write(Qp& qp, const net::Packet& p, bool duplicate);  // rc_responder.cpp
-    void send_read_response_ack(Qp& qp, uint32_t psn);                        // rc_responder.cpp
     void responder_error(Qp& qp, ibv_wc_status status, uint8_t nak, uint32_t psn,
                          ibv_event_type event);  // rc_responder.cpp
     // Receive side shared by the transports (recv_common.cpp).

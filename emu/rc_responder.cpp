@@ -20,6 +20,28 @@ constexpr uint8_t kNakInvReq = 0x61;
 constexpr uint8_t kNakRemAccess = 0x62;
 constexpr uint8_t kNakRemOp = 0x63;
 
+// Replay entries in use: max_dest_rd_atomic, 0 counting as 1.
+uint32_t replay_slots(const Qp& qp) {
+    return qp.attr.max_dest_rd_atomic ? qp.attr.max_dest_rd_atomic : 1;
+}
+
+// The replay entry of the ATOMIC or ATOMIC WRITE at `psn`; null when it is older than the
+// entries kept.
+const Qp::AtomicReplay* find_replay(const Qp& qp, uint32_t psn) {
+    for (uint32_t i = 0; i < replay_slots(qp); ++i)
+        if (qp.atomic_replay[i].valid && qp.atomic_replay[i].psn == psn)
+            return &qp.atomic_replay[i];
+    return nullptr;
+}
+
+// An ATOMIC or ATOMIC WRITE executed: it takes the oldest replay entry, and the responder
+// moves past it.
+void record_executed(Qp& qp, uint32_t psn, uint64_t orig) {
+    qp.atomic_replay[qp.atomic_replay_next++ % replay_slots(qp)] = {psn, orig, true};
+    qp.epsn = net::psn_add(qp.epsn, 1);
+    qp.msn = (qp.msn + 1) & 0xffffff;
+}
+
 }  // namespace
 
 void Device::send_ack(Qp& qp, uint8_t syndrome, uint32_t psn) {
@@ -142,18 +164,21 @@ void Device::execute_read(Qp& qp, const net::Packet& p, bool duplicate) {
     }
 }
 
-void Device::send_atomic_ack(Qp& qp, uint32_t psn, uint64_t orig) {
+// A response that acknowledges one request and carries no payload: the ATOMIC ACKNOWLEDGE
+// (with the original value), or the RDMA READ response of no data that answers an ATOMIC
+// WRITE (IBTA 1.5; rxe's send_read_response_ack).
+void Device::send_ack_response(Qp& qp, uint8_t op, uint32_t psn, uint64_t orig) {
     uint32_t slot;
     uint8_t* buf = tx_begin(&slot);
     if (!buf) return;  // the requester's timer recovers, and the replay answers
     net::Packet r{};
-    r.bth.opcode = net::op_on(qp.transport, net::kOpAtomicAck);
+    r.bth.opcode = net::op_on(qp.transport, op);
     r.bth.pkey = net::kDefaultPkey;
     r.bth.dqpn = qp.attr.dest_qp_num;
     r.bth.psn = psn;
     r.aeth.syndrome = kAckUnlimited;
     r.aeth.msn = qp.msn;
-    r.atomic_ack.orig = orig;
+    r.atomic_ack.orig = orig;  // written only for an ATOMIC ACKNOWLEDGE
     transmit(slot, net::encode_headers(r, buf), qp.dest, &qp);
     ++qp.tx_pkts;
 }
@@ -161,13 +186,10 @@ void Device::send_atomic_ack(Qp& qp, uint32_t psn, uint64_t orig) {
 // Executes an ATOMIC once. A duplicate is answered from the replay state, never
 // executed again (IBTA 9.4.5).
 void Device::execute_atomic(Qp& qp, const net::Packet& p, bool duplicate) {
-    uint32_t slots = qp.attr.max_dest_rd_atomic ? qp.attr.max_dest_rd_atomic : 1;
-    if (duplicate) {
-        for (uint32_t i = 0; i < slots; ++i) {
-            const auto& r = qp.atomic_replay[i];
-            if (r.valid && r.psn == p.bth.psn) return send_atomic_ack(qp, r.psn, r.orig);
-        }
-        return;  // older than the replay window: nothing to answer
+    if (duplicate) {  // older than the replay window: nothing to answer
+        if (const auto* r = find_replay(qp, p.bth.psn))
+            send_ack_response(qp, net::kOpAtomicAck, r->psn, r->orig);
+        return;
     }
     if (p.atomic.va & 7)
         return responder_error(qp, IBV_WC_REM_INV_REQ_ERR, kNakInvReq, p.bth.psn,
@@ -191,28 +213,8 @@ void Device::execute_atomic(Qp& qp, const net::Packet& p, bool duplicate) {
     if (val != orig && !dma_write(mem, &val, &iov, 1, 8))
         return responder_error(qp, IBV_WC_REM_ACCESS_ERR, kNakRemAccess, p.bth.psn,
                                IBV_EVENT_QP_ACCESS_ERR);
-    auto& r = qp.atomic_replay[qp.atomic_replay_next++ % slots];
-    r = {p.bth.psn, orig, true};
-    qp.epsn = net::psn_add(qp.epsn, 1);
-    qp.msn = (qp.msn + 1) & 0xffffff;
-    send_atomic_ack(qp, p.bth.psn, orig);
-}
-
-// The answer to an ATOMIC WRITE: an RDMA READ response of no data (IBTA 1.5; rxe's
-// send_read_response_ack).
-void Device::send_read_response_ack(Qp& qp, uint32_t psn) {
-    uint32_t slot;
-    uint8_t* buf = tx_begin(&slot);
-    if (!buf) return;  // the requester's timer recovers, and the replay answers
-    net::Packet r{};
-    r.bth.opcode = net::op_on(qp.transport, net::kOpReadRespOnly);
-    r.bth.pkey = net::kDefaultPkey;
-    r.bth.dqpn = qp.attr.dest_qp_num;
-    r.bth.psn = psn;
-    r.aeth.syndrome = kAckUnlimited;
-    r.aeth.msn = qp.msn;
-    transmit(slot, net::encode_headers(r, buf), qp.dest, &qp);
-    ++qp.tx_pkts;
+    record_executed(qp, p.bth.psn, orig);
+    send_ack_response(qp, net::kOpAtomicAck, p.bth.psn, orig);
 }
 
 // Executes an ATOMIC WRITE once: its 8 bytes land as one store, after every write before it
@@ -221,13 +223,9 @@ void Device::send_read_response_ack(Qp& qp, uint32_t psn) {
 // answered from the replay state the ATOMICs use, never written again (as rxe replays it
 // from its responder resource).
 void Device::execute_atomic_write(Qp& qp, const net::Packet& p, bool duplicate) {
-    uint32_t slots = qp.attr.max_dest_rd_atomic ? qp.attr.max_dest_rd_atomic : 1;
     if (duplicate) {
-        for (uint32_t i = 0; i < slots; ++i) {
-            const auto& r = qp.atomic_replay[i];
-            if (r.valid && r.psn == p.bth.psn) return send_read_response_ack(qp, r.psn);
-        }
-        return;  // older than the replay window: nothing to answer
+        if (find_replay(qp, p.bth.psn)) send_ack_response(qp, net::kOpReadRespOnly, p.bth.psn, 0);
+        return;
     }
     // IBTA 1.5: the DMA length is 8 and so is the payload (rxe: pktlen != resid is a length
     // error, NAK invalid request); a SEND or WRITE still open lacks its LAST (rxe: likewise).
@@ -242,11 +240,8 @@ void Device::execute_atomic_write(Qp& qp, const net::Packet& p, bool duplicate) 
     if (!addr || !dma_store64(mem, addr, value))
         return responder_error(qp, IBV_WC_REM_ACCESS_ERR, kNakRemAccess, p.bth.psn,
                                IBV_EVENT_QP_ACCESS_ERR);
-    auto& r = qp.atomic_replay[qp.atomic_replay_next++ % slots];
-    r = {p.bth.psn, 0, true};
-    qp.epsn = net::psn_add(qp.epsn, 1);
-    qp.msn = (qp.msn + 1) & 0xffffff;
-    send_read_response_ack(qp, p.bth.psn);
+    record_executed(qp, p.bth.psn, 0);
+    send_ack_response(qp, net::kOpReadRespOnly, p.bth.psn, 0);
 }
 
 // One packet of an RDMA WRITE (with or without immediate).

@@ -27,12 +27,6 @@ cat "$out"
 [ $rc = 0 ] || fail "$(basename "$prog") exited $rc"
 grep -q "^all checks passed$" "$out" || fail "the program did not finish its checks"
 
-# op_pkts DEV tx|rx OPCODE_NAME: packets of that opcode the device counted.
-op_pkts() {
-    "$UROCE" counters "$1" | awk -v d="$2" -v op="$3" '
-        $1 == "counters_op" && $2 == d && $3 == op { print $5; found = 1 }
-        END { if (!found) print 0 }'
-}
 for c in "awa tx RC_ATOMIC_WRITE" "awb rx RC_ATOMIC_WRITE" "awb tx RC_RDMA_READ_RESPONSE_ONLY" \
          "awa rx RC_RDMA_READ_RESPONSE_ONLY"; do
     set -- $c
