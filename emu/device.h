@@ -229,6 +229,7 @@ private:
     // hardware whose QPs the kernel is tearing down (completion.cpp).
     bool dma_read(Session* s, void* dst, const iovec* remote, int n, size_t total);
     bool dma_write(Session* s, const void* src, const iovec* remote, int n, size_t total);
+    bool dma_store64(Session* s, uint64_t addr, uint64_t value);  // after every pending write
     bool dma_readv(Session* s, const iovec* local, int nlocal, const iovec* remote, int nremote,
                    size_t total);
     // Received payloads are written later, many packets with one system call; the ordering
@@ -279,7 +280,8 @@ private:
     void execute_read(Qp& qp, const net::Packet& p, bool duplicate);    // rc_responder.cpp
     void execute_atomic(Qp& qp, const net::Packet& p, bool duplicate);  // rc_responder.cpp
     void execute_write(Qp& qp, const net::Packet& p, const net::OpInfo* info);
-    void send_atomic_ack(Qp& qp, uint32_t psn, uint64_t orig);  // rc_responder.cpp
+    void send_ack_response(Qp& qp, uint8_t op, uint32_t psn, uint64_t orig);  // rc_responder.cpp
+    void execute_atomic_write(Qp& qp, const net::Packet& p, bool duplicate);  // rc_responder.cpp
     void responder_error(Qp& qp, ibv_wc_status status, uint8_t nak, uint32_t psn,
                          ibv_event_type event);  // rc_responder.cpp
     // Receive side shared by the transports (recv_common.cpp).

@@ -57,6 +57,13 @@ if [ -n "${UROCE_PRELOAD:-}" ]; then
     VERBS_ENV+=("LD_PRELOAD=$UROCE_PRELOAD" "ASAN_OPTIONS=detect_leaks=0:${ASAN_OPTIONS:-}")
 fi
 
+# op_pkts DEV tx|rx OPCODE_NAME: packets of that opcode the device counted.
+op_pkts() {
+    "$UROCE" counters "$1" | awk -v d="$2" -v op="$3" '
+        $1 == "counters_op" && $2 == d && $3 == op { print $5; found = 1 }
+        END { if (!found) print 0 }'
+}
+
 # Runs a program with the drop-in libraries.
 verbs() {
     "${VERBS_ENV[@]}" "$@"

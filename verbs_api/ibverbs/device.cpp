@@ -243,6 +243,9 @@ int query_device_ex(ibv_context* c, const ibv_query_device_ex_input* in, ibv_dev
     a.completion_timestamp_mask = ~uint64_t(0);
     a.hca_core_clock = abi::kHcaCoreClockKhz;
     a.phys_port_cnt_ex = a.orig_attr.phys_port_cnt;  // rdma-core fills it for every provider
+    // As the kernel's uverbs: all the device's capability bits, the 32 of device_cap_flags and
+    // those above, here RDMA ATOMIC WRITE (rxe reports it the same way).
+    a.device_cap_flags_ex = a.orig_attr.device_cap_flags | abi::kDeviceAtomicWrite;
     std::memcpy(attr, &a, len < sizeof a ? len : sizeof a);
     return 0;
 }
