@@ -173,7 +173,7 @@ void Device::trace_call(const Session& s, const abi::Request& req, const abi::Re
     case Op::kCloseXrcd: break;  // close_xrcd says whether the domain lives on
     case Op::kOpenQp:
         if (const Qp* qp = qps_.get(r.open_qp.qpn))
-            trace_.add("pid %d open_qp qp 0x%x (%s, xrcd %u, state %s), %zu holders", pid,
+            trace_.add("pid %d open_qp qp 0x%x (%s, xrcd %u, state %s), %zu handles", pid,
                        r.open_qp.qpn, qp_type_name(qp->type), qp->xrcd, qp_state_name(qp->state),
                        qp->holders.size());
         break;
