@@ -266,7 +266,8 @@ int Device::modify_qp(Session& s, const abi::ModifyQpReq& r) {
     Qp* qp = qps_.get(r.qpn);
     if (!holds(s, qp)) return EINVAL;
     const ibv_qp_attr& a = r.attr;
-    uint64_t m = r.mask;
+    // What an XRC half has no use for is ignored, through any handle (uverbs' modify_qp_mask).
+    uint64_t m = r.mask & ~qp_ignored_attrs(qp->type);
     ibv_qp_state cur = qp->state;
     // The enum fields hold whatever the client wrote: integers until they are checked.
     if ((m & IBV_QP_CUR_STATE) && enum_bits(a.cur_qp_state) != uint32_t(cur)) return EINVAL;

@@ -256,6 +256,32 @@ TEST_F(XrcHandles, EveryOpenIsAHandleThatPinsItsXrcdAndKeepsTheQp) {
         EXPECT_EQ(a.dest_qp_num, ini_->qp_num);
     }
     EXPECT_EQ(send(1, 3000, srqn_), IBV_WC_SUCCESS);
+    // Through an opened handle as through any: what a TGT QP has no use for is ignored, not
+    // refused (uverbs' modify_qp_mask), and not applied; an RTS -> RTS that sets only that.
+    ibv_qp_attr rts{};
+    rts.qp_state = IBV_QPS_RTS;
+    rts.retry_cnt = 5;
+    rts.rnr_retry = 6;
+    rts.max_rd_atomic = 1;
+    EXPECT_EQ(
+        ibv_modify_qp(o2, &rts,
+                      IBV_QP_STATE | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC),
+        0);
+    {
+        ibv_qp_attr q{};
+        ibv_qp_init_attr qi{};
+        ASSERT_EQ(ibv_query_qp(tgt, &q, IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY, &qi), 0);
+        EXPECT_EQ(q.retry_cnt, 0);
+        EXPECT_EQ(q.rnr_retry, 0);
+    }
+    // Other attributes are still refused as for any handle: DEST_QPN is INIT -> RTR only.
+    EXPECT_EQ(ibv_modify_qp(o2, &rts, IBV_QP_STATE | IBV_QP_DEST_QPN), EINVAL);
+    // The INI QP likewise ignores the responder's attributes.
+    rts.min_rnr_timer = 12;
+    rts.max_dest_rd_atomic = 4;
+    EXPECT_EQ(
+        ibv_modify_qp(ini_, &rts, IBV_QP_STATE | IBV_QP_MIN_RNR_TIMER | IBV_QP_MAX_DEST_RD_ATOMIC),
+        0);
 
     // An error of the QP reaches every handle, each with its own ibv_qp.
     EXPECT_EQ(send(2, 64, 0xfffff0), IBV_WC_REM_INV_REQ_ERR);  // no such SRQ
