@@ -514,18 +514,13 @@ void Device::close_session(Session* s) {
             s->cqs.size(), s->mrs.size(), s->mws.size(), s->pds.size(), s->xrcd_handles.size());
     cm_.close_session(*s);  // its connections end (DREQ/REJ) as rdma_destroy_id ends them
     // Children first, as the kernel's uverbs cleanup does.
-    // A shared XRC TGT QP survives while other processes hold it.
+    // A shared XRC TGT QP survives while other handles of it exist; s->qps names it once
+    // per handle this session has, and each release_qp lets go of one.
     for (uint32_t qpn : std::vector<uint32_t>(s->qps)) release_qp(*s, qpn);
     for (uint32_t h : std::vector<uint32_t>(s->srqs)) destroy_srq(*s, h);
-    for (uint32_t h : std::vector<uint32_t>(s->xrcd_handles)) {
-        // Objects made through this handle that outlive it (a TGT QP another process
-        // holds) now count only against the domain.
-        qps_.for_each([&](uint32_t, Qp& qp) {
-            if (qp.xrcd_handle == h) qp.xrcd_handle = 0;
-        });
-        if (XrcdHandle* hh = xrcd_handles_.get(h)) hh->objects = 0;
-        close_xrcd(*s, h);
-    }
+    // Every XRC object made or opened through its XRCD handles is gone by now (each TGT QP
+    // handle released its pin, each SRQ its own), so each handle closes.
+    for (uint32_t h : std::vector<uint32_t>(s->xrcd_handles)) close_xrcd(*s, h);
     for (uint32_t h : s->cqs) cqs_.remove(h);
     for (uint32_t h : s->channels) channels_.remove(h);
     for (uint32_t h : s->mws) mws_.remove(h);  // before their MRs: nothing is left to unbind

@@ -125,7 +125,7 @@ private:
     int create_qp(Session& s, const abi::CreateQpReq& r, abi::CreateQpResp* out, int fds[2]);
     int modify_qp(Session& s, const abi::ModifyQpReq& r);
     int query_qp(Session& s, const abi::QueryQpReq& r, abi::QueryQpResp* out);
-    int destroy_qp(Session& s, uint32_t qpn);
+    int destroy_qp(Session& s, uint32_t qpn, uint64_t cookie = 0);
     int create_srq(Session& s, const abi::CreateSrqReq& r, abi::CreateSrqResp* out, int* fd);
     int modify_srq(Session& s, const abi::ModifySrqReq& r);
     int query_srq(Session& s, uint32_t handle, abi::QuerySrqResp* out);
@@ -154,8 +154,11 @@ private:
     Mw* remote_invalidatable(const Qp& qp, uint32_t rkey) const;
     uint64_t mw_target(const Qp& qp, uint32_t rkey, uint64_t va, uint64_t len, uint32_t access,
                        Session** owner) const;
-    void release_qp(Session& s, uint32_t qpn);  // a holder lets go; the last destroys
+    // A handle lets go (cookie 0: any of the session's); the last destroys the QP.
+    void release_qp(Session& s, uint32_t qpn, uint64_t cookie = 0);
+    const Qp::Holder* find_hold(const Session& s, const Qp& qp, uint64_t cookie) const;
     void xrc_object_gone(uint32_t xrcd, uint32_t handle);
+    void xrc_srq_gone(uint32_t srqn);  // TGT QPs drop a message in progress on it
     void xrc_receive(Qp& qp, const net::Packet& p);
     void post_qp_async(Qp& qp, ibv_event_type type);  // to every holder
     void destroy_qp_now(uint32_t qpn);

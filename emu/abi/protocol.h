@@ -227,6 +227,14 @@ struct OpenQpReq {
     uint32_t reserved;
     uint64_t cookie;
 };
+// kDestroyQp. An XRC TGT QP can be held several times by one session (each ibv_open_qp is
+// a handle of its own, as in the kernel): `cookie` names the handle. 0: any of the session's
+// (the layout is HandleReq's with the cookie after it).
+struct DestroyQpReq {
+    uint32_t qpn;
+    uint32_t reserved;
+    uint64_t cookie;
+};
 struct OpenQpResp {
     uint32_t qpn;
     uint32_t state;
@@ -251,6 +259,7 @@ struct Request {
         CreateQpReq create_qp;
         ModifyQpReq modify_qp;
         QueryQpReq query_qp;
+        DestroyQpReq destroy_qp;
         CreateSrqReq create_srq;
         ModifySrqReq modify_srq;
         OpenXrcdReq open_xrcd;
