@@ -11,6 +11,11 @@
 #                with a 1024 MTU); without -s it exchanges 1024-byte messages
 #   rping        rping -S 4000 -C 100 -V: RDMA READ/WRITE of four packets at the CM's MTU
 #   write_bw     ib_write_bw (perftest's TCP setup; 64 KiB messages at the port's MTU)
+#   fi ENDPOINT  libfabric's fi_pingpong (libfabric-bin, unmodified) at its default sizes,
+#                the server given no address: msg (-p verbs), rdm (-p "verbs;ofi_rxm"),
+#                dgram (-p verbs; sizes up to the path MTU)
+#   ucx TEST     ucx_perftest -t TEST (tag_bw, tag_lat) under `uroce run` on each host,
+#                UCX_TLS=rc_verbs,ud_verbs,self and no workaround variable
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/twohost_lib.sh"
 mode=${1:?usage: twohost_test.sh MODE}
@@ -104,6 +109,43 @@ write_bw)
         "${HOST_B[@]}" ib_write_bw -p "$PORT" -n 1000 "$ADDR_A"
     check_perftest_results ib_write_bw "$c"
     expect "$c" 'Mtu +: 1024\[B\]' "perftest did not take the port's MTU"
+    sent_by A
+    sent_by B
+    ;;
+fi)
+    need fi_pingpong
+    ep=${2:?usage: twohost_test.sh fi msg|rdm|dgram}
+    prov=verbs
+    [ "$ep" = rdm ] && prov="verbs;ofi_rxm"
+    # The server binds nothing itself: libfabric's verbs provider finds the device from the
+    # host's interfaces and listens there (docs/rdmacm-support.md, loopback and wildcards).
+    PAIR_READY=tcp_listening run_pair "${HOST_A[@]}" fi_pingpong -p "$prov" -e "$ep" -B "$PORT" -- \
+        "${HOST_B[@]}" fi_pingpong -p "$prov" -e "$ep" -P "$PORT" "$ADDR_A"
+    # The results table: one row per size, the last at the largest size the endpoint takes.
+    rows=$(grep -cE '^[0-9]+[kmg]? +[0-9]+ +=[0-9]+ ' "$c" || true)
+    echo "fi_pingpong -e $ep: $rows sizes"
+    [ "$rows" -gt 0 ] || fail "fi_pingpong printed no results"
+    if [ "$ep" = dgram ]; then
+        # Default sizes stop at the path MTU (1024 on this link): nothing larger was tried.
+        grep -qE '^1k ' "$c" || fail "no 1 KiB datagrams"
+        ! grep -qE '^(2k|4k|[0-9]+m) ' "$c" || fail "datagrams above the path MTU were tried"
+    else
+        grep -qE '^1m ' "$c" || fail "no 1 MiB messages"
+    fi
+    sent_by A
+    sent_by B
+    ;;
+ucx)
+    need ucx_perftest
+    test=${2:?usage: twohost_test.sh ucx TEST}
+    # A wrapper: run_pair splits at the first "--", and `uroce run` takes one of its own.
+    w=$UROCE_RUNTIME_DIR/ucx_perftest
+    printf '#!/bin/sh\nexec env UCX_TLS=rc_verbs,ud_verbs,self "%s" run -- ucx_perftest "$@"\n' \
+        "$UROCE" >"$w"
+    chmod +x "$w"
+    PAIR_READY=tcp_listening run_pair "${HOST_A[@]}" "$w" -p "$PORT" -t "$test" -n 1000 -- \
+        "${HOST_B[@]}" "$w" -p "$PORT" -t "$test" -n 1000 "$ADDR_A"
+    grep '^Final:' "$c" || fail "the client printed no Final line"
     sent_by A
     sent_by B
     ;;
