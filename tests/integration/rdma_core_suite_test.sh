@@ -18,9 +18,20 @@ mkdir -p "$work"
 cp -r "$suite" "$work/tests"
 gunzip -f "$work"/tests/*.gz
 out=$UROCE_RUNTIME_DIR/suite.out
-(cd "$work" && verbs timeout 900 /usr/bin/python3 tests/run_tests.py -v --dev uroce0) >"$out" 2>&1
+# Under `uroce run`: its system view (docs/system-view.md) gives the RDMA-CM tests the
+# device's netdev in sysfs. Where the host allows no mount namespace they skip for that.
+rules=$UROCE_RUNTIME_DIR/skips.txt
+cp "$(dirname "$0")/rdma_core_suite_skips.txt" "$rules"
+view=$(verbs "$UROCE" run -- true 2>&1)
+if echo "$view" | grep -q "without the system view"; then
+    echo "$view"
+    echo "gap doesn't have net interface  no system view on this host ($view)" >>"$rules"
+    min_pass=$((min_pass - 10))
+fi
+(cd "$work" && verbs timeout 900 "$UROCE" run -- /usr/bin/python3 tests/run_tests.py -v --dev uroce0) \
+    >"$out" 2>&1
 rc=$?
-/usr/bin/python3 - "$out" "$(dirname "$0")/rdma_core_suite_skips.txt" "$min_pass" "$rc" <<'PY'
+/usr/bin/python3 - "$out" "$rules" "$min_pass" "$rc" <<'PY'
 import re, sys
 out, rules_file, min_pass, rc = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
 rules = []
