@@ -794,7 +794,10 @@ void CmAgent::on_req(const sockaddr_in& from, const uint8_t* mad, uint64_t tid, 
     id.retry = m.retry_count;
     id.rnr_retry = m.rnr_retry_count;
     id.srq = m.srq;
-    id.mtu = std::clamp<uint8_t>(m.path_mtu, IBV_MTU_256, IBV_MTU_4096);
+    // The path MTU: the REQ's, but no more than this port carries (the active side chose
+    // its own port's).
+    id.mtu = std::min<uint8_t>(std::clamp<uint8_t>(m.path_mtu, IBV_MTU_256, IBV_MTU_4096),
+                               uint8_t(dev_.port_mtu_));
     id.tid = tid;
     comm_[id.local_comm_id] = id.handle;
     remote_[{peer, id.remote_comm_id}] = id.handle;

@@ -94,6 +94,13 @@ bool Device::dma_write(Session* s, const void* src, const iovec* remote, int n, 
     return false;
 }
 
+bool Device::dma_store64(Session* s, uint64_t addr, uint64_t value) {
+    dma_flush();  // the earlier writes land first, as rxe's store-release orders them
+    if (mem_store64(s->pid, addr, value)) return true;
+    if (errno == ESRCH) s->dead = true;
+    return false;
+}
+
 void Device::qp_to_error(Qp& qp) {
     if (qp.state == IBV_QPS_ERR) return;
     trace_.add("qp 0x%x %s -> ERR (outstanding work requests complete with WR_FLUSH_ERR)", qp.qpn,

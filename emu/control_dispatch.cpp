@@ -29,6 +29,7 @@ bool dispatch_control(Device& dev, ControlConn& c, const ControlMsg& msg, size_t
         }
         int f[3] = {-1, -1, -1};
         int err = 0;
+        dev.refresh_port_mtu();  // a new application sees the interface's MTU of now
         dev.call([&] { c.session = dev.open_session(c.pid, f, &err); });
         resp.err = err;
         if (!err) {
@@ -74,6 +75,14 @@ bool dispatch_control(Device& dev, ControlConn& c, const ControlMsg& msg, size_t
         out->log = "uroced: faults " + now;  // the log: how to replay
         break;
     }
+    case abi::Op::kQueryPort:
+        // Read again at each query (a few system calls, here on the control thread), so
+        // the port follows the interface's MTU as rxe follows its netdev's.
+        if (!c.session)
+            resp.err = EPROTO;
+        else
+            resp.u.port.active_mtu = dev.refresh_port_mtu();
+        break;
     case abi::Op::kCm: {
         // Connection manager (emu/cm_agent.h): its own reply type.
         abi::CmResp cr{};

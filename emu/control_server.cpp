@@ -1,10 +1,12 @@
 #include "emu/control_server.h"
 
+#include <poll.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstddef>
 #include <cstdio>
@@ -147,6 +149,7 @@ void ControlServer::accept_next() {
             }
             auto c = std::make_shared<Conn>(io_, fd);
             c->pid = cred.pid;
+            conns_.push_back(c.get());
             read_next(c);
         }
         accept_next();
@@ -162,9 +165,31 @@ void ControlServer::read_next(std::shared_ptr<Conn> c) {
             dev_.call([&] { dev_.close_session(s); });
             c->session = nullptr;
         }
+        conns_.erase(std::find(conns_.begin(), conns_.end(), c.get()));
         asio::error_code ignored;
         c->sd.close(ignored);
     });
+}
+
+// Closes the sessions of processes that have exited but whose hang-up this thread has not
+// handled yet. The kernel closes an exiting process's files before its parent learns of the
+// exit, and with them its RDMA-CM ids; a server restarted on the same port right after must
+// not meet its predecessor's listener (EADDRINUSE), nor `uroce res` show it.
+void ControlServer::close_departed() {
+    std::vector<pollfd> fds;
+    std::vector<Conn*> which;
+    for (Conn* c : conns_) {
+        if (!c->session) continue;
+        fds.push_back({c->sd.native_handle(), POLLRDHUP, 0});
+        which.push_back(c);
+    }
+    if (fds.empty() || poll(fds.data(), fds.size(), 0) <= 0) return;
+    for (size_t i = 0; i < fds.size(); ++i) {
+        if (!(fds[i].revents & (POLLRDHUP | POLLHUP | POLLERR))) continue;
+        Session* s = which[i]->session;
+        which[i]->session = nullptr;  // its read_next sees the hang-up and just closes
+        dev_.call([&] { dev_.close_session(s); });
+    }
 }
 
 bool ControlServer::serve(Conn& c) {
@@ -201,6 +226,11 @@ bool ControlServer::serve(Conn& c) {
         default: break;
         }
     }
+    if (size_t(n) >= sizeof(abi::Op) &&
+        (msg.req.op == abi::Op::kDump ||
+         (msg.req.op == abi::Op::kCm && size_t(n) >= sizeof msg.cm &&
+          msg.cm.cm_op == abi::CmOp::kBind)))
+        close_departed();
     ControlConn cc{c.session, c.pid};
     ControlReply out;
     bool keep = dispatch_control(dev_, cc, msg, size_t(n), in_fd, &out);

@@ -6,6 +6,7 @@
 #include <asio.hpp>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "emu/device.h"
 
@@ -23,10 +24,12 @@ private:
     void accept_next();
     void read_next(std::shared_ptr<Conn> c);
     bool serve(Conn& c);  // false: close the connection
+    void close_departed();
 
     asio::io_context& io_;
     Device& dev_;
     std::unique_ptr<asio::posix::stream_descriptor> listener_;
+    std::vector<Conn*> conns_;  // every open connection (each kept alive by its read_next)
     bool shutdown_ = false;
 };
 

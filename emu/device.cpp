@@ -14,6 +14,7 @@
 
 #include "emu/abi/runtime.h"
 #include "emu/abi/verbs_names.h"
+#include "emu/port_mtu.h"
 #include "net/icrc.h"
 #include "net/opcodes.h"
 
@@ -62,6 +63,8 @@ Device::~Device() { stop(); }
 int Device::open_io() {
     int err = io_.open(cfg_.ipv4_be, cfg_.port);
     if (err) return err;
+    port_mtu_ = port_mtu_for(cfg_.ipv4_be);
+    port_mtu_bytes_ = mtu_bytes(port_mtu_);
     if (!cfg_.pcap.empty()) {
         std::string why;
         if (!pcap_.open(cfg_.pcap, cfg_.pcap_max, &why)) return errno ? errno : EIO;
@@ -74,6 +77,15 @@ int Device::open_io() {
     if (cmd_fd_ < 0) return errno;
     io_.watch_eventfd(cmd_fd_, kCmdTag);
     return 0;
+}
+
+ibv_mtu Device::refresh_port_mtu() {
+    ibv_mtu m = port_mtu_for(cfg_.ipv4_be);
+    call([&] {
+        port_mtu_ = m;
+        port_mtu_bytes_ = mtu_bytes(m);
+    });
+    return m;
 }
 
 int Device::start() {
@@ -502,18 +514,13 @@ void Device::close_session(Session* s) {
             s->cqs.size(), s->mrs.size(), s->mws.size(), s->pds.size(), s->xrcd_handles.size());
     cm_.close_session(*s);  // its connections end (DREQ/REJ) as rdma_destroy_id ends them
     // Children first, as the kernel's uverbs cleanup does.
-    // A shared XRC TGT QP survives while other processes hold it.
+    // A shared XRC TGT QP survives while other handles of it exist; s->qps names it once
+    // per handle this session has, and each release_qp lets go of one.
     for (uint32_t qpn : std::vector<uint32_t>(s->qps)) release_qp(*s, qpn);
     for (uint32_t h : std::vector<uint32_t>(s->srqs)) destroy_srq(*s, h);
-    for (uint32_t h : std::vector<uint32_t>(s->xrcd_handles)) {
-        // Objects made through this handle that outlive it (a TGT QP another process
-        // holds) now count only against the domain.
-        qps_.for_each([&](uint32_t, Qp& qp) {
-            if (qp.xrcd_handle == h) qp.xrcd_handle = 0;
-        });
-        if (XrcdHandle* hh = xrcd_handles_.get(h)) hh->objects = 0;
-        close_xrcd(*s, h);
-    }
+    // Every XRC object made or opened through its XRCD handles is gone by now (each TGT QP
+    // handle released its pin, each SRQ its own), so each handle closes.
+    for (uint32_t h : std::vector<uint32_t>(s->xrcd_handles)) close_xrcd(*s, h);
     for (uint32_t h : s->cqs) cqs_.remove(h);
     for (uint32_t h : s->channels) channels_.remove(h);
     for (uint32_t h : s->mws) mws_.remove(h);  // before their MRs: nothing is left to unbind

@@ -80,6 +80,11 @@ public:
     void stop();
     const DeviceConfig& config() const { return cfg_; }
     uint64_t guid() const { return guid_; }
+    // The port's active MTU (emu/port_mtu.h): read from the interface at start, and again
+    // by refresh_port_mtu() (ibv_open_device, ibv_query_port), which follows a change of
+    // the interface's MTU. port_mtu(): engine thread only.
+    ibv_mtu port_mtu() const { return port_mtu_; }
+    ibv_mtu refresh_port_mtu();  // not on the engine thread: it makes system calls
 
     // Runs fn on the engine thread and waits for it.
     void call(const std::function<void()>& fn);
@@ -122,7 +127,7 @@ private:
     int create_qp(Session& s, const abi::CreateQpReq& r, abi::CreateQpResp* out, int fds[2]);
     int modify_qp(Session& s, const abi::ModifyQpReq& r);
     int query_qp(Session& s, const abi::QueryQpReq& r, abi::QueryQpResp* out);
-    int destroy_qp(Session& s, uint32_t qpn);
+    int destroy_qp(Session& s, uint32_t qpn, uint64_t cookie = 0);
     int create_srq(Session& s, const abi::CreateSrqReq& r, abi::CreateSrqResp* out, int* fd);
     int modify_srq(Session& s, const abi::ModifySrqReq& r);
     int query_srq(Session& s, uint32_t handle, abi::QuerySrqResp* out);
@@ -151,8 +156,11 @@ private:
     Mw* remote_invalidatable(const Qp& qp, uint32_t rkey) const;
     uint64_t mw_target(const Qp& qp, uint32_t rkey, uint64_t va, uint64_t len, uint32_t access,
                        Session** owner) const;
-    void release_qp(Session& s, uint32_t qpn);  // a holder lets go; the last destroys
+    // A handle lets go (cookie 0: any of the session's); the last destroys the QP.
+    void release_qp(Session& s, uint32_t qpn, uint64_t cookie = 0);
+    const Qp::Holder* find_hold(const Session& s, const Qp& qp, uint64_t cookie) const;
     void xrc_object_gone(uint32_t xrcd, uint32_t handle);
+    void xrc_srq_gone(uint32_t srqn);  // TGT QPs drop a message in progress on it
     void xrc_receive(Qp& qp, const net::Packet& p);
     void post_qp_async(Qp& qp, ibv_event_type type);  // to every holder
     void destroy_qp_now(uint32_t qpn);
@@ -226,6 +234,7 @@ private:
     // hardware whose QPs the kernel is tearing down (completion.cpp).
     bool dma_read(Session* s, void* dst, const iovec* remote, int n, size_t total);
     bool dma_write(Session* s, const void* src, const iovec* remote, int n, size_t total);
+    bool dma_store64(Session* s, uint64_t addr, uint64_t value);  // after every pending write
     bool dma_readv(Session* s, const iovec* local, int nlocal, const iovec* remote, int nremote,
                    size_t total);
     // Received payloads are written later, many packets with one system call; the ordering
@@ -276,7 +285,8 @@ private:
     void execute_read(Qp& qp, const net::Packet& p, bool duplicate);    // rc_responder.cpp
     void execute_atomic(Qp& qp, const net::Packet& p, bool duplicate);  // rc_responder.cpp
     void execute_write(Qp& qp, const net::Packet& p, const net::OpInfo* info);
-    void send_atomic_ack(Qp& qp, uint32_t psn, uint64_t orig);  // rc_responder.cpp
+    void send_ack_response(Qp& qp, uint8_t op, uint32_t psn, uint64_t orig);  // rc_responder.cpp
+    void execute_atomic_write(Qp& qp, const net::Packet& p, bool duplicate);  // rc_responder.cpp
     void responder_error(Qp& qp, ibv_wc_status status, uint8_t nak, uint32_t psn,
                          ibv_event_type event);  // rc_responder.cpp
     // Receive side shared by the transports (recv_common.cpp).
@@ -297,6 +307,8 @@ private:
 
     DeviceConfig cfg_;
     uint64_t guid_ = 0;
+    ibv_mtu port_mtu_ = IBV_MTU_4096;
+    uint32_t port_mtu_bytes_ = 4096;  // the largest UD message
     sockaddr_in self_{};
     net::UdpUring io_;
     net::PcapTap pcap_;

@@ -38,6 +38,7 @@ const char* op_name(abi::Op op) {
     case abi::Op::kDetachMcast: return "detach_mcast";
     case abi::Op::kAllocMw: return "alloc_mw";
     case abi::Op::kDeallocMw: return "dealloc_mw";
+    case abi::Op::kQueryPort: return "query_port";
     case abi::Op::kResizeCq: return "resize_cq";
     case abi::Op::kReregMr: return "rereg_mr";
     default: return "request";
@@ -85,8 +86,8 @@ void Device::trace_call(const Session& s, const abi::Request& req, const abi::Re
                 if (next > IBV_QPS_ERR)
                     std::snprintf(why, sizeof why, "%u is no QP state", next);
                 else
-                    qp_modify_explain(qp->type, qp->state, ibv_qp_state(next), m.mask, why,
-                                      sizeof why);
+                    qp_modify_explain(qp->type, qp->state, ibv_qp_state(next),
+                                      m.mask & ~qp_ignored_attrs(qp->type), why, sizeof why);
             }
         trace_.add("pid %d %s%s failed: %s%s%s", pid, op_name(req.op), obj,
                    strerrorname_np(resp.err) ? strerrorname_np(resp.err) : "?", why[0] ? ": " : "",
@@ -144,8 +145,10 @@ void Device::trace_call(const Session& s, const abi::Request& req, const abi::Re
         if (m.mask & IBV_QP_SQ_PSN) put(" sq_psn 0x%x", m.attr.sq_psn & 0xffffff);
         if (m.mask & IBV_QP_PATH_MTU) put(" mtu %u", 128u << unsigned(m.attr.path_mtu));
         if (m.mask & IBV_QP_TIMEOUT) put(" timeout %u", m.attr.timeout);
-        if (m.mask & IBV_QP_RETRY_CNT) put(" retry_cnt %u", m.attr.retry_cnt);
-        if (m.mask & IBV_QP_RNR_RETRY) put(" rnr_retry %u", m.attr.rnr_retry);
+        // Not what an XRC QP ignored (qp_ignored_attrs).
+        const uint64_t used = m.mask & ~(qp ? qp_ignored_attrs(qp->type) : 0);
+        if (used & IBV_QP_RETRY_CNT) put(" retry_cnt %u", m.attr.retry_cnt);
+        if (used & IBV_QP_RNR_RETRY) put(" rnr_retry %u", m.attr.rnr_retry);
         trace_.add("pid %d modify_qp qp 0x%x %s -> %s mask 0x%llx%s", pid, m.qpn,
                    qp_state_name(before), qp_state_name(now),
                    static_cast<unsigned long long>(m.mask), extra);
@@ -187,7 +190,7 @@ void Device::trace_call(const Session& s, const abi::Request& req, const abi::Re
     case Op::kCloseXrcd: break;  // close_xrcd says whether the domain lives on
     case Op::kOpenQp:
         if (const Qp* qp = qps_.get(r.open_qp.qpn))
-            trace_.add("pid %d open_qp qp 0x%x (%s, xrcd %u, state %s), %zu holders", pid,
+            trace_.add("pid %d open_qp qp 0x%x (%s, xrcd %u, state %s), %zu handles", pid,
                        r.open_qp.qpn, qp_type_name(qp->type), qp->xrcd, qp_state_name(qp->state),
                        qp->holders.size());
         break;

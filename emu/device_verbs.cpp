@@ -13,6 +13,7 @@
 #include <sstream>
 
 #include "emu/device.h"
+#include "emu/port_mtu.h"
 #include "emu/qp_state.h"
 
 namespace uroce::emu {
@@ -25,8 +26,6 @@ void erase_handle(std::vector<uint32_t>& v, uint32_t h) {
         v.pop_back();
     }
 }
-
-uint32_t mtu_bytes(ibv_mtu m) { return 128u << unsigned(m); }
 
 constexpr uint32_t kMrAccessKnown =
     IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
@@ -256,10 +255,7 @@ int Device::create_qp(Session& s, const abi::CreateQpReq& r, abi::CreateQpResp* 
     qp->send_cq = scq ? r.send_cq : 0;
     qp->recv_cq = rcq ? r.recv_cq : 0;
     qp->srq = srq ? r.srq : 0;
-    if (tgt) {
-        qp->xrcd = xh->xrcd;
-        qp->xrcd_handle = r.xrcd;
-    }
+    if (tgt) qp->xrcd = xh->xrcd;
     qp->sq_sig_all = r.sq_sig_all != 0;
     qp->cookie = r.cookie;
 
@@ -321,7 +317,8 @@ int Device::modify_qp(Session& s, const abi::ModifyQpReq& r) {
     Qp* qp = qps_.get(r.qpn);
     if (!holds(s, qp)) return EINVAL;
     const ibv_qp_attr& a = r.attr;
-    uint64_t m = r.mask;
+    // What an XRC half has no use for is ignored, through any handle (uverbs' modify_qp_mask).
+    uint64_t m = r.mask & ~qp_ignored_attrs(qp->type);
     ibv_qp_state cur = qp->state;
     // The enum fields hold whatever the client wrote: integers until they are checked.
     if ((m & IBV_QP_CUR_STATE) && enum_bits(a.cur_qp_state) != uint32_t(cur)) return EINVAL;
@@ -333,6 +330,8 @@ int Device::modify_qp(Session& s, const abi::ModifyQpReq& r) {
     if ((m & IBV_QP_PORT) && a.port_num != 1) return EINVAL;
     if ((m & IBV_QP_PKEY_INDEX) && a.pkey_index != 0) return EINVAL;
     const uint32_t mtu = enum_bits(a.path_mtu), mig = enum_bits(a.path_mig_state);
+    // Checked against max_mtu, not the port's active MTU, as rxe and mlx5 do: a path MTU
+    // above what the link carries is accepted, and its larger packets are lost on the way.
     if ((m & IBV_QP_PATH_MTU) && (mtu < IBV_MTU_256 || mtu > IBV_MTU_4096)) return EINVAL;
     if ((m & IBV_QP_PATH_MIG_STATE) && mig > IBV_MIG_ARMED) return EINVAL;
     if ((m & IBV_QP_TIMEOUT) && a.timeout > 31) return EINVAL;
@@ -445,13 +444,15 @@ int Device::query_qp(Session& s, const abi::QueryQpReq& r, abi::QueryQpResp* out
     return 0;
 }
 
-int Device::destroy_qp(Session& s, uint32_t qpn) {
+int Device::destroy_qp(Session& s, uint32_t qpn, uint64_t cookie) {
     Qp* qp = qps_.get(qpn);
     if (!holds(s, qp)) return EINVAL;
+    // A TGT QP's handles are told apart by the library's ibv_qp (each ibv_open_qp is one).
+    if (qp->type == IBV_QPT_XRC_RECV && !find_hold(s, *qp, cookie)) return EINVAL;
     // UD sends posted before the destroy leave first: their doorbell may still be unread
     // when this command runs, and on an HCA it would have reached the QP before the command.
     if (qp->type == IBV_QPT_UD && qp->state == IBV_QPS_RTS) requester_progress(*qp);
-    release_qp(s, qpn);  // a shared XRC TGT QP lives on while others hold it
+    release_qp(s, qpn, cookie);  // a shared XRC TGT QP lives on while other handles exist
     return 0;
 }
 
@@ -467,10 +468,12 @@ void Device::destroy_qp_now(uint32_t qpn) {
     if (Cq* c = cqs_.get(qp->send_cq)) --c->users;
     if (Cq* c = cqs_.get(qp->recv_cq)) --c->users;
     if (Srq* q = srqs_.get(qp->srq); q && qp->type != IBV_QPT_XRC_RECV) --q->users;
-    if (qp->type == IBV_QPT_XRC_RECV) xrc_object_gone(qp->xrcd, qp->xrcd_handle);
+    // Its handles' pins on their XRCD handles went with them (release_qp); the domain's
+    // count of its objects goes now.
+    if (qp->type == IBV_QPT_XRC_RECV) xrc_object_gone(qp->xrcd, 0);
     if (qp->type == IBV_QPT_UD) detach_all_mcast(qpn);  // as uverbs does on destroy
     unbind_qp_windows(*qp);
-    erase_handle(qp->owner->qps, qpn);
+    if (qp->type != IBV_QPT_XRC_RECV) erase_handle(qp->owner->qps, qpn);  // TGT: release_qp did
     qps_.remove(qpn);
 }
 
@@ -509,7 +512,7 @@ void Device::handle(Session& s, const abi::Request& req, abi::Response& resp, st
     }
     case Op::kModifyQp: err = modify_qp(s, req.u.modify_qp); break;
     case Op::kQueryQp: err = query_qp(s, req.u.query_qp, &resp.u.query_qp); break;
-    case Op::kDestroyQp: err = destroy_qp(s, req.u.handle.handle); break;
+    case Op::kDestroyQp: err = destroy_qp(s, req.u.destroy_qp.qpn, req.u.destroy_qp.cookie); break;
     case Op::kCreateSrq: {
         int fd = -1;
         err = create_srq(s, req.u.create_srq, &resp.u.create_srq, &fd);

@@ -170,12 +170,13 @@ struct Qp {
     uint32_t qpn = 0;
     ibv_qp_type type = IBV_QPT_RC;
     uint8_t transport = 0;  // BTH opcode transport bits: RC 0x00, UC 0x20, UD 0x60, XRC 0xa0
-    // XRC TGT: the domain, and every process holding the QP (ibv_create_qp_ex or
-    // ibv_open_qp) with the cookie its events carry. The first holder is `owner`.
-    uint32_t xrcd = 0, xrcd_handle = 0;
+    // XRC TGT: the domain, and every handle of the QP (ibv_create_qp_ex, and each
+    // ibv_open_qp: one session may hold several) with the cookie its events carry. The first
+    // holder is `owner`; the QP lives until the last handle is released.
+    uint32_t xrcd = 0;
     struct Holder {
         Session* session;
-        uint64_t cookie;
+        uint64_t cookie;           // the library's ibv_qp: names this handle
         uint32_t xrcd_handle = 0;  // the handle it was created or opened through (it pins it)
     };
     std::vector<Holder> holders;

@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 
 namespace uroce::emu {
@@ -49,6 +50,16 @@ ssize_t mem_writev_some(pid_t pid, const iovec* local, int nlocal, const iovec* 
 bool mem_writev(pid_t pid, const iovec* local, int nlocal, const iovec* remote, int nremote,
                 size_t total) {
     return mem_writev_some(pid, local, nlocal, remote, nremote, total) == ssize_t(total);
+}
+
+bool mem_store64(pid_t pid, uint64_t addr, uint64_t value) {
+    if (pid == self_pid) {
+        std::atomic_ref<uint64_t>(*reinterpret_cast<uint64_t*>(addr))
+            .store(value, std::memory_order_release);
+        return true;
+    }
+    iovec local{&value, 8}, remote{reinterpret_cast<void*>(addr), 8};
+    return process_vm_writev(pid, &local, 1, &remote, 1, 0) == 8;
 }
 
 bool mem_read(pid_t pid, void* dst, const iovec* remote, int nremote, size_t total) {

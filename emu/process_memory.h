@@ -6,6 +6,7 @@
 #include <sys/uio.h>
 
 #include <cstddef>
+#include <cstdint>
 
 namespace uroce::emu {
 
@@ -21,6 +22,11 @@ bool mem_readv(pid_t pid, const iovec* local, int nlocal, const iovec* remote, i
                size_t total);
 bool mem_writev(pid_t pid, const iovec* local, int nlocal, const iovec* remote, int nremote,
                 size_t total);
+// Stores 8 bytes at an 8-byte aligned address, as one: within this process a single 64-bit
+// store (release: what the device wrote before is visible first); in another process one
+// process_vm_writev of the 8 bytes, which the kernel copies as it copies any user data
+// (docs/verbs-support.md, "RDMA ATOMIC WRITE").
+bool mem_store64(pid_t pid, uint64_t addr, uint64_t value);
 // mem_writev that says how far it got: the bytes written (in order: everything before that
 // offset landed), or -1 with errno (ESRCH: the process is gone) when none were.
 ssize_t mem_writev_some(pid_t pid, const iovec* local, int nlocal, const iovec* remote, int nremote,

@@ -233,6 +233,14 @@ int qp_modify_check(ibv_qp_type type, ibv_qp_state cur, ibv_qp_state next, uint6
     return qp_modify_is_ok(type, cur, next, attr_mask) ? 0 : EINVAL;
 }
 
+uint64_t qp_ignored_attrs(ibv_qp_type type) {
+    switch (type) {
+    case IBV_QPT_XRC_SEND: return IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER;
+    case IBV_QPT_XRC_RECV: return IBV_QP_MAX_QP_RD_ATOMIC | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY;
+    default: return 0;
+    }
+}
+
 namespace {
 // Appends the names of the mask bits in `bits` ("DEST_QPN|RQ_PSN").
 void append_mask_names(uint64_t bits, char* buf, size_t len, size_t* n) {

@@ -27,6 +27,10 @@ bool qp_modify_is_ok(ibv_qp_type type, ibv_qp_state cur, ibv_qp_state next, uint
 // Same check, in the errno form the verbs provider returns: 0 or EINVAL.
 int qp_modify_check(ibv_qp_type type, ibv_qp_state cur, ibv_qp_state next, uint64_t attr_mask);
 
+// The attributes uverbs drops from an XRC QP's modify mask before that check (its
+// modify_qp_mask): given, they are ignored, neither refused nor applied.
+uint64_t qp_ignored_attrs(ibv_qp_type type);
+
 // Why qp_modify_is_ok refuses (for `uroce trace`): e.g. "INIT -> RTR of an RC QP needs
 // DEST_QPN|RQ_PSN" or "RESET -> RTS is not a legal transition"; empty when the mask is fine.
 void qp_modify_explain(ibv_qp_type type, ibv_qp_state cur, ibv_qp_state next, uint64_t attr_mask,

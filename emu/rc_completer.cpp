@@ -79,7 +79,8 @@ void Device::fail_oldest(Qp& qp, ibv_wc_status status) {
     qp_to_error(qp);
 }
 
-// A READ response or ATOMIC acknowledge for the oldest outstanding WQE.
+// A READ response or ATOMIC acknowledge for the oldest outstanding WQE. An ATOMIC WRITE is
+// answered with a READ response of no data (IBTA 1.5, as rxe): it only completes the WQE.
 void Device::read_atomic_response(Qp& qp, const net::Packet& p) {
     uint32_t psn = p.bth.psn;
     if (psn != qp.una_psn) {
@@ -99,9 +100,14 @@ void Device::read_atomic_response(Qp& qp, const net::Packet& p) {
     SendWr& w = qp.swr[qp.sq_done & qp.sq_mask];
     bool atomic_ack = p.bth.opcode == net::op_on(qp.transport, net::kOpAtomicAck);
     bool read = w.opcode == IBV_WR_RDMA_READ;
-    if (read == atomic_ack || net::psn_lt(psn, w.first_psn) || net::psn_lt(w.last_psn, psn))
+    bool atomic_write = w.opcode == IBV_WR_ATOMIC_WRITE;
+    if ((read || atomic_write) == atomic_ack || net::psn_lt(psn, w.first_psn) ||
+        net::psn_lt(w.last_psn, psn) ||
+        (atomic_write && p.bth.opcode != net::op_on(qp.transport, net::kOpReadRespOnly)))
         return count_drop(net::DropReason::kOpNotForQp, qp);  // not what we asked for
-    if (read) {
+    if (atomic_write) {
+        if (p.payload_len) return fail_oldest(qp, IBV_WC_REM_OP_ERR);  // data nobody asked for
+    } else if (read) {
         uint32_t off = uint32_t(net::psn_diff(psn, w.first_psn)) * qp.mtu;
         if (p.payload_len > w.length - off) return fail_oldest(qp, IBV_WC_REM_OP_ERR);
         iovec iov[abi::kMaxSge];

@@ -11,7 +11,6 @@
 namespace uroce::emu {
 
 namespace {
-constexpr uint32_t kUdMtu = 4096;              // the port's active MTU
 constexpr uint32_t kMaxOutstandingPkts = 128;  // unacknowledged packets per QP
 constexpr uint32_t kAckReqEvery = 64;          // ask for an ACK at least this often
 
@@ -26,6 +25,8 @@ bool opcode_allowed(ibv_qp_type type, uint32_t op) {
     case IBV_WR_ATOMIC_FETCH_AND_ADD:
     case IBV_WR_SEND_WITH_INV:  // the IETH exists for RC and XRC only
         return type == IBV_QPT_RC || type == IBV_QPT_XRC_SEND;
+    case IBV_WR_ATOMIC_WRITE:
+        return type == IBV_QPT_RC;  // as rxe: no XRC opcode for it
     // Local operations, on the QP types rxe allows them on (a window bound through an
     // XRC INI QP could never be reached: its QP receives nothing).
     case IBV_WR_LOCAL_INV:
@@ -36,8 +37,9 @@ bool opcode_allowed(ibv_qp_type type, uint32_t op) {
 }
 
 // Transport-independent operation code (low 5 bits of the BTH opcode) for a packet of
-// a SEND or WRITE message.
+// a SEND or WRITE message, or of an ATOMIC WRITE (one packet: RETH and its 8 bytes).
 uint8_t message_op(uint32_t wr_op, bool first, bool last) {
+    if (wr_op == IBV_WR_ATOMIC_WRITE) return net::kOpAtomicWrite;
     bool imm = wr_op == IBV_WR_SEND_WITH_IMM || wr_op == IBV_WR_RDMA_WRITE_WITH_IMM;
     if (wr_op == IBV_WR_RDMA_WRITE || wr_op == IBV_WR_RDMA_WRITE_WITH_IMM) {
         if (first && last) return imm ? net::kOpWriteOnlyImm : net::kOpWriteOnly;
@@ -54,9 +56,18 @@ uint8_t message_op(uint32_t wr_op, bool first, bool last) {
 }
 }  // namespace
 
+// What takes a responder resource and is answered with data, not an ACK: READ, the two
+// ATOMICs and ATOMIC WRITE (its zero-length READ response). Each counts against
+// max_rd_atomic, is waited for by IBV_SEND_FENCE and completes only with its response, as
+// rxe counts ATOMIC WRITE with them.
 bool is_rd_atomic(uint32_t op) {
     return op == IBV_WR_RDMA_READ || op == IBV_WR_ATOMIC_CMP_AND_SWP ||
-           op == IBV_WR_ATOMIC_FETCH_AND_ADD;
+           op == IBV_WR_ATOMIC_FETCH_AND_ADD || op == IBV_WR_ATOMIC_WRITE;
+}
+
+// CMP_AND_SWP and FETCH_AND_ADD: an AtomicETH out, the original value back.
+static bool is_fetching_atomic(uint32_t op) {
+    return op == IBV_WR_ATOMIC_CMP_AND_SWP || op == IBV_WR_ATOMIC_FETCH_AND_ADD;
 }
 
 // Work requests the device executes on its own, with no packet: they take no PSN and
@@ -106,6 +117,7 @@ bool Device::fetch_send_wqe(Qp& qp) {
     w.is_inline = (h.send_flags & IBV_SEND_INLINE) != 0;
     w.executed = false;
     bool rd_atomic = is_rd_atomic(w.opcode);
+    bool atomic_write = w.opcode == IBV_WR_ATOMIC_WRITE;
     bool local = is_local_op(w.opcode);
     uint64_t total = 0;
     if (!opcode_allowed(qp.type, w.opcode)) {
@@ -115,9 +127,10 @@ bool Device::fetch_send_wqe(Qp& qp) {
         // No data: a BIND_MW's data area holds what to bind, a LOCAL_INV's nothing.
         w.num_sge = 0;
         w.is_inline = false;
-    } else if (w.is_inline && !rd_atomic) {
+    } else if (w.is_inline && (!rd_atomic || atomic_write)) {
         w.num_sge = 0;
-        if (h.inline_len > qp.cap.max_inline_data)
+        if (h.inline_len > qp.cap.max_inline_data &&
+            !(atomic_write && h.inline_len <= abi::kAtomicWriteLen))
             w.status = IBV_WC_LOC_LEN_ERR;
         else
             total = h.inline_len;  // the data stays in the slot (Qp::sq_inline)
@@ -128,15 +141,21 @@ bool Device::fetch_send_wqe(Qp& qp) {
         w.is_inline = false;
         w.num_sge = h.num_sge;
         std::memcpy(w.sge, slot + sizeof h, sizeof(abi::Sge) * h.num_sge);
-        // READ and ATOMIC results are written into the local SGEs.
-        if (!check_local_sges(qp.owner, qp.pd, w.sge, w.num_sge, rd_atomic, &total))
+        // READ and ATOMIC results are written into the local SGEs (an ATOMIC WRITE's are
+        // read, as a WRITE's).
+        if (!check_local_sges(qp.owner, qp.pd, w.sge, w.num_sge, rd_atomic && !atomic_write,
+                              &total))
             w.status = IBV_WC_LOC_PROT_ERR;
     }
     if (w.status == IBV_WC_SUCCESS && total > abi::kMaxMsgSize) w.status = IBV_WC_LOC_LEN_ERR;
+    // ibv_poll_cq(3): an atomic of other than 8 bytes is a local length error; an ATOMIC
+    // WRITE carries exactly 8 (rxe sends what it has; IBTA fixes its DMA length at 8).
     bool atomic = rd_atomic && w.opcode != IBV_WR_RDMA_READ;
     if (w.status == IBV_WC_SUCCESS && atomic && total != 8) w.status = IBV_WC_LOC_LEN_ERR;
-    // A UD message is one packet of at most the port MTU.
-    if (w.status == IBV_WC_SUCCESS && qp.type == IBV_QPT_UD && total > kUdMtu)
+    // A UD message is one packet of at most the port's active MTU. A longer one completes
+    // in error and sends nothing (rxe sends nothing and reports success, IBA C10-93.1.1;
+    // an error tells the application why nothing arrives).
+    if (w.status == IBV_WC_SUCCESS && qp.type == IBV_QPT_UD && total > port_mtu_bytes_)
         w.status = IBV_WC_LOC_LEN_ERR;
     w.length = w.status == IBV_WC_SUCCESS ? uint32_t(total) : 0;
     uint32_t npkts = local ? 0 : atomic || !w.length ? 1 : (w.length + qp.mtu - 1) / qp.mtu;
@@ -298,7 +317,7 @@ void Device::requester_build(Qp& qp) {
             p.reth = {w.remote_addr + off, w.rkey, w.length - off};
             npsn = uint32_t(net::psn_diff(w.last_psn, qp.next_psn)) + 1;
             p.bth.ackreq = true;
-        } else if (rd_atomic) {
+        } else if (is_fetching_atomic(w.opcode)) {
             p.bth.opcode =
                 net::op_on(transport, w.opcode == IBV_WR_ATOMIC_CMP_AND_SWP ? net::kOpCmpSwap
                                                                             : net::kOpFetchAdd);
@@ -311,7 +330,7 @@ void Device::requester_build(Qp& qp) {
             bool first = off == 0;
             last = off + len == w.length;
             p.bth.opcode = net::op_on(transport, message_op(w.opcode, first, last));
-            p.bth.se = last && (w.flags & IBV_SEND_SOLICITED);
+            p.bth.se = last && (w.flags & IBV_SEND_SOLICITED) && w.opcode != IBV_WR_ATOMIC_WRITE;
             p.bth.pad = net::pad_for(len);
             p.bth.ackreq = !uc && (last || (p.bth.psn % kAckReqEvery) == 0);
             p.imm = be32toh(w.imm);

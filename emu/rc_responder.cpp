@@ -1,4 +1,5 @@
-// RC responder: checks request PSNs, executes SEND, RDMA WRITE, RDMA READ and ATOMIC, and
+// RC responder: checks request PSNs, executes SEND, RDMA WRITE, RDMA READ, ATOMIC and
+// ATOMIC WRITE, and
 // answers with ACKs (coalesced: only where the requester asked), sequence NAKs, RNR
 // NAKs and error NAKs.
 #include <cstring>
@@ -18,6 +19,28 @@ constexpr uint8_t kNakSeqErr = 0x60;
 constexpr uint8_t kNakInvReq = 0x61;
 constexpr uint8_t kNakRemAccess = 0x62;
 constexpr uint8_t kNakRemOp = 0x63;
+
+// Replay entries in use: max_dest_rd_atomic, 0 counting as 1.
+uint32_t replay_slots(const Qp& qp) {
+    return qp.attr.max_dest_rd_atomic ? qp.attr.max_dest_rd_atomic : 1;
+}
+
+// The replay entry of the ATOMIC or ATOMIC WRITE at `psn`; null when it is older than the
+// entries kept.
+const Qp::AtomicReplay* find_replay(const Qp& qp, uint32_t psn) {
+    for (uint32_t i = 0; i < replay_slots(qp); ++i)
+        if (qp.atomic_replay[i].valid && qp.atomic_replay[i].psn == psn)
+            return &qp.atomic_replay[i];
+    return nullptr;
+}
+
+// An ATOMIC or ATOMIC WRITE executed: it takes the oldest replay entry, and the responder
+// moves past it.
+void record_executed(Qp& qp, uint32_t psn, uint64_t orig) {
+    qp.atomic_replay[qp.atomic_replay_next++ % replay_slots(qp)] = {psn, orig, true};
+    qp.epsn = net::psn_add(qp.epsn, 1);
+    qp.msn = (qp.msn + 1) & 0xffffff;
+}
 
 }  // namespace
 
@@ -141,18 +164,21 @@ void Device::execute_read(Qp& qp, const net::Packet& p, bool duplicate) {
     }
 }
 
-void Device::send_atomic_ack(Qp& qp, uint32_t psn, uint64_t orig) {
+// A response that acknowledges one request and carries no payload: the ATOMIC ACKNOWLEDGE
+// (with the original value), or the RDMA READ response of no data that answers an ATOMIC
+// WRITE (IBTA 1.5; rxe's send_read_response_ack).
+void Device::send_ack_response(Qp& qp, uint8_t op, uint32_t psn, uint64_t orig) {
     uint32_t slot;
     uint8_t* buf = tx_begin(&slot);
     if (!buf) return;  // the requester's timer recovers, and the replay answers
     net::Packet r{};
-    r.bth.opcode = net::op_on(qp.transport, net::kOpAtomicAck);
+    r.bth.opcode = net::op_on(qp.transport, op);
     r.bth.pkey = net::kDefaultPkey;
     r.bth.dqpn = qp.attr.dest_qp_num;
     r.bth.psn = psn;
     r.aeth.syndrome = kAckUnlimited;
     r.aeth.msn = qp.msn;
-    r.atomic_ack.orig = orig;
+    r.atomic_ack.orig = orig;  // written only for an ATOMIC ACKNOWLEDGE
     transmit(slot, net::encode_headers(r, buf), qp.dest, &qp);
     ++qp.tx_pkts;
 }
@@ -160,13 +186,10 @@ void Device::send_atomic_ack(Qp& qp, uint32_t psn, uint64_t orig) {
 // Executes an ATOMIC once. A duplicate is answered from the replay state, never
 // executed again (IBTA 9.4.5).
 void Device::execute_atomic(Qp& qp, const net::Packet& p, bool duplicate) {
-    uint32_t slots = qp.attr.max_dest_rd_atomic ? qp.attr.max_dest_rd_atomic : 1;
-    if (duplicate) {
-        for (uint32_t i = 0; i < slots; ++i) {
-            const auto& r = qp.atomic_replay[i];
-            if (r.valid && r.psn == p.bth.psn) return send_atomic_ack(qp, r.psn, r.orig);
-        }
-        return;  // older than the replay window: nothing to answer
+    if (duplicate) {  // older than the replay window: nothing to answer
+        if (const auto* r = find_replay(qp, p.bth.psn))
+            send_ack_response(qp, net::kOpAtomicAck, r->psn, r->orig);
+        return;
     }
     if (p.atomic.va & 7)
         return responder_error(qp, IBV_WC_REM_INV_REQ_ERR, kNakInvReq, p.bth.psn,
@@ -190,11 +213,35 @@ void Device::execute_atomic(Qp& qp, const net::Packet& p, bool duplicate) {
     if (val != orig && !dma_write(mem, &val, &iov, 1, 8))
         return responder_error(qp, IBV_WC_REM_ACCESS_ERR, kNakRemAccess, p.bth.psn,
                                IBV_EVENT_QP_ACCESS_ERR);
-    auto& r = qp.atomic_replay[qp.atomic_replay_next++ % slots];
-    r = {p.bth.psn, orig, true};
-    qp.epsn = net::psn_add(qp.epsn, 1);
-    qp.msn = (qp.msn + 1) & 0xffffff;
-    send_atomic_ack(qp, p.bth.psn, orig);
+    record_executed(qp, p.bth.psn, orig);
+    send_ack_response(qp, net::kOpAtomicAck, p.bth.psn, orig);
+}
+
+// Executes an ATOMIC WRITE once: its 8 bytes land as one store, after every write before it
+// (rxe: smp_store_release). It needs REMOTE_WRITE, as rxe checks it (of the QP and the key),
+// and an 8-byte aligned address, checked first as for the other atomics. A duplicate is
+// answered from the replay state the ATOMICs use, never written again (as rxe replays it
+// from its responder resource).
+void Device::execute_atomic_write(Qp& qp, const net::Packet& p, bool duplicate) {
+    if (duplicate) {
+        if (find_replay(qp, p.bth.psn)) send_ack_response(qp, net::kOpReadRespOnly, p.bth.psn, 0);
+        return;
+    }
+    // IBTA 1.5: the DMA length is 8 and so is the payload (rxe: pktlen != resid is a length
+    // error, NAK invalid request); a SEND or WRITE still open lacks its LAST (rxe: likewise).
+    if (p.reth.dma_len != 8 || p.payload_len != 8 || (p.reth.va & 7) || qp.have_write ||
+        qp.have_rwr)
+        return responder_error(qp, IBV_WC_REM_INV_REQ_ERR, kNakInvReq, p.bth.psn,
+                               IBV_EVENT_QP_REQ_ERR);
+    Session* mem = nullptr;
+    uint64_t addr = remote_target(qp, p.reth.rkey, p.reth.va, 8, IBV_ACCESS_REMOTE_WRITE, &mem);
+    uint64_t value;
+    std::memcpy(&value, p.payload, 8);
+    if (!addr || !dma_store64(mem, addr, value))
+        return responder_error(qp, IBV_WC_REM_ACCESS_ERR, kNakRemAccess, p.bth.psn,
+                               IBV_EVENT_QP_ACCESS_ERR);
+    record_executed(qp, p.bth.psn, 0);
+    send_ack_response(qp, net::kOpReadRespOnly, p.bth.psn, 0);
 }
 
 // One packet of an RDMA WRITE (with or without immediate).
@@ -260,6 +307,7 @@ void Device::responder_receive(Qp& qp, const net::Packet& p) {
         // Duplicate: reads are served again, atomics replayed, the rest acknowledged.
         if (info->flags & net::kReadReq) return execute_read(qp, p, true);
         if (info->flags & net::kAtomicOp) return execute_atomic(qp, p, true);
+        if (info->flags & net::kAtomicWriteOp) return execute_atomic_write(qp, p, true);
         send_ack(qp, kAckUnlimited, net::psn_add(qp.epsn, -1));
         return;
     }
@@ -271,6 +319,7 @@ void Device::responder_receive(Qp& qp, const net::Packet& p) {
     qp.nak_sent = false;
     if (info->flags & net::kReadReq) return execute_read(qp, p, false);
     if (info->flags & net::kAtomicOp) return execute_atomic(qp, p, false);
+    if (info->flags & net::kAtomicWriteOp) return execute_atomic_write(qp, p, false);
     if (info->flags & net::kWriteOp) return execute_write(qp, p, info);
     if (!(info->flags & net::kSendOp))
         return responder_error(qp, IBV_WC_REM_INV_REQ_ERR, kNakInvReq, p.bth.psn,

@@ -90,6 +90,7 @@ int Device::destroy_srq(Session& s, uint32_t handle) {
     if (q->xrc) {
         if (Cq* cq = cqs_.get(q->cq)) --cq->users;
         xrc_object_gone(q->xrcd, q->xrcd_handle);
+        xrc_srq_gone(handle);
     }
     srqs_.remove(handle);
     auto it = std::find(s.srqs.begin(), s.srqs.end(), handle);

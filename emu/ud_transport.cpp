@@ -13,6 +13,8 @@ namespace uroce::emu {
 
 namespace {
 constexpr uint32_t kGrhLen = 40;
+// wc.sl of a UD receive: the kernel's RDMA_NETWORK_IPV4 (enum rdma_network_type).
+constexpr uint8_t kWcSlNetworkIpv4 = 2;
 
 // The IPv4 header the packet arrived with, as uroce sends it (see net/icrc.h).
 void ipv4_header(uint8_t* h, uint32_t src_be, uint32_t dst_be, size_t udp_payload_len) {
@@ -116,6 +118,9 @@ void Device::ud_receive(Qp& qp, const net::Packet& p, const sockaddr_in& from, u
     c.qp_num = qp.qpn;
     c.src_qp = p.deth.src_qpn;
     c.wc_flags = IBV_WC_GRH;
+    // The network header type (the kernel's RDMA_NETWORK_IPV4), where mlx5 reports it: UCX
+    // reads wc.sl to find the source address in the GRH area.
+    c.sl = kWcSlNetworkIpv4;
     if (p.bth.opcode == net::kUdSendOnlyImm) {
         c.imm_data = htobe32(p.imm);
         c.wc_flags |= IBV_WC_WITH_IMM;

@@ -21,6 +21,7 @@
 
 #include "emu/abi/client.h"
 #include "emu/abi/runtime.h"
+#include "emu/system_view.h"
 #include "net/fault_injector.h"
 
 using namespace uroce;
@@ -60,7 +61,11 @@ int usage() {
                  "                             loss=0.02,dup=0.02,reorder=0.02,delay=100,\n"
                  "                             corrupt=0.01,seed=N,dir=rx|tx|both\n"
                  "  uroce faults off [NAME]    stop injecting faults\n"
-                 "  uroce run [--name N] -- CMD [ARGS...]\n"
+                 "  uroce run [--no-view] [start options] -- CMD [ARGS...]\n"
+                 "                             run CMD over uroce (starting a device if none\n"
+                 "                             runs) where /dev/infiniband and\n"
+                 "                             /sys/class/infiniband show the devices\n"
+                 "                             (docs/system-view.md); --no-view: without them\n"
                  "environment: UROCE_RUNTIME_DIR (where devices live; default\n"
                  "  $XDG_RUNTIME_DIR/uroce, else /tmp/uroce-UID; a directory of yours, mode "
                  "0700),\n"
@@ -446,8 +451,14 @@ int cmd_faults(const std::vector<std::string>& args) {
 
 int cmd_run(std::vector<std::string> args) {
     std::vector<std::string> start_args;
+    bool view = true;
     size_t i = 0;
-    for (; i < args.size() && args[i] != "--"; ++i) start_args.push_back(args[i]);
+    for (; i < args.size() && args[i] != "--"; ++i) {
+        if (args[i] == "--no-view")
+            view = false;
+        else
+            start_args.push_back(args[i]);
+    }
     if (i + 1 >= args.size()) return usage();
     if (abi::list_devices().empty() || !start_args.empty())
         if (int r = cmd_start(start_args, true)) return r;
@@ -456,12 +467,18 @@ int cmd_run(std::vector<std::string> args) {
         lib = real;
         free(real);
     }
+    // The files the kernel would provide for the devices (docs/system-view.md); the devices
+    // already run, outside the namespace.
+    if (view)
+        if (std::string why = sysview::enter(lib); !why.empty())
+            std::fprintf(stderr, "uroce: running without the system view: %s\n", why.c_str());
     const char* old = getenv("LD_LIBRARY_PATH");
     std::string path = lib + (old && *old ? ":" + std::string(old) : "");
     setenv("LD_LIBRARY_PATH", path.c_str(), 1);
     std::vector<char*> argv;
     for (size_t k = i + 1; k < args.size(); ++k) argv.push_back(args[k].data());
     argv.push_back(nullptr);
+    signal(SIGPIPE, SIG_DFL);  // main() ignores it; an ignored signal stays ignored over exec
     execvp(argv[0], argv.data());
     std::fprintf(stderr, "uroce: cannot run %s: %s\n", argv[0], std::strerror(errno));
     return 127;

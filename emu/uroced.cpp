@@ -15,6 +15,7 @@
 #include "emu/abi/runtime.h"
 #include "emu/control_server.h"
 #include "emu/device.h"
+#include "emu/port_mtu.h"
 
 using namespace uroce;
 
@@ -127,8 +128,9 @@ int main(int argc, char** argv) {
     }
     asio::signal_set signals(io, SIGINT, SIGTERM);
     signals.async_wait([&](asio::error_code, int) { io.stop(); });
-    std::fprintf(stderr, "uroced: %s up on %s:%u (pid %d)\n", cfg.name.c_str(), addr.c_str(),
-                 cfg.port, int(getpid()));
+    ibv_mtu mtu = dev.refresh_port_mtu();
+    std::fprintf(stderr, "uroced: %s up on %s:%u (pid %d), active MTU %u\n", cfg.name.c_str(),
+                 addr.c_str(), cfg.port, int(getpid()), emu::mtu_bytes(mtu));
     if (dev.config().faults.any())  // with the seed the device chose, so a run can be replayed
         std::fprintf(stderr, "uroced: faults %s\n",
                      net::format_fault_spec(dev.config().faults).c_str());

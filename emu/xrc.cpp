@@ -80,9 +80,14 @@ void Device::xrc_object_gone(uint32_t xrcd, uint32_t handle) {
 bool Device::holds(const Session& s, const Qp* qp) const {
     if (!qp) return false;
     if (qp->type != IBV_QPT_XRC_RECV) return qp->owner == &s;
-    for (const auto& h : qp->holders)
-        if (h.session == &s) return true;
-    return false;
+    return find_hold(s, *qp, 0) != nullptr;
+}
+
+// The session's handle of a TGT QP whose ibv_qp is `cookie` (0: its first handle).
+const Qp::Holder* Device::find_hold(const Session& s, const Qp& qp, uint64_t cookie) const {
+    for (const auto& h : qp.holders)
+        if (h.session == &s && (!cookie || h.cookie == cookie)) return &h;
+    return nullptr;
 }
 
 int Device::open_qp(Session& s, const abi::OpenQpReq& r, abi::OpenQpResp* out) {
@@ -93,44 +98,54 @@ int Device::open_qp(Session& s, const abi::OpenQpReq& r, abi::OpenQpResp* out) {
     if (!qp || qp->type != IBV_QPT_XRC_RECV || qp->xrcd != hh->xrcd ||
         r.qp_type != IBV_QPT_XRC_RECV)
         return EINVAL;
-    if (holds(s, qp)) return EINVAL;  // one handle per process
-    // As the kernel's ib_uverbs_open_qp: an opened QP pins the XRCD handle it was opened
-    // through (ibv_close_xrcd on it is EBUSY until the QP is destroyed).
+    // Each open is a handle of its own, as the kernel's ib_uverbs_open_qp makes one (its
+    // creator or an earlier open in this process notwithstanding). It pins the XRCD handle
+    // it was opened through: ibv_close_xrcd on that is EBUSY until this handle is destroyed.
     qp->holders.push_back({&s, r.cookie, r.xrcd});
     ++hh->objects;
-    s.qps.push_back(r.qpn);
+    s.qps.push_back(r.qpn);  // once per handle: a dying session releases each
     out->qpn = r.qpn;
     out->state = qp->state;
     return 0;
 }
 
-void Device::release_qp(Session& s, uint32_t qpn) {
+void Device::release_qp(Session& s, uint32_t qpn, uint64_t cookie) {
     Qp* qp = qps_.get(qpn);
     if (!qp) return;
-    if (qp->type == IBV_QPT_XRC_RECV && qp->holders.size() > 1) {
-        auto& hs = qp->holders;
-        // This holder's XRCD handle is free again (as the kernel's uxrcd refcnt), even though
-        // the QP lives on: its creator can destroy it and close its domain handle.
-        for (const auto& h : hs)
-            if (h.session == &s)
-                if (XrcdHandle* hh = xrcd_handles_.get(h.xrcd_handle);
-                    hh && hh->xrcd == qp->xrcd && hh->objects)
-                    --hh->objects;
-        hs.erase(std::remove_if(hs.begin(), hs.end(),
-                                [&](const Qp::Holder& h) { return h.session == &s; }),
-                 hs.end());
-        auto it = std::find(s.qps.begin(), s.qps.end(), qpn);
-        if (it != s.qps.end()) s.qps.erase(it);
-        trace_.add("qp 0x%x (XRC_TGT) released by pid %d; lives on for pid %d (%zu holders)", qpn,
-                   int(s.pid), int(hs.front().session->pid), hs.size());
-        // The QP outlives its creator: it now belongs to the next holder, and the domain
-        // reference it keeps is counted against that holder's handle.
-        qp->owner = hs.front().session;
-        qp->cookie = hs.front().cookie;
-        qp->xrcd_handle = hs.front().xrcd_handle;
-        return;
-    }
-    destroy_qp_now(qpn);
+    if (qp->type != IBV_QPT_XRC_RECV) return destroy_qp_now(qpn);
+    auto& hs = qp->holders;
+    const Qp::Holder* h = find_hold(s, *qp, cookie);
+    if (!h) return;
+    // This handle's XRCD handle is free again (as the kernel's uxrcd refcnt), even if the QP
+    // lives on: its creator can destroy it, close its domain handle and go.
+    if (XrcdHandle* hh = xrcd_handles_.get(h->xrcd_handle); hh && hh->objects) --hh->objects;
+    hs.erase(hs.begin() + (h - hs.data()));
+    auto it = std::find(s.qps.begin(), s.qps.end(), qpn);
+    if (it != s.qps.end()) s.qps.erase(it);
+    if (hs.empty()) return destroy_qp_now(qpn);  // the last handle (as __ib_destroy_shared_qp)
+    trace_.add("qp 0x%x (XRC_TGT) handle released by pid %d; lives on for pid %d (%zu handles)",
+               qpn, int(s.pid), int(hs.front().session->pid), hs.size());
+    // The QP outlives its creator's handle: it now belongs to the next holder.
+    qp->owner = hs.front().session;
+    qp->cookie = hs.front().cookie;
+}
+
+// An XRC SRQ is destroyed (by its owner, or because its process closed): a TGT QP in the
+// middle of a message that SRQ serves forgets the message, whose receive, CQ, PD and memory
+// (rx_owner, write_owner: the SRQ owner's session, which may be freed next) are gone. The
+// message's later packets then name an SRQ the QP does not have, and fail as any such packet.
+void Device::xrc_srq_gone(uint32_t srqn) {
+    qps_.for_each([&](uint32_t, Qp& qp) {
+        if (qp.type != IBV_QPT_XRC_RECV || qp.srq != srqn) return;
+        if (qp.have_rwr || qp.have_write)
+            trace_.add(
+                "qp 0x%x (XRC_TGT): srq %u destroyed during a message; the message is "
+                "dropped",
+                qp.qpn, srqn);
+        qp.have_rwr = qp.have_write = qp.write_imm_pending = false;
+        qp.rx_owner = qp.write_owner = nullptr;
+        qp.srq = qp.pd = qp.rx_cq = 0;
+    });
 }
 
 void Device::post_qp_async(Qp& qp, ibv_event_type type) {

@@ -50,6 +50,7 @@ constexpr Row kRows[] = {
     {kRcFetchAdd,        "RC_FETCH_ADD",                       RC, kAtomicETH,         kAtom},
     {kRcSendLastInv,     "RC_SEND_LAST_WITH_INVALIDATE",       RC, kIETH,              kSend | kLast | kInvOp},
     {kRcSendOnlyInv,     "RC_SEND_ONLY_WITH_INVALIDATE",       RC, kIETH,              kSend | kOnlyF | kInvOp},
+    {kRcAtomicWrite,     "RC_ATOMIC_WRITE",                    RC, kRETH,              kRequest | kAtomicWriteOp | kPayload | kOnlyF},
 
     // Unreliable Connected
     {kUcSendFirst,       "UC_SEND_FIRST",                      UC, 0,                  kSend | kFirst},
@@ -130,9 +131,10 @@ constexpr int defined_count() {
     for (const OpInfo& o : kTable) n += o.name != nullptr;
     return n;
 }
-static_assert(defined_count() == 23 + 12 + 2 + 1 + 23, "opcode rows must be unique");
+static_assert(defined_count() == 24 + 12 + 2 + 1 + 23, "opcode rows must be unique");
 static_assert(kTable[kRcWriteOnlyImm].hdr_len == 32);
 static_assert(kTable[kRcAtomicAck].hdr_len == 24);
+static_assert(kTable[kRcAtomicWrite].hdr_len == 28);
 static_assert(kTable[kXrcCmpSwap].hdr_len == 44);
 static_assert(kTable[kUdSendOnlyImm].hdr_len == 24);
 static_assert(kTable[kCnpOpcode].hdr_len == 28);

@@ -1,8 +1,8 @@
 // RoCEv2 / InfiniBand BTH opcodes (IBTA vol. 1, ch. 9.2 and table 38, plus the RoCEv2 annex
-// A17 CNP) and a per-opcode description table: which extension headers follow the BTH, where
-// the packet sits in a message, and what kind of operation it carries. The transport engines and
-// the codec look everything up here instead of switching on opcodes, so adding or auditing an
-// opcode is a one-row change.
+// A17 CNP and release 1.5's RDMA ATOMIC WRITE) and a per-opcode description table: which extension
+// headers follow the BTH, where the packet sits in a message, and what kind of operation it
+// carries. The transport engines and the codec look everything up here instead of switching on
+// opcodes, so adding or auditing an opcode is a one-row change.
 #pragma once
 
 #include <cstdint>
@@ -53,6 +53,10 @@ enum OpFlags : uint32_t {
     kInvOp = 1u << 14,
     kAtomicAck = 1u << 15,
     kCnp = 1u << 16,
+    // RDMA ATOMIC WRITE (IBTA 1.5): a RETH and 8 bytes of payload, written as one; answered
+    // with a zero-length RDMA READ response, and like READ and ATOMIC it holds a responder
+    // resource (replayed, not executed again, when it comes twice).
+    kAtomicWriteOp = 1u << 17,
 };
 
 enum class QpClass : uint8_t { RC, UC, RD, UD, CNP, XRC };
@@ -103,6 +107,7 @@ constexpr uint8_t kOpCmpSwap = 0x13;
 constexpr uint8_t kOpFetchAdd = 0x14;
 constexpr uint8_t kOpSendLastInv = 0x16;
 constexpr uint8_t kOpSendOnlyInv = 0x17;
+constexpr uint8_t kOpAtomicWrite = 0x1d;  // RC only (as the kernel's ib_pack.h and rxe)
 
 // Reliable Connected.
 constexpr uint8_t kRcSendFirst = kTransportRc | kOpSendFirst;
@@ -128,6 +133,7 @@ constexpr uint8_t kRcCmpSwap = kTransportRc | kOpCmpSwap;
 constexpr uint8_t kRcFetchAdd = kTransportRc | kOpFetchAdd;
 constexpr uint8_t kRcSendLastInv = kTransportRc | kOpSendLastInv;
 constexpr uint8_t kRcSendOnlyInv = kTransportRc | kOpSendOnlyInv;
+constexpr uint8_t kRcAtomicWrite = kTransportRc | kOpAtomicWrite;  // 0x1d
 
 // Unreliable Connected: sends and writes only.
 constexpr uint8_t kUcSendFirst = kTransportUc | kOpSendFirst;

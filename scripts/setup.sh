@@ -8,6 +8,7 @@ packages=(
     liburing-dev libasio-dev libpcap-dev libgtest-dev
     libibverbs-dev librdmacm-dev
     ibverbs-utils rdmacm-utils perftest
+    ucx-utils libfabric-bin infiniband-diags
     tshark python3 python3-scapy python3-pyverbs
     iproute2 procps
     clang libclang-rt-14-dev clang-format

@@ -28,6 +28,12 @@ constexpr uint32_t kMaxMcastGrp = 1024;
 constexpr uint32_t kMaxMcastQpAttach = 56;
 constexpr uint32_t kMaxTotalMcastQpAttach = kMaxMcastGrp * kMaxMcastQpAttach;
 constexpr uint32_t kMaxMsgSize = 1u << 31;
+// An RDMA ATOMIC WRITE carries exactly 8 bytes; they travel in the send slot as inline data
+// whatever the QP's max_inline_data (every slot's data area holds at least 64 bytes).
+constexpr uint32_t kAtomicWriteLen = 8;
+// ibv_device_attr_ex.device_cap_flags_ex: the kernel's IB_UVERBS_DEVICE_ATOMIC_WRITE
+// (include/uapi/rdma/ib_user_verbs.h), which rdma-core's verbs.h does not name.
+constexpr uint64_t kDeviceAtomicWrite = uint64_t(1) << 40;
 constexpr uint32_t kVendorId = 0xffffff;    // no IEEE OUI; rxe reports the same
 constexpr uint32_t kVendorPartId = 0x7572;  // "ur"
 constexpr uint32_t kHwVer = 1;

@@ -43,6 +43,7 @@ enum class Op : uint32_t {
     kAllocMw,      // a MwReq answered by a MwResp
     kDeallocMw,    // a HandleReq
     kTrace,        // trace lines after TraceReq::since (uroce trace); no session, text reply
+    kQueryPort,    // ibv_query_port: answered by a PortResp
     kResizeCq,     // a ResizeCqReq with the new ring's memfd (SCM_RIGHTS); a ResizeCqResp
     kReregMr,      // a ReregMrReq answered by a RegMrResp
 };
@@ -98,6 +99,12 @@ struct HandleReq {
 // kTrace's reply: "last N\n", then the lines numbered after `since` up to N (docs/trace.md).
 struct TraceReq {
     uint64_t since;
+};
+
+// What ibv_query_port learns from the device; the rest of ibv_port_attr is fixed.
+struct PortResp {
+    uint32_t active_mtu;  // enum ibv_mtu, from the interface's MTU (emu/port_mtu.h)
+    uint32_t reserved;
 };
 
 struct MwReq {
@@ -245,6 +252,14 @@ struct OpenQpReq {
     uint32_t reserved;
     uint64_t cookie;
 };
+// kDestroyQp. An XRC TGT QP can be held several times by one session (each ibv_open_qp is
+// a handle of its own, as in the kernel): `cookie` names the handle. 0: any of the session's
+// (the layout is HandleReq's with the cookie after it).
+struct DestroyQpReq {
+    uint32_t qpn;
+    uint32_t reserved;
+    uint64_t cookie;
+};
 struct OpenQpResp {
     uint32_t qpn;
     uint32_t state;
@@ -271,6 +286,7 @@ struct Request {
         CreateQpReq create_qp;
         ModifyQpReq modify_qp;
         QueryQpReq query_qp;
+        DestroyQpReq destroy_qp;
         CreateSrqReq create_srq;
         ModifySrqReq modify_srq;
         OpenXrcdReq open_xrcd;
@@ -300,6 +316,7 @@ struct Response {
         CaptureResp capture;
         FaultsResp faults;
         MwResp mw;
+        PortResp port;
     } u;
 };
 

@@ -177,6 +177,39 @@ std::vector<DeviceInfo> list_devices() {
     return out;
 }
 
+namespace {
+// N of a name uroce<N> (decimal, no leading zero), else -1.
+int default_index(const std::string& name) {
+    if (name.size() < 6 || name.compare(0, 5, "uroce") != 0 || name.size() > 14) return -1;
+    if (name[5] == '0' && name.size() > 6) return -1;
+    int n = 0;
+    for (size_t i = 5; i < name.size(); ++i) {
+        if (name[i] < '0' || name[i] > '9') return -1;
+        n = n * 10 + (name[i] - '0');
+    }
+    return n;
+}
+}  // namespace
+
+int uverbs_index(const std::string& name, const std::vector<DeviceInfo>& running) {
+    if (int n = default_index(name); n >= 0) return n;
+    std::set<int> taken;
+    for (const auto& d : running)
+        if (int n = default_index(d.name); n >= 0) taken.insert(n);
+    std::vector<std::string> others;
+    for (const auto& d : running)
+        if (default_index(d.name) < 0 && d.name != name) others.push_back(d.name);
+    others.push_back(name);
+    std::sort(others.begin(), others.end());
+    int next = 0;
+    for (const auto& o : others) {
+        while (taken.count(next)) ++next;
+        if (o == name) return next;
+        taken.insert(next);
+    }
+    return next;  // not reached: `name` is in `others`
+}
+
 uint64_t guid_for(uint32_t ipv4_be) {
     const auto* b = reinterpret_cast<const uint8_t*>(&ipv4_be);
     // 02:00:a:b:c:d expanded to EUI-64 (ff:fe in the middle), locally administered.

@@ -49,6 +49,12 @@ bool process_alive(pid_t pid);
 // process is gone) are removed. None when check_runtime_dir(false) refuses the directory.
 std::vector<DeviceInfo> list_devices();
 
+// The N of the device's uverbs<N> (ibv_device.dev_name, /dev/infiniband/uverbs<N>): N for a
+// device named uroce<N> (every name `uroce start` picks), else the lowest number that no
+// running uroce<N> and no other such device before it (by name) takes. A function of the
+// running set, so the library and `uroce run`'s view (docs/system-view.md) agree.
+int uverbs_index(const std::string& name, const std::vector<DeviceInfo>& running);
+
 // GUID derived from the IPv4 address, like a MAC-derived EUI-64.
 uint64_t guid_for(uint32_t ipv4_be);
 

@@ -188,6 +188,9 @@ int main(int argc, char** argv) {
     Spec fa{kRcFetchAdd, kRcQp, 1};
     Spec cs{kRcCmpSwap, kRcQp, 2, 0, 8};
     write_file("device", "rc_read_atomic_dup", device_input(kFixAll, {rd, fa, cs, fa, cs}));
+    // ATOMIC WRITE, then again (answered from the replay state, not written twice).
+    Spec aw{kRcAtomicWrite, kRcQp, 0, 8, 0, 0, 8};
+    write_file("device", "rc_atomic_write_dup", device_input(kFixAll, {aw, aw}));
     // Out of sequence (PSN 5 when 0 is expected), then the expected one.
     write_file(
         "device", "rc_psn_gap",

@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "tests/integration/uroced_process.h"
 #include "verbs_api/ibverbs/internal.h"  // on_device_gone: librdmacm's hook
 
 namespace {
@@ -36,59 +37,6 @@ using namespace std::chrono_literals;
 
 constexpr const char* kName = "ddeath0";
 constexpr auto kDeadline = 1s;  // the promise of docs/behaviour.md
-
-// A uroced of our own. It dies with the test process (PR_SET_PDEATHSIG) if the test does.
-class DeviceProcess {
-public:
-    // Starts it on the first port from UROCE_UDP_PORT on which it comes up.
-    bool start(const std::string& dir) {
-        long base = 0;
-        if (const char* p = getenv("UROCE_UDP_PORT")) base = std::atol(p);
-        if (base <= 0) base = 30000 + getpid() % 20000;
-        std::string info = dir + "/" + kName + ".info";
-        for (long port = base; port < base + 8; ++port) {
-            std::filesystem::remove(info);
-            pid_ = spawn(dir, port);
-            auto t0 = Clock::now();
-            while (access(info.c_str(), F_OK) != 0 && alive() && Clock::now() - t0 < 20s)
-                usleep(2000);
-            if (access(info.c_str(), F_OK) == 0) return true;
-            stop(SIGKILL);
-        }
-        return false;
-    }
-
-    // Sends `sig` and reaps it.
-    void stop(int sig) {
-        if (pid_ <= 0) return;
-        kill(pid_, sig);
-        waitpid(pid_, nullptr, 0);
-        pid_ = -1;
-    }
-
-    ~DeviceProcess() { stop(SIGKILL); }
-
-private:
-    bool alive() { return pid_ > 0 && waitpid(pid_, nullptr, WNOHANG) == 0; }
-
-    static pid_t spawn(const std::string& dir, long port) {
-        std::string exe = std::string(UROCE_BIN_DIR) + "/uroced", ps = std::to_string(port);
-        std::string log = dir + "/" + kName + ".log";
-        pid_t pid = fork();
-        if (pid == 0) {
-            prctl(PR_SET_PDEATHSIG, SIGKILL);
-            int out = open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0600);
-            dup2(out, 1);
-            dup2(out, 2);
-            execl(exe.c_str(), exe.c_str(), "--name", kName, "--addr", "127.0.0.1", "--port",
-                  ps.c_str(), static_cast<char*>(nullptr));
-            _exit(127);
-        }
-        return pid;
-    }
-
-    pid_t pid_ = -1;
-};
 
 // The verbs objects of one test: a context on the device, two RC QPs connected to each
 // other through it, a third QP on an SRQ, one CQ with a completion channel for all.
@@ -104,16 +52,6 @@ struct Verbs {
     ibv_mr* mr = nullptr;
     std::vector<char> buf = std::vector<char>(1 << 16);
 };
-
-ibv_context* open_named(const char* name) {
-    int n = 0;
-    ibv_device** list = ibv_get_device_list(&n);
-    ibv_context* ctx = nullptr;
-    for (int i = 0; list && i < n; ++i)
-        if (std::strcmp(ibv_get_device_name(list[i]), name) == 0) ctx = ibv_open_device(list[i]);
-    if (list) ibv_free_device_list(list);
-    return ctx;
-}
 
 ibv_qp* make_qp(Verbs& v, ibv_srq* srq) {
     ibv_qp_init_attr ia{};
@@ -198,7 +136,7 @@ int post_send(Verbs& v, ibv_qp* qp, uint64_t wr_id, size_t off, uint32_t len) {
 
 // Builds Verbs on the device; adds a test failure and returns false if anything fails.
 bool build(Verbs& v) {
-    v.ctx = open_named(kName);
+    v.ctx = uroce::test::open_named(kName);
     EXPECT_NE(v.ctx, nullptr) << std::strerror(errno);
     if (!v.ctx) return false;
     v.pd = ibv_alloc_pd(v.ctx);
@@ -286,7 +224,8 @@ protected:
         dir_ = tmpl;
         setenv("UROCE_RUNTIME_DIR", dir_.c_str(), 1);
         setenv("UROCE_NO_AUTOSTART", "1", 1);
-        ASSERT_TRUE(dev_.start(dir_)) << "uroced did not come up; see " << dir_;
+        ASSERT_TRUE(dev_.start(dir_, kName, "127.0.0.1", 8))
+            << "uroced did not come up; see " << dir_;
     }
     void TearDown() override {
         dev_.stop(SIGKILL);
@@ -354,7 +293,7 @@ protected:
     }
 
     std::string dir_;
-    DeviceProcess dev_;
+    uroce::test::UrocedProcess dev_;
 };
 
 // The device is killed (SIGKILL) or stopped (SIGTERM, as `uroce stop`).
@@ -415,7 +354,7 @@ TEST_P(DeviceDeath, BlockedThreadsReturnAndEverythingFlushes) {
     destroy(v);
 
     // The same name again: a new device list has it, and it works.
-    ASSERT_TRUE(dev_.start(dir_));
+    ASSERT_TRUE(dev_.start(dir_, kName, "127.0.0.1", 8));
     ASSERT_TRUE(build(v));
     small_transfer(v);
     destroy(v);

@@ -13,10 +13,11 @@ cleanup() {
     "$UROCE" stop >/dev/null 2>&1 || true
     # A device that hit a sanitizer report (ASan build) fails the test even if the
     # programs over it passed.
+    # (*/*.log: the devices of twohost_lib.sh's hosts, in runtime directories of their own.)
     if grep -l -E "ERROR: (Address|Leak)Sanitizer|runtime error:" "$UROCE_RUNTIME_DIR"/*.log \
-        >/dev/null 2>&1; then
+        "$UROCE_RUNTIME_DIR"/*/*.log >/dev/null 2>&1; then
         echo "FAIL: sanitizer report in the device log:" >&2
-        cat "$UROCE_RUNTIME_DIR"/*.log >&2
+        cat "$UROCE_RUNTIME_DIR"/*.log "$UROCE_RUNTIME_DIR"/*/*.log >&2 2>/dev/null
         rc=1
     fi
     rm -rf "$UROCE_RUNTIME_DIR"
@@ -26,7 +27,7 @@ trap cleanup EXIT
 
 fail() {
     echo "FAIL: $*" >&2
-    for log in "$UROCE_RUNTIME_DIR"/*.log; do
+    for log in "$UROCE_RUNTIME_DIR"/*.log "$UROCE_RUNTIME_DIR"/*/*.log; do
         [ -f "$log" ] && { echo "--- $log"; tail -20 "$log"; } >&2
     done
     exit 1
@@ -55,6 +56,13 @@ VERBS_ENV=(env "LD_LIBRARY_PATH=$LIBDIR")
 if [ -n "${UROCE_PRELOAD:-}" ]; then
     VERBS_ENV+=("LD_PRELOAD=$UROCE_PRELOAD" "ASAN_OPTIONS=detect_leaks=0:${ASAN_OPTIONS:-}")
 fi
+
+# op_pkts DEV tx|rx OPCODE_NAME: packets of that opcode the device counted.
+op_pkts() {
+    "$UROCE" counters "$1" | awk -v d="$2" -v op="$3" '
+        $1 == "counters_op" && $2 == d && $3 == op { print $5; found = 1 }
+        END { if (!found) print 0 }'
+}
 
 # Runs a program with the drop-in libraries.
 verbs() {

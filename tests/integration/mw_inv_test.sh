@@ -37,12 +37,6 @@ for dev in mwa mwb; do
         fail "objects remain on $dev after the program exited: $counts"
 done
 
-# op_pkts DEV tx|rx OPCODE_NAME: packets of that opcode the device counted.
-op_pkts() {
-    "$UROCE" counters "$1" | awk -v d="$2" -v op="$3" '
-        $1 == "counters_op" && $2 == d && $3 == op { print $5; found = 1 }
-        END { if (!found) print 0 }'
-}
 for op in RC_SEND_ONLY_WITH_INVALIDATE RC_SEND_LAST_WITH_INVALIDATE XRC_SEND_ONLY_WITH_INVALIDATE \
           XRC_SEND_LAST_WITH_INVALIDATE; do
     tx=$(op_pkts mwa tx $op)

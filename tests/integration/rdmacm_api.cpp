@@ -15,10 +15,13 @@
 //   - a channel's fd is one file that poll() reports readable when an event waits;
 //     rdma_destroy_event_channel while another thread is blocked in rdma_get_cm_event on it
 //     wakes nobody (as with the kernel: that thread stays blocked), and fds opened after it
-//     are not disturbed.
+//     are not disturbed;
+//   - a loopback address no device has binds as a wildcard (no device, every device
+//     listens); rdma_getaddrinfo fails with -1 and getaddrinfo's code in errno.
 // usage: rdmacm_api ADDR
 #include <arpa/inet.h>
 #include <fcntl.h>
+#include <netdb.h>
 #include <poll.h>
 #include <rdma/rdma_cma.h>
 #include <rdma/rdma_verbs.h>
@@ -430,6 +433,52 @@ void test_channel_fd() {
     CHECK(returned == 0);  // still blocked: neither an event nor an error (EBADF) woke it
 }
 
+// The kernel makes every loopback address a wildcard (cma_any_addr): libfabric binds
+// "localhost" when given no address. A loopback address that no device has binds with no
+// device and listens on every device; rdma_getaddrinfo fails as rdma-core's does.
+void test_loopback_wildcard() {
+    std::printf("loopback bind as a wildcard; rdma_getaddrinfo failure\n");
+    rdma_event_channel* sch = rdma_create_event_channel();
+    rdma_event_channel* cch = rdma_create_event_channel();
+    CHECK(sch && cch);
+    rdma_cm_id* l;
+    CHECK(rdma_create_id(sch, &l, nullptr, RDMA_PS_TCP) == 0);
+    sockaddr_in lo{};
+    lo.sin_family = AF_INET;
+    CHECK(inet_pton(AF_INET, "127.255.255.254", &lo.sin_addr) == 1);  // no device's
+    CHECK(rdma_bind_addr(l, reinterpret_cast<sockaddr*>(&lo)) == 0);
+    CHECK(l->verbs == nullptr);  // no device yet, as with INADDR_ANY
+    uint16_t port = ntohs(rdma_get_src_port(l));
+    CHECK(port != 0);
+    CHECK(rdma_get_local_addr(l)->sa_family == AF_INET);
+    CHECK(std::memcmp(&reinterpret_cast<sockaddr_in*>(rdma_get_local_addr(l))->sin_addr,
+                      &lo.sin_addr, 4) == 0);
+    CHECK(rdma_listen(l, 1) == 0);
+    // A client of the device at ADDR reaches it: it listens there too.
+    rdma_cm_id* c = resolved_client(cch, port);
+    make_qp(c);
+    CHECK(rdma_connect(c, nullptr) == 0);
+    rdma_cm_event* ev = expect(sch, RDMA_CM_EVENT_CONNECT_REQUEST);
+    rdma_cm_id* child = ev->id;
+    CHECK(child->verbs != nullptr);
+    rdma_ack_cm_event(ev);
+    CHECK(rdma_reject(child, nullptr, 0) == 0);
+    rdma_ack_cm_event(expect(cch, RDMA_CM_EVENT_REJECTED));
+    CHECK(rdma_destroy_id(child) == 0);
+    rdma_destroy_qp(c);
+    CHECK(rdma_destroy_id(c) == 0);
+    CHECK(rdma_destroy_id(l) == 0);
+    rdma_destroy_event_channel(cch);
+    rdma_destroy_event_channel(sch);
+
+    rdma_addrinfo hints{};
+    hints.ai_flags = RAI_NUMERICHOST;
+    rdma_addrinfo* res = nullptr;
+    errno = 0;
+    CHECK(rdma_getaddrinfo("not-a-number", "7471", &hints, &res) == -1);
+    CHECK(errno == EAI_NONAME);  // rdma-core leaves getaddrinfo's code in errno
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -442,6 +491,7 @@ int main(int argc, char** argv) {
     CHECK(inet_pton(AF_INET, argv[1], &g_addr.sin_addr) == 1);
     test_misc();
     test_channel_fd();
+    test_loopback_wildcard();
     test_private_data_and_data();
     test_reject_and_slow_accept();
     test_late_listener();

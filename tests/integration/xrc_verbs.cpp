@@ -807,8 +807,9 @@ std::vector<std::string> words(const std::string& s) {
 constexpr int kQps = 3;  // T1, T2 carry messages; T3 gets the bad SRQ numbers
 constexpr uint32_t kPsn[kQps] = {0x10, 0x2000, 0x300000};
 
-// Role A: creates the domain of file F and the TGT QPs, moves them to INIT, then waits
-// for the events the parent provokes, drops T3 and finally exits without cleaning up.
+// Role A: creates the domain of file F and the TGT QPs, moves them to INIT, opens T1
+// (its own) through a second handle of the domain, then waits for the events the parent
+// provokes, drops T3 and finally exits without cleaning up.
 int role_a(int sock, const std::string& dir) {
     g_role = "A";
     ibv_context* ctx = open_ctx();
@@ -821,6 +822,14 @@ int role_a(int sock, const std::string& dir) {
         REQUIRE(q, "ibv_create_qp_ex(XRC_RECV): %s", std::strerror(errno));
         EXPECT_RET(to_init(q, true), 0);
     }
+    // A second handle of T1 in this process, through a second handle of the domain (as the
+    // kernel allows): it pins x2, and the device must release both when A dies.
+    ibv_xrcd* x2 = open_xrcd(ctx, fd, 0);
+    REQUIRE(x2, "ibv_open_xrcd(F) again: %s", std::strerror(errno));
+    ibv_qp* t1b = open_qp(ctx, x2, t[0]->qp_num);
+    CHECK(t1b && t1b != t[0] && t1b->qp_num == t[0]->qp_num, "A: ibv_open_qp of its own T1: %s",
+          t1b ? "wrong qp" : std::strerror(errno));
+    EXPECT_RET(ibv_close_xrcd(x2), EBUSY);
     say(sock, "tgt %u %u %u %d", t[0]->qp_num, t[1]->qp_num, t[2]->qp_num, int(getpid()));
     for (;;) {
         auto w = words(hear(sock));
@@ -1025,21 +1034,23 @@ int run_share(const char* self, const std::string& dir) {
     const uint32_t srqn = uint32_t(std::stoul(w[1])), basicn = uint32_t(std::stoul(w[2]));
     const std::string sa_pid = pid_str(pa), sb_pid = pid_str(pb);
 
-    // One domain, two handles (A and B), the three TGT QPs and B's XRC SRQ in it.
+    // One domain, three handles (A's two and B's), the three TGT QPs and B's XRC SRQ in it.
     const std::string f_ino = inode_of(F);
     auto fl = xrcd_lines(f_ino);
     CHECK(fl.size() == 1, "%zu xrcd lines for F's inode, want 1", fl.size());
     if (fl.size() == 1)
-        CHECK(field(fl[0], "handles") == "2" && field(fl[0], "objects") == "4",
-              "F's domain: handles %s objects %s, want 2 and 4", field(fl[0], "handles").c_str(),
+        CHECK(field(fl[0], "handles") == "3" && field(fl[0], "objects") == "4",
+              "F's domain: handles %s objects %s, want 3 and 4", field(fl[0], "handles").c_str(),
               field(fl[0], "objects").c_str());
     for (uint32_t q : tq) {
+        // T1 has A's two handles (created, opened), then B's.
+        std::string want = (q == tq[0] ? sa_pid + " " + sa_pid : sa_pid) + " " + sb_pid;
         auto l = qp_line(q);
         CHECK(!l.empty() && field(l, "type") == "XRC_TGT" && field(l, "state") == "RTS" &&
-                  field(l, "pid") == sa_pid && field(l, "holders") == sa_pid + " " + sb_pid,
-              "TGT QP 0x%x: type %s state %s pid %s holders '%s' (want RTS, A's, 'A B')", q,
+                  field(l, "pid") == sa_pid && field(l, "holders") == want,
+              "TGT QP 0x%x: type %s state %s pid %s holders '%s' (want RTS, A's, '%s')", q,
               field(l, "type").c_str(), field(l, "state").c_str(), field(l, "pid").c_str(),
-              field(l, "holders").c_str());
+              field(l, "holders").c_str(), want.c_str());
     }
 
     // A different file's domain (and a private one) cannot open A's QPs.

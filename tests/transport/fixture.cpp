@@ -99,6 +99,9 @@ bool wc_matches(const ibv_wc& wc, const WcWant& w, const char* what) {
         if (w.check_src_qp) {
             EXPECT_EQ(wc.src_qp, w.src_qp) << ctx;
         }
+        // A completion with a GRH (UD) carries the network header type in sl as mlx5 does
+        // (2: RoCEv2 over IPv4; UCX depends on it), the others 0.
+        EXPECT_EQ(wc.sl, (w.wc_flags & IBV_WC_GRH) ? 2 : 0) << ctx << ": sl";
     }
     return ::testing::UnitTest::GetInstance()->current_test_info()->result()->total_part_count() ==
            before;

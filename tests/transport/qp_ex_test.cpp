@@ -19,6 +19,7 @@ namespace {
 // Each send op and the QP types ibv_create_qp_ex takes it for: the sets mlx5 and rxe accept
 // (docs/verbs-support.md). They accept SEND_WITH_INV on UC although the IETH is RC/XRC only;
 // such a request completes with IBV_WC_LOC_QP_OP_ERR, as on rxe (WrApi.UcWriteAndSend).
+// ATOMIC_WRITE is RC only, as rxe has it.
 struct OpTypes {
     uint64_t op;
     bool rc, uc, ud, xrc;  // XRC_RECV has no send queue
@@ -35,7 +36,7 @@ constexpr OpTypes kOps[] = {
     {IBV_QP_EX_WITH_LOCAL_INV, true, true, false, true},
     {IBV_QP_EX_WITH_BIND_MW, true, true, false, true},
     {IBV_QP_EX_WITH_TSO, false, false, false, false},
-    {IBV_QP_EX_WITH_ATOMIC_WRITE, false, false, false, false},
+    {IBV_QP_EX_WITH_ATOMIC_WRITE, true, false, false, false},
     {uint64_t(1) << 40, false, false, false, false},
 };
 
@@ -99,10 +100,10 @@ TEST_F(WrApi, QpExOnlyWithSendOpsFlags) {
     ibv_qp_ex* x = ibv_qp_to_qp_ex(ex.qp);
     ASSERT_NE(x, nullptr);
     EXPECT_EQ(&x->qp_base, ex.qp);
-    // As mlx5: every builder of the QP type, whatever was asked for; no TSO, ATOMIC_WRITE.
-    EXPECT_TRUE(x->wr_rdma_read && x->wr_atomic_fetch_add && x->wr_local_inv && x->wr_bind_mw);
+    // As mlx5: every builder of the QP type, whatever was asked for; no TSO.
+    EXPECT_TRUE(x->wr_rdma_read && x->wr_atomic_fetch_add && x->wr_local_inv && x->wr_bind_mw &&
+                x->wr_atomic_write);
     EXPECT_EQ(x->wr_send_tso, nullptr);
-    EXPECT_EQ(x->wr_atomic_write, nullptr);
     EXPECT_EQ(x->wr_set_ud_addr, nullptr);
     EXPECT_EQ(x->wr_set_xrc_srqn, nullptr);
 }
@@ -465,6 +466,7 @@ TEST_F(WrApi, UcWriteAndSend) {
     EXPECT_EQ(qa_->wr_rdma_read, nullptr);
     EXPECT_EQ(qa_->wr_atomic_cmp_swp, nullptr);
     EXPECT_EQ(qa_->wr_atomic_fetch_add, nullptr);
+    EXPECT_EQ(qa_->wr_atomic_write, nullptr);  // RC only
     EXPECT_TRUE(qa_->wr_send_inv && qa_->wr_local_inv && qa_->wr_bind_mw) << "as mlx5 and rxe";
     Buffer& src = reg(A(), 4096);
     Buffer& remote = reg(B(), 4096);
@@ -511,6 +513,7 @@ TEST_F(WrApi, UdSendWithUdAddr) {
     ASSERT_TRUE(x);
     EXPECT_EQ(x->wr_rdma_write, nullptr);
     EXPECT_EQ(x->wr_send_inv, nullptr);
+    EXPECT_EQ(x->wr_atomic_write, nullptr);
     EXPECT_EQ(x->wr_set_xrc_srqn, nullptr);
     ASSERT_NE(x->wr_set_ud_addr, nullptr);
     ibv_ah* ah = make_ah(A(), B());
@@ -602,6 +605,7 @@ TEST_F(WrApi, XrcSendWithSrqn) {
     ibv_qp_ex* x = ibv_qp_to_qp_ex(ini);
     ASSERT_TRUE(x && x->wr_set_xrc_srqn && x->wr_atomic_fetch_add);
     EXPECT_TRUE(x->wr_send_inv && x->wr_local_inv && x->wr_bind_mw) << "as mlx5 and rxe";
+    EXPECT_EQ(x->wr_atomic_write, nullptr) << "RC only";
     uint32_t srqn = 0;
     ASSERT_EQ(ibv_get_srq_num(srq, &srqn), 0);
 

@@ -107,7 +107,7 @@ uint32_t ip(const char* s) { return inet_addr(s); }
 
 TEST(NetOpcodes, TableIsConsistent) {
     const auto ops = all_opcodes();
-    EXPECT_EQ(ops.size(), 23u + 12u + 2u + 1u + 23u);  // RC, UC, UD, CNP, XRC
+    EXPECT_EQ(ops.size(), 24u + 12u + 2u + 1u + 23u);  // RC, UC, UD, CNP, XRC
     for (uint8_t opc : ops) {
         const OpInfo* o = op_info(opc);
         SCOPED_TRACE(o->name);
@@ -137,6 +137,12 @@ TEST(NetOpcodes, TableIsConsistent) {
     }
     EXPECT_STREQ(op_info(kRcSendFirst)->name, "RC_SEND_FIRST");
     EXPECT_EQ(kRcSendOnlyInv, 0x17);
+    // IBTA 1.5 (the kernel's IB_OPCODE_RC_ATOMIC_WRITE): BTH, RETH, 8 bytes of payload.
+    EXPECT_EQ(kRcAtomicWrite, 0x1d);
+    EXPECT_STREQ(op_info(kRcAtomicWrite)->name, "RC_ATOMIC_WRITE");
+    EXPECT_EQ(op_info(kRcAtomicWrite)->hdrs, uint32_t(kRETH));
+    EXPECT_TRUE(op_info(kRcAtomicWrite)->flags & kPayload);
+    EXPECT_EQ(op_info(op_on(kTransportXrc, kRcAtomicWrite)), nullptr) << "RC only, as rxe";
     EXPECT_EQ(kUcSendFirst, 0x20);
     EXPECT_EQ(kUdSendOnly, 0x64);
     EXPECT_EQ(kUdSendOnlyImm, 0x65);

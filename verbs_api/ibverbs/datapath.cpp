@@ -88,7 +88,11 @@ int write_send_wqe(Qp* qp, const ibv_send_wr* wr, uint32_t prod) {
         if (rd_atomic) return EINVAL;
         uint64_t total = 0;  // 64 bits: lengths that wrap a 32-bit sum are still too long
         for (int i = 0; i < wr->num_sge; ++i) total += wr->sg_list[i].length;
-        if (total > qp->cap.max_inline_data) return EINVAL;
+        // An ATOMIC WRITE's 8 bytes fit in every slot (ibv_wr_atomic_write puts them here).
+        uint32_t max_inline = qp->cap.max_inline_data;
+        if (wr->opcode == IBV_WR_ATOMIC_WRITE && max_inline < abi::kAtomicWriteLen)
+            max_inline = abi::kAtomicWriteLen;
+        if (total > max_inline) return EINVAL;
         uint8_t* data = slot + sizeof w;
         for (int i = 0; i < wr->num_sge; ++i) {
             if (wr->sg_list[i].length)  // a zero-length entry may have no address

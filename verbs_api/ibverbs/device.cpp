@@ -63,16 +63,19 @@ void autostart() {
     }
 }
 
-Device* make_device(const abi::DeviceInfo& info) {
+// The names and paths the kernel gives a device (uverbs<N>, its class directories), which
+// `uroce run` provides (docs/system-view.md); the library itself reads none of them.
+Device* make_device(const abi::DeviceInfo& info, const std::vector<abi::DeviceInfo>& running) {
     auto* d = new Device();
     d->info = info;
     d->dev.node_type = IBV_NODE_CA;
     d->dev.transport_type = IBV_TRANSPORT_IB;
     std::snprintf(d->dev.name, sizeof d->dev.name, "%s", info.name.c_str());
-    std::snprintf(d->dev.dev_name, sizeof d->dev.dev_name, "uverbs-%s", info.name.c_str());
-    std::string dir = abi::runtime_dir();
-    std::snprintf(d->dev.dev_path, sizeof d->dev.dev_path, "%s", dir.c_str());
-    std::snprintf(d->dev.ibdev_path, sizeof d->dev.ibdev_path, "%s/%s", dir.c_str(),
+    std::snprintf(d->dev.dev_name, sizeof d->dev.dev_name, "uverbs%d",
+                  abi::uverbs_index(info.name, running));
+    std::snprintf(d->dev.dev_path, sizeof d->dev.dev_path, "/sys/class/infiniband_verbs/%s",
+                  d->dev.dev_name);
+    std::snprintf(d->dev.ibdev_path, sizeof d->dev.ibdev_path, "/sys/class/infiniband/%s",
                   info.name.c_str());
     return d;
 }
@@ -208,10 +211,15 @@ void give_back(Context* ctx, abi::Op destroy_op, uint32_t handle) {
 int query_port(ibv_context* c, uint8_t port, ibv_port_attr* attr, size_t len) {
     if (device_is_gone(c)) return EIO;  // as the kernel's after disassociation
     if (port != 1) return EINVAL;
+    // The active MTU is the device's, from its interface's MTU (emu/port_mtu.h).
+    abi::Request req{};
+    req.op = abi::Op::kQueryPort;
+    abi::Response resp{};
+    if (int e = request(ctx_of(c), req, resp)) return e;
     ibv_port_attr a{};
     a.state = IBV_PORT_ACTIVE;
     a.max_mtu = IBV_MTU_4096;
-    a.active_mtu = IBV_MTU_4096;
+    a.active_mtu = ibv_mtu(resp.u.port.active_mtu);
     a.gid_tbl_len = int(abi::kGidTblLen);
     a.port_cap_flags = 0;
     a.max_msg_sz = abi::kMaxMsgSize;
@@ -235,6 +243,9 @@ int query_device_ex(ibv_context* c, const ibv_query_device_ex_input* in, ibv_dev
     a.completion_timestamp_mask = ~uint64_t(0);
     a.hca_core_clock = abi::kHcaCoreClockKhz;
     a.phys_port_cnt_ex = a.orig_attr.phys_port_cnt;  // rdma-core fills it for every provider
+    // As the kernel's uverbs: all the device's capability bits, the 32 of device_cap_flags and
+    // those above, here RDMA ATOMIC WRITE (rxe reports it the same way).
+    a.device_cap_flags_ex = a.orig_attr.device_cap_flags | abi::kDeviceAtomicWrite;
     std::memcpy(attr, &a, len < sizeof a ? len : sizeof a);
     return 0;
 }
@@ -274,7 +285,7 @@ ibv_device** ibv_get_device_list(int* num_devices) {
         for (Device* known : g_devices)
             if (known->info.name == info.name && known->info.pid == info.pid) d = known;
         if (!d) {
-            d = make_device(info);
+            d = make_device(info, infos);
             g_devices.push_back(d);
         }
         d->index = int(out.size());

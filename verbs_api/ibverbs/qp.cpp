@@ -129,7 +129,9 @@ int ibv_query_qp(ibv_qp* qp, ibv_qp_attr* attr, int attr_mask, ibv_qp_init_attr*
 int ibv_destroy_qp(ibv_qp* qp) {
     abi::Request req{};
     req.op = abi::Op::kDestroyQp;
-    req.u.handle.handle = qp->handle;
+    req.u.destroy_qp.qpn = qp->handle;
+    // Names this handle of a TGT QP, which the process may hold several times (ibv_open_qp).
+    req.u.destroy_qp.cookie = reinterpret_cast<uint64_t>(qp);
     abi::Response resp{};
     if (int e = destroy_request(ctx_of(qp->context), req, resp)) return e;
     Qp* q = qp_of(qp);

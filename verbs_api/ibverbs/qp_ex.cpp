@@ -17,8 +17,10 @@ constexpr uint64_t kUdOps = IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_SEND_WITH_IMM;
 constexpr uint64_t kUcOps = kUdOps | IBV_QP_EX_WITH_SEND_WITH_INV | IBV_QP_EX_WITH_RDMA_WRITE |
                             IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM | IBV_QP_EX_WITH_LOCAL_INV |
                             IBV_QP_EX_WITH_BIND_MW;
-constexpr uint64_t kRcOps = kUcOps | IBV_QP_EX_WITH_RDMA_READ | IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP |
-                            IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD;
+constexpr uint64_t kXrcOps = kUcOps | IBV_QP_EX_WITH_RDMA_READ | IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP |
+                             IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD;
+// RDMA ATOMIC WRITE is RC only, as rxe has it (the kernel defines no XRC opcode for it).
+constexpr uint64_t kRcOps = kXrcOps | IBV_QP_EX_WITH_ATOMIC_WRITE;
 
 void fail(WrStage& s, int err) {
     if (!s.err) s.err = err;
@@ -102,6 +104,20 @@ void wr_atomic_cmp_swp(ibv_qp_ex* x, uint32_t rkey, uint64_t addr, uint64_t comp
 
 void wr_atomic_fetch_add(ibv_qp_ex* x, uint32_t rkey, uint64_t addr, uint64_t add) {
     wr_atomic(x, IBV_WR_ATOMIC_FETCH_AND_ADD, rkey, addr, add, 0);
+}
+
+// The 8 bytes are copied now (ibv_wr_post(3)) and travel in the WQE as inline data, which
+// every send slot has room for whatever max_inline_data is (write_send_wqe).
+void wr_atomic_write(ibv_qp_ex* x, uint32_t rkey, uint64_t addr, const void* atomic_wr) {
+    ibv_send_wr& wr = begin(x, IBV_WR_ATOMIC_WRITE);
+    wr.wr.rdma.rkey = rkey;
+    wr.wr.rdma.remote_addr = addr;
+    WrStage& s = *qp_of(x)->stage;
+    std::memcpy(s.inline_data, atomic_wr, 8);
+    s.sge[0] = ibv_sge{reinterpret_cast<uint64_t>(s.inline_data), 8, 0};
+    wr.sg_list = s.sge;
+    wr.num_sge = 1;
+    wr.send_flags |= IBV_SEND_INLINE;
 }
 
 void wr_local_inv(ibv_qp_ex* x, uint32_t rkey) {
@@ -207,8 +223,8 @@ void wr_abort(ibv_qp_ex* x) {
 int check_send_ops(ibv_qp_type type, uint64_t ops) {
     uint64_t supported = 0;
     switch (type) {
-    case IBV_QPT_RC:
-    case IBV_QPT_XRC_SEND: supported = kRcOps; break;
+    case IBV_QPT_RC: supported = kRcOps; break;
+    case IBV_QPT_XRC_SEND: supported = kXrcOps; break;
     case IBV_QPT_UC: supported = kUcOps; break;
     case IBV_QPT_UD: supported = kUdOps; break;
     default:  // XRC_RECV has no send queue
@@ -223,7 +239,7 @@ int enable_wr_api(Qp* qp) {
     ibv_qp_ex& x = qp->qpx;
     ibv_qp_type type = x.qp_base.qp_type;
     // As mlx5: every builder the QP type supports, whatever send_ops_flags asked for; the
-    // others (TSO, ATOMIC_WRITE, and those of other QP types) stay NULL.
+    // others (TSO, and those of other QP types) stay NULL.
     x.wr_send = wr_send;
     x.wr_send_imm = wr_send_imm;
     if (type != IBV_QPT_UD) {
@@ -238,6 +254,7 @@ int enable_wr_api(Qp* qp) {
         x.wr_atomic_cmp_swp = wr_atomic_cmp_swp;
         x.wr_atomic_fetch_add = wr_atomic_fetch_add;
     }
+    if (type == IBV_QPT_RC) x.wr_atomic_write = wr_atomic_write;
     if (type == IBV_QPT_UD) x.wr_set_ud_addr = wr_set_ud_addr;
     if (type == IBV_QPT_XRC_SEND) x.wr_set_xrc_srqn = wr_set_xrc_srqn;
     x.wr_set_sge = wr_set_sge;

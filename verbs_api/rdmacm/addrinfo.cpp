@@ -77,8 +77,10 @@ int rdma_getaddrinfo(const char* node, const char* service, const rdma_addrinfo*
         addrinfo* ai = nullptr;
         ret = getaddrinfo(node, service, hints ? &ah : nullptr, &ai);
         if (ret) {
+            // -1 with the getaddrinfo code (EAI_*, negative) in errno, as rdma-core does.
             free(rai);
-            return ret;  // a getaddrinfo error code, as rdma-core returns it
+            errno = ret;
+            return -1;
         }
         if (h->ai_qp_type)
             rai->ai_qp_type = h->ai_qp_type;

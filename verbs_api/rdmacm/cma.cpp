@@ -5,10 +5,7 @@
 // device's event records into rdma_cm_events. docs/cm.md.
 #include <arpa/inet.h>
 #include <fcntl.h>
-#include <ifaddrs.h>
-#include <net/if.h>
 #include <netinet/in.h>
-#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -65,38 +62,6 @@ uint32_t random_psn() {
 
 // ---- devices -------------------------------------------------------------------------------
 
-// Largest IB MTU that fits the interface MTU with RoCEv2 headers, as the kernel's
-// iboe_get_mtu computes it.
-ibv_mtu mtu_for(uint32_t ip_be) {
-    std::string ifname;
-    ifaddrs* ifa = nullptr;
-    if (getifaddrs(&ifa) == 0) {
-        for (ifaddrs* i = ifa; i; i = i->ifa_next) {
-            if (!i->ifa_addr || i->ifa_addr->sa_family != AF_INET) continue;
-            if (reinterpret_cast<sockaddr_in*>(i->ifa_addr)->sin_addr.s_addr == ip_be) {
-                ifname = i->ifa_name;
-                break;
-            }
-        }
-        freeifaddrs(ifa);
-    }
-    if (ifname.empty() && (ntohl(ip_be) >> 24) == 127) ifname = "lo";
-    int ifmtu = 1500;
-    int s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-    if (s >= 0 && !ifname.empty()) {
-        ifreq ifr{};
-        std::snprintf(ifr.ifr_name, sizeof ifr.ifr_name, "%s", ifname.c_str());
-        if (ioctl(s, SIOCGIFMTU, &ifr) == 0) ifmtu = ifr.ifr_mtu;
-    }
-    if (s >= 0) close(s);
-    int room = ifmtu - (40 + 8 + 12 + 4 + 28 + 4);
-    if (room >= 4096) return IBV_MTU_4096;
-    if (room >= 2048) return IBV_MTU_2048;
-    if (room >= 1024) return IBV_MTU_1024;
-    if (room >= 512) return IBV_MTU_512;
-    return IBV_MTU_256;
-}
-
 DevConn* dev_by_tag(uint32_t tag) {
     std::lock_guard<std::mutex> g(g_mu);
     return tag < g_devs.size() ? g_devs[tag].get() : nullptr;
@@ -150,7 +115,10 @@ int ensure_open(DevConn& d) {
     // The session's doorbell and async pipe stay open (and unused) while we are connected.
     for (int i = 0; i < nfds && i < 2; ++i) d.session_fds[i] = fds[i];
     for (int i = 2; i < nfds; ++i) close(fds[i]);
-    d.mtu = mtu_for(d.ipv4);
+    // Paths from this device get the port's active MTU (the kernel's cma takes the
+    // netdev's, iboe_get_mtu), which the device derives from its interface.
+    ibv_port_attr pa{};
+    d.mtu = ibv_query_port(d.verbs, 1, &pa) == 0 ? pa.active_mtu : IBV_MTU_1024;
     d.sock = sock;
     d.open = true;
     watch_device(&d);
@@ -429,6 +397,9 @@ int bind_on(Id* id, DevConn* d, uint32_t ip, uint16_t port) {
     attach(id, d);
     return 0;
 }
+
+// 127.0.0.0/8 (ip in network order).
+bool is_loopback(uint32_t ip) { return (ntohl(ip) >> 24) == 127; }
 
 // Is ip an address of this host? (bind() of a UDP socket answers it.)
 bool local_address(uint32_t ip) {
@@ -843,7 +814,12 @@ int rdma_bind_addr(rdma_cm_id* idp, sockaddr* addr) {
     if (!len) return fail(EINVAL);
     if (!to_ipv4(addr, &ip, &port)) return fail(EAFNOSUPPORT);
     if (id->bound || id->listening) return fail(EINVAL);
-    if (ip == 0) {
+    sync_devices();
+    // A loopback address no device has is a wildcard, as the kernel's cma_any_addr makes
+    // every loopback address one (libfabric binds "localhost" when given no address). A
+    // device on a loopback address (127.0.0.2 for a second device on one host) is that
+    // device's, as a bind to its address.
+    if (ip == 0 || (is_loopback(ip) && !dev_by_ip(ip))) {
         // Wildcard: no device yet; rdma_listen registers on every device.
         if (port == 0) {
             std::mt19937 rng{std::random_device{}()};
@@ -859,7 +835,6 @@ int rdma_bind_addr(rdma_cm_id* idp, sockaddr* addr) {
         id->bound = true;
         return 0;
     }
-    sync_devices();
     DevConn* d = dev_by_ip(ip);
     if (!d) return fail(local_address(ip) ? ENODEV : EADDRNOTAVAIL);
     if (int e = bind_on(id, d, ip, port)) return fail(e);

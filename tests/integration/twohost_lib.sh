@@ -1,0 +1,70 @@
+# Two hosts on one machine, sourced after lib.sh: hosts A and B are network namespaces
+# joined by a veth pair (MTU 1500, as an Ethernet link), A at 10.77.0.1/24 and B at
+# 10.77.0.2/24, each with one device uroce0 on its address, registered in a runtime
+# directory of the host's own. Programs run "on a host" with on_host or the HOST_A/HOST_B
+# command prefixes. Everything (devices, namespaces, the veth pair) goes at exit, failed or
+# not. Without root, or where network namespaces are not allowed, the test skips (77).
+#   twohost_setup             make the hosts and start their devices
+#   on_host A|B CMD...        run CMD on a host with the drop-in libraries
+#   "${HOST_A[@]}" CMD...     the same as a command prefix (for run_pair: pass it to verbs)
+[ "$(id -u)" = 0 ] || skip "two hosts need root (network namespaces and a veth pair)"
+command -v ip >/dev/null 2>&1 || skip "ip (iproute2) is not installed"
+
+ADDR_A=10.77.0.1
+ADDR_B=10.77.0.2
+NS_A=uroce-$$-a
+NS_B=uroce-$$-b
+DIR_A=$UROCE_RUNTIME_DIR/host-a
+DIR_B=$UROCE_RUNTIME_DIR/host-b
+HOST_A=(ip netns exec "$NS_A" env "UROCE_RUNTIME_DIR=$DIR_A")
+HOST_B=(ip netns exec "$NS_B" env "UROCE_RUNTIME_DIR=$DIR_B")
+TH_MADE=()  # the namespaces made so far
+
+# Stops the hosts' devices, then ends whatever still runs in a namespace (only what this
+# test started can be there) and deletes the namespaces, which takes the veth pair along.
+twohost_teardown() {
+    local ns pid
+    "${HOST_A[@]}" "$UROCE" stop >/dev/null 2>&1 || true
+    "${HOST_B[@]}" "$UROCE" stop >/dev/null 2>&1 || true
+    for ns in "${TH_MADE[@]}"; do
+        for pid in $(ip netns pids "$ns" 2>/dev/null); do kill -KILL "$pid" 2>/dev/null; done
+        ip netns del "$ns" 2>/dev/null || true
+    done
+}
+
+twohost_exit() {
+    local rc=$?
+    twohost_teardown
+    (exit $rc)
+    cleanup  # lib.sh's: sanitizer reports in the device logs, the runtime directory
+}
+trap twohost_exit EXIT
+
+twohost_setup() {
+    ip netns add "$NS_A" 2>/dev/null || skip "ip netns add is not allowed here"
+    TH_MADE+=("$NS_A")
+    ip netns add "$NS_B" || fail "ip netns add $NS_B"
+    TH_MADE+=("$NS_B")
+    ip link add eth0 netns "$NS_A" type veth peer name eth0 netns "$NS_B" ||
+        skip "cannot make a veth pair between namespaces"
+    local h ns addr
+    for h in A B; do
+        if [ $h = A ]; then ns=$NS_A addr=$ADDR_A; else ns=$NS_B addr=$ADDR_B; fi
+        ip -n "$ns" link set lo up &&
+            ip -n "$ns" link set eth0 up &&
+            ip -n "$ns" addr add "$addr/24" dev eth0 || fail "cannot address host $h"
+    done
+    mkdir -m 700 "$DIR_A" "$DIR_B" || fail "mkdir runtime directories"
+    "${HOST_A[@]}" "$UROCE" start --name uroce0 --addr "$ADDR_A" >/dev/null ||
+        fail "uroce start on host A"
+    "${HOST_B[@]}" "$UROCE" start --name uroce0 --addr "$ADDR_B" >/dev/null ||
+        fail "uroce start on host B"
+    echo "host A: $NS_A $ADDR_A (eth0 MTU $(ip -n "$NS_A" -o link show eth0 | grep -o 'mtu [0-9]*'))"
+    echo "host B: $NS_B $ADDR_B"
+}
+
+on_host() {
+    local h=$1
+    shift
+    if [ "$h" = A ]; then verbs "${HOST_A[@]}" "$@"; else verbs "${HOST_B[@]}" "$@"; fi
+}

@@ -1,0 +1,112 @@
+#!/usr/bin/env bash
+# Acceptance between two hosts (twohost_lib.sh: two network namespaces joined by a 1500-byte
+# veth pair, one device on each): unmodified Debian programs, the server on host A
+# (10.77.0.1), the client on host B. The link's MTU makes the ports' active MTU 1024
+# (docs/behaviour.md, "Port MTU"), so every run below also checks that what the programs and
+# the CM take from the port fits the link: a 4096-byte packet would not arrive.
+# usage: twohost_test.sh MODE
+#   devinfo      ibv_devinfo -v on host A: active_mtu 1024, max_mtu 4096, GID ::ffff:10.77.0.1
+#   rc_pingpong  ibv_rc_pingpong (4096-byte messages, -m 1024) and -s 65536
+#   ud_pingpong  ibv_ud_pingpong -s 2048 is refused against the port MTU (as on hardware
+#                with a 1024 MTU); without -s it exchanges 1024-byte messages
+#   rping        rping -S 4000 -C 100 -V: RDMA READ/WRITE of four packets at the CM's MTU
+#   write_bw     ib_write_bw (perftest's TCP setup; 64 KiB messages at the port's MTU)
+. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/twohost_lib.sh"
+mode=${1:?usage: twohost_test.sh MODE}
+PORT=$(tcp_port)
+
+expect() {  # expect FILE REGEX WHAT
+    grep -Eq "$2" "$1" || fail "$3 (no /$2/ in $(basename "$1"))"
+}
+
+# sent_by HOST: the host's device sent packets (the programs did talk across the link).
+sent_by() {
+    local n pre
+    if [ "$1" = A ]; then pre=("${HOST_A[@]}"); else pre=("${HOST_B[@]}"); fi
+    n=$("${pre[@]}" "$UROCE" counters uroce0 | awk '$1 == "counters" { print $3; exit }')
+    echo "host $1 uroce0 sent ${n:-0} packets"
+    [ "${n:-0}" -gt 0 ] || fail "host $1's device sent nothing"
+}
+
+# Readiness for run_pair: the server's TCP port (pingpongs, perftest) or CM listener (rping)
+# on host A.
+tcp_listening() {
+    local i
+    for i in $(seq 1 600); do
+        ip netns exec "$NS_A" ss -Hltn "sport = :$PORT" 2>/dev/null | grep -q . && return
+        kill -0 "$1" 2>/dev/null || return
+        sleep 0.1
+    done
+}
+cm_listening() {
+    local i
+    for i in $(seq 1 600); do
+        "${HOST_A[@]}" "$UROCE" res 2>/dev/null |
+            grep -Eq "^cm_id .* state listen .*:$PORT remote" && return
+        kill -0 "$1" 2>/dev/null || return
+        sleep 0.1
+    done
+}
+
+twohost_setup
+c=$UROCE_RUNTIME_DIR/client.out
+s=$UROCE_RUNTIME_DIR/server.out
+
+case $mode in
+devinfo)
+    need ibv_devinfo
+    out=$(on_host A ibv_devinfo -v) || fail "ibv_devinfo exited $?"
+    echo "$out"
+    echo "$out" | grep -q 'max_mtu:[[:space:]]*4096 (5)' || fail "max_mtu is not 4096"
+    echo "$out" | grep -q 'active_mtu:[[:space:]]*1024 (3)' || fail "active_mtu is not 1024"
+    echo "$out" | grep -q 'GID\[  0\]:[[:space:]]*::ffff:10.77.0.1, RoCE v2' ||
+        fail "GID[0] is not ::ffff:10.77.0.1 RoCE v2"
+    ;;
+rc_pingpong)
+    need ibv_rc_pingpong
+    PAIR_READY=tcp_listening run_pair "${HOST_A[@]}" ibv_rc_pingpong -g 0 -p "$PORT" -- \
+        "${HOST_B[@]}" ibv_rc_pingpong -g 0 -p "$PORT" "$ADDR_A"
+    expect "$c" "iters in" "client did not report its iterations"
+    PAIR_READY=tcp_listening run_pair "${HOST_A[@]}" ibv_rc_pingpong -g 0 -p "$PORT" -s 65536 -n 200 -- \
+        "${HOST_B[@]}" ibv_rc_pingpong -g 0 -p "$PORT" -s 65536 -n 200 "$ADDR_A"
+    expect "$c" "iters in" "client did not report its iterations (-s 65536)"
+    sent_by A
+    sent_by B
+    ;;
+ud_pingpong)
+    need ibv_ud_pingpong
+    # 2048 bytes are more than the port's MTU: the program refuses them itself, as on
+    # hardware with a 1024 MTU.
+    on_host A timeout 30 ibv_ud_pingpong -g 0 -p "$PORT" -s 2048 >"$s" 2>&1 &&
+        fail "2048 bytes were accepted"
+    cat "$s"
+    expect "$s" 'Requested size larger than port MTU \(1024\)' "no refusal against the port MTU"
+    # Without -s, Debian's ibv_ud_pingpong (whose help says 2048) sends the port's MTU.
+    PAIR_READY=tcp_listening run_pair "${HOST_A[@]}" ibv_ud_pingpong -g 0 -p "$PORT" -n 500 -- \
+        "${HOST_B[@]}" ibv_ud_pingpong -g 0 -p "$PORT" -n 500 "$ADDR_A"
+    expect "$c" "^1024000 bytes in" "the client did not exchange 500 x 2 messages of 1024 bytes"
+    sent_by A
+    sent_by B
+    ;;
+rping)
+    need rping
+    PAIR_READY=cm_listening run_pair "${HOST_A[@]}" rping -s -a "$ADDR_A" -p "$PORT" -S 4000 -v -- \
+        "${HOST_B[@]}" rping -c -a "$ADDR_A" -p "$PORT" -S 4000 -C 100 -v -V
+    expect "$c" 'rdma-ping-99: ' "the last ping is missing"
+    expect "$s" 'rdma-ping-99: ' "the server did not see ping 99"
+    sent_by A
+    sent_by B
+    ;;
+write_bw)
+    need ib_write_bw
+    PAIR_TIMEOUT=60 PAIR_READY=tcp_listening run_pair "${HOST_A[@]}" ib_write_bw -p "$PORT" -n 1000 -- \
+        "${HOST_B[@]}" ib_write_bw -p "$PORT" -n 1000 "$ADDR_A"
+    check_perftest_results ib_write_bw "$c"
+    expect "$c" 'Mtu +: 1024\[B\]' "perftest did not take the port's MTU"
+    sent_by A
+    sent_by B
+    ;;
+*) fail "unknown mode $mode" ;;
+esac
+echo PASS
