@@ -117,11 +117,13 @@ private:
     int alloc_pd(Session& s, uint32_t* pd);
     int dealloc_pd(Session& s, uint32_t pd);
     int reg_mr(Session& s, const abi::RegMrReq& r, abi::RegMrResp* out);
+    int rereg_mr(Session& s, const abi::ReregMrReq& r, abi::RegMrResp* out);
     int dereg_mr(Session& s, uint32_t handle);
     int create_channel(Session& s, uint32_t* handle, int* fd);
     int destroy_channel(Session& s, uint32_t handle);
     int create_cq(Session& s, const abi::CreateCqReq& r, abi::CreateCqResp* out, int* fd);
     int destroy_cq(Session& s, uint32_t handle);
+    int resize_cq(Session& s, const abi::ResizeCqReq& r, int fd, abi::ResizeCqResp* out);
     int create_qp(Session& s, const abi::CreateQpReq& r, abi::CreateQpResp* out, int fds[2]);
     int modify_qp(Session& s, const abi::ModifyQpReq& r);
     int query_qp(Session& s, const abi::QueryQpReq& r, abi::QueryQpResp* out);

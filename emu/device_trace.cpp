@@ -39,6 +39,8 @@ const char* op_name(abi::Op op) {
     case abi::Op::kAllocMw: return "alloc_mw";
     case abi::Op::kDeallocMw: return "dealloc_mw";
     case abi::Op::kQueryPort: return "query_port";
+    case abi::Op::kResizeCq: return "resize_cq";
+    case abi::Op::kReregMr: return "rereg_mr";
     default: return "request";
     }
 }
@@ -59,6 +61,8 @@ void object_of(const abi::Request& req, char* buf, size_t len) {
     case Op::kCloseXrcd: std::snprintf(buf, len, " xrcd handle %u", req.u.handle.handle); break;
     case Op::kDeallocPd: std::snprintf(buf, len, " pd %u", req.u.pd.pd); break;
     case Op::kDeregMr: std::snprintf(buf, len, " mr %u", req.u.handle.handle); break;
+    case Op::kReregMr: std::snprintf(buf, len, " mr %u", req.u.rereg_mr.handle); break;
+    case Op::kResizeCq: std::snprintf(buf, len, " cq %u", req.u.resize_cq.handle); break;
     case Op::kAttachMcast:
     case Op::kDetachMcast: std::snprintf(buf, len, " qp 0x%x", req.u.mcast.qpn); break;
     default: break;
@@ -104,10 +108,20 @@ void Device::trace_call(const Session& s, const abi::Request& req, const abi::Re
             static_cast<unsigned long long>(u.reg_mr.length), u.reg_mr.access);
         break;
     case Op::kDeregMr: trace_.add("pid %d dereg_mr mr %u", pid, u.handle.handle); break;
+    case Op::kReregMr:
+        if (const Mr* mr = mr_for_key(u.rereg_mr.handle))
+            trace_.add("pid %d rereg_mr mr %u flags 0x%x pd %u iova 0x%llx length %llu access 0x%x",
+                       pid, u.rereg_mr.handle, u.rereg_mr.flags, mr->pd,
+                       static_cast<unsigned long long>(mr->iova),
+                       static_cast<unsigned long long>(mr->length), mr->access);
+        break;
     case Op::kCreateCq:
         trace_.add("pid %d create_cq cq %u cqe %u", pid, r.create_cq.handle, r.create_cq.cqe);
         break;
     case Op::kDestroyCq: trace_.add("pid %d destroy_cq cq %u", pid, u.handle.handle); break;
+    case Op::kResizeCq:
+        trace_.add("pid %d resize_cq cq %u cqe %u", pid, u.resize_cq.handle, r.resize_cq.cqe);
+        break;
     case Op::kCreateQp: {
         const auto& c = u.create_qp;
         trace_.add(

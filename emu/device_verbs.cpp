@@ -31,6 +31,27 @@ constexpr uint32_t kMrAccessKnown =
     IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
     IBV_ACCESS_REMOTE_ATOMIC | IBV_ACCESS_MW_BIND | IBV_ACCESS_ZERO_BASED | IBV_ACCESS_ON_DEMAND |
     IBV_ACCESS_HUGETLB | IBV_ACCESS_RELAXED_ORDERING;
+
+// The access flags reg_mr and rereg_mr accept: 0 or the errno the kernel gives.
+int mr_access_error(uint32_t access) {
+    if (access & ~kMrAccessKnown) return EINVAL;
+    if (access & IBV_ACCESS_ON_DEMAND) return EOPNOTSUPP;
+    // The kernel refuses remote write/atomic without local write.
+    if ((access & (IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_ATOMIC)) &&
+        !(access & IBV_ACCESS_LOCAL_WRITE))
+        return EINVAL;
+    return 0;
+}
+
+// A range the device can register: 0 or EINVAL.
+int mr_range_error(uint64_t addr, uint64_t length, uint64_t iova) {
+    if (length == 0 || length > abi::kMaxMrSize) return EINVAL;
+    if (addr + length < addr || iova + length < iova) return EINVAL;
+    return 0;
+}
+
+constexpr uint32_t kReregFlags =
+    IBV_REREG_MR_CHANGE_TRANSLATION | IBV_REREG_MR_CHANGE_PD | IBV_REREG_MR_CHANGE_ACCESS;
 }  // namespace
 
 int Device::alloc_pd(Session& s, uint32_t* pd) {
@@ -53,14 +74,8 @@ int Device::dealloc_pd(Session& s, uint32_t h) {
 int Device::reg_mr(Session& s, const abi::RegMrReq& r, abi::RegMrResp* out) {
     Pd* pd = pds_.get(r.pd);
     if (!owned(s, pd)) return EINVAL;
-    if (r.access & ~kMrAccessKnown) return EINVAL;
-    if (r.access & IBV_ACCESS_ON_DEMAND) return EOPNOTSUPP;
-    // The kernel refuses remote write/atomic without local write.
-    if ((r.access & (IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_ATOMIC)) &&
-        !(r.access & IBV_ACCESS_LOCAL_WRITE))
-        return EINVAL;
-    if (r.length == 0 || r.length > abi::kMaxMrSize) return EINVAL;
-    if (r.addr + r.length < r.addr || r.iova + r.length < r.iova) return EINVAL;
+    if (int e = mr_access_error(r.access)) return e;
+    if (int e = mr_range_error(r.addr, r.length, r.iova)) return e;
     auto mr = std::make_unique<Mr>();
     mr->owner = &s;
     mr->pd = r.pd;
@@ -89,6 +104,43 @@ int Device::dereg_mr(Session& s, uint32_t key) {
     if (Pd* pd = pds_.get(mr->pd)) --pd->users;
     mrs_.remove(key >> 8);
     erase_handle(s.mrs, key);
+    return 0;
+}
+
+// The MR keeps its keys, as on rxe and (when it can change the MR in place) mlx5. The
+// checks come in the kernel's order (uverbs, then the driver); nothing changes on a failure.
+// Work requests the device took before this keep what they were checked against (as after
+// ibv_dereg_mr): an SGE already translated, an RDMA WRITE or a receive under way.
+int Device::rereg_mr(Session& s, const abi::ReregMrReq& r, abi::RegMrResp* out) {
+    if (!r.flags) return EINVAL;
+    if (r.flags & ~kReregFlags) return EOPNOTSUPP;
+    Mr* mr = mr_for_key(r.handle);
+    if (!owned(s, mr)) return EINVAL;
+    const bool trans = r.flags & IBV_REREG_MR_CHANGE_TRANSLATION;
+    const bool change_pd = r.flags & IBV_REREG_MR_CHANGE_PD;
+    const bool change_access = r.flags & IBV_REREG_MR_CHANGE_ACCESS;
+    if (change_access)
+        if (int e = mr_access_error(r.access)) return e;
+    Pd* pd = change_pd ? pds_.get(r.pd) : nullptr;
+    if (change_pd && !owned(s, pd)) return EINVAL;
+    if (trans)
+        if (int e = mr_range_error(r.addr, r.length, r.addr)) return e;
+    // Reregistering is deregistering and registering again (ibv_rereg_mr(3)), and an MR with
+    // windows bound into it cannot be deregistered (IBTA 10.6.7.2.6; dereg_mr's errno).
+    if (mr->windows) return EINVAL;
+    if (change_pd) {
+        if (Pd* old = pds_.get(mr->pd)) --old->users;
+        ++pd->users;
+        mr->pd = r.pd;
+    }
+    if (change_access) mr->access = r.access;
+    if (trans) {
+        mr->addr = mr->iova = r.addr;
+        mr->length = r.length;
+    }
+    out->handle = mr->lkey;
+    out->lkey = mr->lkey;
+    out->rkey = mr->rkey;
     return 0;
 }
 
@@ -134,7 +186,7 @@ int Device::create_cq(Session& s, const abi::CreateCqReq& r, abi::CreateCqResp* 
     }
     auto cq = std::make_unique<Cq>();
     cq->owner = &s;
-    uint32_t slots = abi::round_pow2(r.cqe + 1);
+    uint32_t slots = abi::cq_slots(r.cqe);
     int err = cq->ring.create("uroce-cq", abi::ring_bytes(slots, sizeof(abi::Cqe)));
     if (err) return err;
     cq->hdr = static_cast<abi::RingHeader*>(cq->ring.data());
@@ -436,6 +488,7 @@ void Device::handle(Session& s, const abi::Request& req, abi::Response& resp, st
     case Op::kDeallocPd: err = dealloc_pd(s, req.u.pd.pd); break;
     case Op::kRegMr: err = reg_mr(s, req.u.reg_mr, &resp.u.reg_mr); break;
     case Op::kDeregMr: err = dereg_mr(s, req.u.handle.handle); break;
+    case Op::kReregMr: err = rereg_mr(s, req.u.rereg_mr, &resp.u.reg_mr); break;
     case Op::kCreateCompChannel: {
         int fd = -1;
         err = create_channel(s, &resp.u.channel.handle, &fd);
@@ -450,6 +503,7 @@ void Device::handle(Session& s, const abi::Request& req, abi::Response& resp, st
         break;
     }
     case Op::kDestroyCq: err = destroy_cq(s, req.u.handle.handle); break;
+    case Op::kResizeCq: err = resize_cq(s, req.u.resize_cq, in_fd, &resp.u.resize_cq); break;
     case Op::kCreateQp: {
         int f[2] = {-1, -1};
         err = create_qp(s, req.u.create_qp, &resp.u.create_qp, f);

@@ -2,9 +2,11 @@
 
 #include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <utility>
 
 namespace uroce::emu {
 
@@ -25,6 +27,28 @@ int SharedRegion::create(const char* name, size_t bytes) {
     data_ = p;
     size_ = bytes;
     return 0;
+}
+
+int SharedRegion::adopt(int fd, size_t bytes) {
+    // The application made it: without the seal it could shrink the file under the device's
+    // mapping, and the device's next write there would be a SIGBUS (as in create). Only a
+    // memfd can carry F_SEAL_SHRINK; other files answer EINVAL or have no such seal.
+    int seals = fcntl(fd, F_GET_SEALS);
+    if (seals < 0 || !(seals & F_SEAL_SHRINK)) return EINVAL;
+    struct stat st;
+    if (fstat(fd, &st) != 0) return errno;
+    if (!S_ISREG(st.st_mode) || st.st_size < 0 || size_t(st.st_size) < bytes) return EINVAL;
+    void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (p == MAP_FAILED) return errno;
+    data_ = p;
+    size_ = bytes;
+    return 0;
+}
+
+void SharedRegion::swap(SharedRegion& other) {
+    std::swap(data_, other.data_);
+    std::swap(size_, other.size_);
+    std::swap(fd_, other.fd_);
 }
 
 int SharedRegion::take_fd() {

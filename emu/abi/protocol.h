@@ -44,6 +44,8 @@ enum class Op : uint32_t {
     kDeallocMw,    // a HandleReq
     kTrace,        // trace lines after TraceReq::since (uroce trace); no session, text reply
     kQueryPort,    // ibv_query_port: answered by a PortResp
+    kResizeCq,     // a ResizeCqReq with the new ring's memfd (SCM_RIGHTS); a ResizeCqResp
+    kReregMr,      // a ReregMrReq answered by a RegMrResp
 };
 
 struct OpenReq {
@@ -80,6 +82,16 @@ struct RegMrResp {
     uint32_t handle;
     uint32_t lkey;
     uint32_t rkey;
+};
+// ibv_rereg_mr: `flags` are IBV_REREG_MR_CHANGE_*; the fields of the others are ignored.
+// A new translation's iova is its address, as rdma-core's providers pass it.
+struct ReregMrReq {
+    uint32_t handle;
+    uint32_t flags;
+    uint32_t pd;
+    uint32_t access;
+    uint64_t addr;
+    uint64_t length;
 };
 struct HandleReq {
     uint32_t handle;
@@ -119,6 +131,19 @@ struct CreateCqResp {
     uint32_t slots;  // ring slots (power of two)
     uint32_t reserved;
     // fds: [0] ring memfd
+};
+
+// ibv_resize_cq. The library makes the new ring, a memfd of ring_bytes(slots, sizeof(Cqe))
+// sealed against shrinking, with slots = cq_slots(cqe), and sends it along; the device moves
+// the CQEs not yet polled into it, in order, and writes only there from then on.
+struct ResizeCqReq {
+    uint32_t handle;
+    uint32_t cqe;  // as asked for
+    uint32_t slots;
+    uint32_t reserved;
+};
+struct ResizeCqResp {
+    uint32_t cqe;  // usable entries now
 };
 
 struct CreateQpReq {
@@ -254,8 +279,10 @@ struct Request {
         OpenReq open;
         PdReq pd;
         RegMrReq reg_mr;
+        ReregMrReq rereg_mr;
         HandleReq handle;
         CreateCqReq create_cq;
+        ResizeCqReq resize_cq;
         CreateQpReq create_qp;
         ModifyQpReq modify_qp;
         QueryQpReq query_qp;
@@ -279,6 +306,7 @@ struct Response {
         RegMrResp reg_mr;
         ChannelResp channel;
         CreateCqResp create_cq;
+        ResizeCqResp resize_cq;
         CreateQpResp create_qp;
         QueryQpResp query_qp;
         CreateSrqResp create_srq;

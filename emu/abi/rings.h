@@ -102,6 +102,9 @@ inline uint32_t round_pow2(uint32_t v) {
     return p;
 }
 
+// The slots of a CQ ring for at least `cqe` completions; create and resize report slots - 1.
+inline uint32_t cq_slots(uint32_t cqe) { return round_pow2(cqe + 1); }
+
 inline size_t send_stride(uint32_t max_sge, uint32_t max_inline) {
     size_t data = max_sge * sizeof(Sge);
     if (max_inline > data) data = max_inline;

@@ -646,6 +646,106 @@ TEST_F(ControlTest, CreateCqChecksSize) {
     EXPECT_EQ(c_->create_cq(1, &cq), 0);
 }
 
+// ibv_resize_cq's new ring comes from the application: the device maps it only if it is a
+// memfd sealed against shrinking and large enough, and refuses sizes as rxe does. A refused
+// resize leaves the CQ as it was; an accepted one moves what the CQ holds.
+TEST_F(ControlTest, ResizeCqChecksTheRingAndTheSize) {
+    std::unique_ptr<TestCq> cq;
+    ASSERT_EQ(c_->create_cq(8, &cq), 0);
+    auto resize = [&](uint32_t cqe, uint32_t slots, int fd, uint32_t handle = 0) {
+        abi::Request req{};
+        req.op = abi::Op::kResizeCq;
+        req.u.resize_cq = abi::ResizeCqReq{handle ? handle : cq->handle, cqe, slots, 0};
+        abi::Response resp;
+        int e = c_->request(req, &resp, nullptr, fd);
+        if (!e) {
+            EXPECT_EQ(resp.u.resize_cq.cqe, slots - 1);
+        }
+        return e;
+    };
+    auto memfd = [](size_t bytes, unsigned seals) {
+        int fd = memfd_create("test-cq", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+        EXPECT_GE(fd, 0);
+        EXPECT_EQ(ftruncate(fd, off_t(bytes)), 0);
+        if (seals) {
+            EXPECT_EQ(fcntl(fd, F_ADD_SEALS, seals), 0);
+        }
+        return fd;
+    };
+    const uint32_t slots = abi::cq_slots(100);
+    const size_t bytes = abi::ring_bytes(slots, sizeof(abi::Cqe));
+    int good = memfd(bytes, F_SEAL_SHRINK);
+    int unsealed = memfd(bytes, 0);
+    int small = memfd(bytes - 4096, F_SEAL_SHRINK);
+    int readonly = memfd(bytes, F_SEAL_SHRINK | F_SEAL_WRITE);
+    int p[2];
+    ASSERT_EQ(pipe(p), 0);
+    EXPECT_EQ(resize(100, slots, -1), EBADF);
+    EXPECT_EQ(resize(100, slots, unsealed), EINVAL);  // it could shrink under the device
+    EXPECT_EQ(resize(100, slots, small), EINVAL);
+    EXPECT_EQ(resize(100, slots, p[0]), EINVAL);
+    EXPECT_EQ(resize(100, slots, readonly), EPERM);
+    EXPECT_EQ(resize(100, slots * 2, good), EINVAL);  // not the device's size for 100
+    EXPECT_EQ(resize(0, abi::cq_slots(0), good), EINVAL);
+    EXPECT_EQ(resize(abi::kMaxCqe + 1, abi::cq_slots(abi::kMaxCqe + 1), good), EINVAL);
+    EXPECT_EQ(resize(100, slots, good, cq->handle + 1000), EINVAL);
+    Client other(*devs_[0]);
+    std::unique_ptr<TestCq> foreign;
+    ASSERT_EQ(other.create_cq(8, &foreign), 0);
+    EXPECT_EQ(resize(100, slots, good, foreign->handle), EINVAL);
+    // A consumer index that claims more CQEs than the ring has slots is garbage.
+    cq->ring.hdr()->cons.store(1000, std::memory_order_release);
+    EXPECT_EQ(resize(100, slots, good), EINVAL);
+    cq->ring.hdr()->cons.store(0, std::memory_order_release);
+    EXPECT_EQ(resize(100, slots, good), 0);
+    // The device moved to the new ring: its header is there, and the CQ can be destroyed.
+    MappedRing ring;
+    ASSERT_TRUE(ring.map(dup(good), slots, sizeof(abi::Cqe)));
+    EXPECT_EQ(ring.hdr()->prod.load(), 0u);
+    EXPECT_EQ(ring.hdr()->cons.load(), 0u);
+    for (int fd : {good, unsealed, small, readonly, p[0], p[1]}) close(fd);
+    EXPECT_EQ(c_->destroy_cq(cq->handle), 0);
+}
+
+TEST_F(ControlTest, ReregMrChecksAndMovesThePd) {
+    uint32_t key, pd2;
+    ASSERT_EQ(c_->reg_mr(pd_, buf_.data(), 64, IBV_ACCESS_LOCAL_WRITE, &key), 0);
+    ASSERT_EQ(c_->alloc_pd(&pd2), 0);
+    auto rereg = [&](uint32_t handle, uint32_t flags, uint32_t pd, uint32_t access, uint64_t addr,
+                     uint64_t length) {
+        abi::Request req{};
+        req.op = abi::Op::kReregMr;
+        req.u.rereg_mr = abi::ReregMrReq{handle, flags, pd, access, addr, length};
+        abi::Response resp;
+        int e = c_->request(req, &resp);
+        if (!e) {
+            EXPECT_EQ(resp.u.reg_mr.lkey, key);
+        }
+        return e;
+    };
+    const uint64_t a = reinterpret_cast<uint64_t>(buf_.data());
+    EXPECT_EQ(rereg(key, 0, 0, 0, 0, 0), EINVAL);
+    EXPECT_EQ(rereg(key, 8, 0, 0, 0, 0), EOPNOTSUPP);
+    EXPECT_EQ(rereg(key ^ 1, IBV_REREG_MR_CHANGE_PD, pd2, 0, 0, 0), EINVAL);
+    EXPECT_EQ(rereg(key, IBV_REREG_MR_CHANGE_PD, pd2 + 1000, 0, 0, 0), EINVAL);
+    EXPECT_EQ(rereg(key, IBV_REREG_MR_CHANGE_ACCESS, 0, 1u << 15, 0, 0), EINVAL);
+    EXPECT_EQ(rereg(key, IBV_REREG_MR_CHANGE_TRANSLATION, 0, 0, ~uint64_t(0) - 10, 4096), EINVAL);
+    EXPECT_EQ(rereg(key, IBV_REREG_MR_CHANGE_TRANSLATION, 0, 0, a, 0), EINVAL);
+    EXPECT_EQ(rereg(key, IBV_REREG_MR_CHANGE_TRANSLATION, 0, 0, a, abi::kMaxMrSize + 1), EINVAL);
+    Client other(*devs_[0]);
+    uint32_t foreign_pd, foreign_key;
+    ASSERT_EQ(other.alloc_pd(&foreign_pd), 0);
+    ASSERT_EQ(other.reg_mr(foreign_pd, buf_.data(), 64, 0, &foreign_key), 0);
+    EXPECT_EQ(rereg(key, IBV_REREG_MR_CHANGE_PD, foreign_pd, 0, 0, 0), EINVAL);
+    EXPECT_EQ(rereg(foreign_key, IBV_REREG_MR_CHANGE_ACCESS, 0, 0, 0, 0), EINVAL);
+    // Moved to pd2, the MR holds pd2 and no longer its first PD.
+    ASSERT_EQ(rereg(key, IBV_REREG_MR_CHANGE_PD, pd2, 0, 0, 0), 0);
+    EXPECT_EQ(c_->dealloc_pd(pd2), EBUSY);
+    EXPECT_EQ(c_->dealloc_pd(pd_), 0);
+    EXPECT_EQ(c_->dereg_mr(key), 0);
+    EXPECT_EQ(c_->dealloc_pd(pd2), 0);
+}
+
 TEST_F(ControlTest, CreateQpChecksCapsAgainstLimits) {
     std::unique_ptr<TestCq> cq;
     ASSERT_EQ(c_->create_cq(8, &cq), 0);

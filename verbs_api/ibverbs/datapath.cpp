@@ -229,14 +229,38 @@ int poll_cq(ibv_cq* cq_pub, int n, ibv_wc* wc) {
     return k;
 }
 
+void clean_cq(ibv_cq* cq_pub, uint32_t qpn) {
+    Cq* cq = cq_of(cq_pub);
+    lock_cq(cq);
+    abi::RingHeader* h = cq->ring.hdr();
+    const uint32_t cons = h->cons.load(std::memory_order_relaxed);
+    const uint32_t prod = h->prod.load(std::memory_order_acquire);
+    // The entries kept slide towards `prod`, in order, and the consumer index skips the
+    // removed ones. The device writes only at `prod` and beyond, so it meets none of this.
+    uint32_t keep = prod;
+    for (uint32_t i = prod; i != cons;) {
+        --i;
+        const auto* c = reinterpret_cast<const abi::Cqe*>(cq->ring.slot(i));
+        if (c->qp_num == qpn) continue;
+        if (--keep != i) std::memcpy(cq->ring.slot(keep), c, sizeof(abi::Cqe));
+    }
+    h->cons.store(keep, std::memory_order_release);
+    unlock_cq(cq);
+}
+
 int req_notify_cq(ibv_cq* cq_pub, int solicited_only) {
     Cq* cq = cq_of(cq_pub);
+    // Under the CQ's lock: ibv_resize_cq moves the arm to the new ring (cq_resize.cpp).
+    lock_cq(cq);
     abi::RingHeader* h = cq->ring.hdr();
     h->arm.store(solicited_only ? abi::kCqArmSolicited : abi::kCqArmNext,
                  std::memory_order_seq_cst);
     // As on hardware (the arm carries the consumer index), completions already in the
     // CQ and not yet polled raise the event at once: wake the device to send it.
-    if (h->prod.load(std::memory_order_seq_cst) != h->cons.load(std::memory_order_relaxed)) {
+    const bool pending =
+        h->prod.load(std::memory_order_seq_cst) != h->cons.load(std::memory_order_relaxed);
+    unlock_cq(cq);
+    if (pending) {
         Context* ctx = ctx_of(cq_pub->context);
         if (ctx->gone.load(std::memory_order_acquire))
             note_gone_event(ctx, cq);  // no device to send it: ibv_get_cq_event hands it out

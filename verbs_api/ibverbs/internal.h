@@ -5,6 +5,7 @@
 
 #include <infiniband/verbs.h>
 #include <pthread.h>
+#include <sched.h>
 #include <sys/types.h>
 
 #include <atomic>
@@ -91,12 +92,14 @@ struct Channel {
     uint32_t handle = 0;
 };
 
-// A spin lock for the data path: uncontended in the common case, never a syscall.
+// A spin lock for the data path: uncontended in the common case, never a syscall then. A
+// waiter that keeps finding it taken gives the CPU away: ibv_resize_cq holds a CQ's lock
+// over a round trip to the device, which may need the CPU the waiter spins on.
 struct SpinLock {
     std::atomic_flag f = ATOMIC_FLAG_INIT;
     void lock() {
-        while (f.test_and_set(std::memory_order_acquire)) {
-        }
+        for (uint32_t spins = 1; f.test_and_set(std::memory_order_acquire); ++spins)
+            if (spins % 256 == 0) sched_yield();
     }
     void unlock() { f.clear(std::memory_order_release); }
 };
@@ -303,6 +306,9 @@ void lock_cq(Cq* cq);
 void unlock_cq(Cq* cq);
 void empty_poll(Cq* cq);
 int req_notify_cq(ibv_cq* cq, int solicited_only);
+// Removes the completions of QP `qpn` that `cq` holds, keeping the others in order: a QP
+// moved to RESET leaves none behind (mlx5's, mlx4's and mthca's providers do the same).
+void clean_cq(ibv_cq* cq, uint32_t qpn);
 
 // Device queries (device.cpp), installed in verbs_context.
 int query_port(ibv_context* c, uint8_t port, ibv_port_attr* attr, size_t len);

@@ -149,6 +149,47 @@ ibv_mr* ibv_reg_mr_iova(ibv_pd* pd, void* addr, size_t length, uint64_t iova, in
     return ibv_reg_mr_iova2(pd, addr, length, iova, unsigned(access));
 }
 
+// rdma-core's own checks first (IBV_REREG_MR_ERR_INPUT, the MR untouched), then the
+// device's (IBV_REREG_MR_ERR_CMD with its errno, as the kernel's; the MR is untouched then
+// too). The keys stay (rxe, mlx5); the struct is brought up to date as rdma-core does.
+int ibv_rereg_mr(ibv_mr* mr, int flags, ibv_pd* pd, void* addr, size_t length, int access) {
+    constexpr int kFlags =
+        IBV_REREG_MR_CHANGE_TRANSLATION | IBV_REREG_MR_CHANGE_PD | IBV_REREG_MR_CHANGE_ACCESS;
+    const bool trans = flags & IBV_REREG_MR_CHANGE_TRANSLATION;
+    // A missing PD, or one of another context (whose handle would name an unrelated PD of
+    // this one), is uroce's own check: rdma-core would dereference it.
+    if ((flags & ~kFlags) || (trans && (!length || !addr)) ||
+        (access && !(flags & IBV_REREG_MR_CHANGE_ACCESS)) ||
+        ((flags & IBV_REREG_MR_CHANGE_PD) && (!pd || pd->context != mr->context))) {
+        errno = EINVAL;
+        return IBV_REREG_MR_ERR_INPUT;
+    }
+    int e = trans && !range_mapped(addr, length) ? EFAULT : 0;  // as ibv_reg_mr
+    abi::Request req{};
+    req.op = abi::Op::kReregMr;
+    auto& r = req.u.rereg_mr;
+    r.handle = mr->handle;
+    r.flags = uint32_t(flags);
+    r.pd = (flags & IBV_REREG_MR_CHANGE_PD) ? pd->handle : 0;
+    r.access = unsigned(access) & ~kOptionalAccess;
+    r.addr = reinterpret_cast<uint64_t>(addr);
+    r.length = length;
+    abi::Response resp{};
+    if (!e) e = request(ctx_of(mr->context), req, resp);
+    if (e) {
+        errno = e;
+        return IBV_REREG_MR_ERR_CMD;
+    }
+    if (flags & IBV_REREG_MR_CHANGE_PD) mr->pd = pd;
+    if (trans) {
+        mr->addr = addr;
+        mr->length = length;
+    }
+    mr->lkey = resp.u.reg_mr.lkey;
+    mr->rkey = resp.u.reg_mr.rkey;
+    return 0;
+}
+
 int ibv_dereg_mr(ibv_mr* mr) {
     abi::Request req{};
     req.op = abi::Op::kDeregMr;

@@ -94,6 +94,13 @@ int ibv_modify_qp(ibv_qp* qp, ibv_qp_attr* attr, int attr_mask) {
     abi::Response resp{};
     if (int e = request(ctx_of(qp->context), req, resp)) return e;
     if (attr_mask & IBV_QP_STATE) qp->state = attr->qp_state;
+    // In RESET the device writes no more completions of the QP: the ones it wrote before
+    // (the flushes of its error state) go too, as on mlx5, so that a QP reset and connected
+    // again does not hand its old work's completions to the new.
+    if ((attr_mask & IBV_QP_STATE) && attr->qp_state == IBV_QPS_RESET) {
+        if (qp->recv_cq) clean_cq(qp->recv_cq, qp->qp_num);
+        if (qp->send_cq && qp->send_cq != qp->recv_cq) clean_cq(qp->send_cq, qp->qp_num);
+    }
     return 0;
 }
 

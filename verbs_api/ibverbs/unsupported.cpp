@@ -69,8 +69,6 @@
 //   - pointer-returning verbs: NULL with errno = EOPNOTSUPP.
 //   - functions with a -1/errno convention (ibv_init_ah_from_wc,
 //     ibv_read_*sysfs_file, ibv_cmd_poll_cq): -1 with errno set.
-//   - ibv_rereg_mr: IBV_REREG_MR_ERR_INPUT ("old MR is still valid") with
-//     errno = EOPNOTSUPP, which is what the provider-level op reports.
 //   - ibv_resolve_eth_l2_from_gid: negative errno, like its other failures.
 //   - void functions: do nothing.
 
@@ -490,16 +488,6 @@ void __verbs_log(struct verbs_context* ctx, uint32_t level, const char* fmt, ...
 // Public verbs uroce does not support (yet). Each one answers like rdma-core
 // with a provider that lacks the operation.
 // ===========================================================================
-
-int ibv_resize_cq(struct ibv_cq* cq, int cqe) { return unsupported(); }
-
-// The MR is left untouched, so the "old MR is still valid" code is the
-// truthful one (rdma-core's provider op reports the same).
-int ibv_rereg_mr(struct ibv_mr* mr, int flags, struct ibv_pd* pd, void* addr, size_t length,
-                 int access) {
-    errno = EOPNOTSUPP;
-    return IBV_REREG_MR_ERR_INPUT;
-}
 
 // Resolves a GID to a MAC/VLAN through the kernel neighbour table for
 // providers that build Ethernet headers themselves; uroce's device sends UDP
