@@ -339,6 +339,14 @@ void set_sin(sockaddr_storage* ss, uint32_t ip, uint16_t port) {
     s->sin_port = port;
 }
 
+// The port of a bound address, whichever family it was given in (network order).
+void set_port(sockaddr_storage* ss, uint16_t port) {
+    if (ss->ss_family == AF_INET6)
+        reinterpret_cast<sockaddr_in6*>(ss)->sin6_port = port;
+    else
+        reinterpret_cast<sockaddr_in*>(ss)->sin_port = port;
+}
+
 void v4_gid(uint32_t ip, ibv_gid* gid) {
     std::memset(gid, 0, sizeof *gid);
     gid->raw[10] = 0xff;
@@ -396,6 +404,12 @@ int bind_on(Id* id, DevConn* d, uint32_t ip, uint16_t port) {
     register_key(d->tag, resp.handle, id);
     attach(id, d);
     return 0;
+}
+
+// An ephemeral port (network order) from the kernel's default ip_local_port_range.
+uint16_t random_port() {
+    static thread_local std::mt19937 rng{std::random_device{}()};
+    return htons(uint16_t(32768 + rng() % (60999 - 32768 + 1)));
 }
 
 // 127.0.0.0/8 (ip in network order).
@@ -822,8 +836,8 @@ int rdma_bind_addr(rdma_cm_id* idp, sockaddr* addr) {
     if (ip == 0 || (is_loopback(ip) && !dev_by_ip(ip))) {
         // Wildcard: no device yet; rdma_listen registers on every device.
         if (port == 0) {
-            std::mt19937 rng{std::random_device{}()};
-            port = htons(uint16_t(32768 + rng() % (60999 - 32768 + 1)));
+            port = random_port();
+            id->any_port = true;
         }
         std::memset(&id->id.route.addr.src_storage, 0, sizeof id->id.route.addr.src_storage);
         std::memcpy(&id->id.route.addr.src_storage, addr, len);
@@ -1221,26 +1235,12 @@ int rdma_establish(rdma_cm_id* idp) {
     return 0;
 }
 
-int rdma_listen(rdma_cm_id* idp, int backlog) {
-    Id* id = id_of(idp);
-    if (id->listening || id->addr_resolved) return fail(EINVAL);
-    if (!id->bound) {
-        // rdma-core binds an unbound listener to the IPv4 wildcard.
-        sockaddr_in any{};
-        any.sin_family = AF_INET;
-        if (rdma_bind_addr(idp, reinterpret_cast<sockaddr*>(&any))) return -1;
-    }
-    if (id->dev) {
-        abi::CmReq r = cm_req(abi::CmOp::kListen, id->handle);
-        r.backlog = backlog;
-        if (int e = cm_call(*id->dev, r)) return fail(e);
-        id->listening = true;
-        return 0;
-    }
-    // Wildcard: listen on every device.
+// Binds and listens on id->port on every device (a wildcard listener). On failure nothing
+// is left registered and the errno is returned.
+static int listen_everywhere(Id* id, int backlog) {
     sync_devices();
     std::vector<DevConn*> devs = all_devs();
-    if (devs.empty()) return fail(ENODEV);
+    if (devs.empty()) return ENODEV;
     int err = 0;
     for (DevConn* d : devs) {
         if (int e = ensure_open(*d)) {
@@ -1253,8 +1253,8 @@ int rdma_listen(rdma_cm_id* idp, int backlog) {
         }
         abi::CmReq r = cm_req(abi::CmOp::kBind);
         r.channel = id->chan->id;
-        r.ps = idp->ps;
-        r.qp_type = idp->qp_type;
+        r.ps = id->id.ps;
+        r.qp_type = id->id.qp_type;
         r.local_port = id->port;
         abi::CmResp resp{};
         if (int e = cm_call(*d, r, &resp)) {
@@ -1280,8 +1280,36 @@ int rdma_listen(rdma_cm_id* idp, int backlog) {
             cm_call(*d, r);
         }
         id->listens.clear();
-        return fail(err);
+        return err;
     }
+    return 0;
+}
+
+int rdma_listen(rdma_cm_id* idp, int backlog) {
+    Id* id = id_of(idp);
+    if (id->listening || id->addr_resolved) return fail(EINVAL);
+    if (!id->bound) {
+        // rdma-core binds an unbound listener to the IPv4 wildcard.
+        sockaddr_in any{};
+        any.sin_family = AF_INET;
+        if (rdma_bind_addr(idp, reinterpret_cast<sockaddr*>(&any))) return -1;
+    }
+    if (id->dev) {
+        abi::CmReq r = cm_req(abi::CmOp::kListen, id->handle);
+        r.backlog = backlog;
+        if (int e = cm_call(*id->dev, r)) return fail(e);
+        id->listening = true;
+        return 0;
+    }
+    // Wildcard: listen on every device. A port the library picked (bind to port 0) that is
+    // taken on some device is picked again, as the kernel finds a port free everywhere.
+    int err = listen_everywhere(id, backlog);
+    for (int tries = 0; err == EADDRINUSE && id->any_port && tries < 64; ++tries) {
+        id->port = random_port();
+        set_port(&id->id.route.addr.src_storage, id->port);
+        err = listen_everywhere(id, backlog);
+    }
+    if (err) return fail(err);
     id->listening = true;
     return 0;
 }

@@ -84,8 +84,9 @@ struct Id {
     bool conn_req = false;   // created by a connection request, not answered yet
     bool have_conn = false;  // the peer's parameters are known (REQ or REP seen)
     bool connect_error = false;
-    bool srq_cq = false;  // id.recv_cq and its channel were made for the XRC SRQ
-    uint16_t port = 0;    // bound port, network order
+    bool srq_cq = false;    // id.recv_cq and its channel were made for the XRC SRQ
+    uint16_t port = 0;      // bound port, network order
+    bool any_port = false;  // a wildcard bind to port 0: rdma_listen may pick another port
     // Connection parameters (docs/cm.md: which MAD field each comes from).
     uint32_t local_psn = 0, remote_qpn = 0, remote_psn = 0, qkey = 0;
     uint32_t remote_ip = 0;  // network order
