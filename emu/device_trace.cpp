@@ -39,6 +39,7 @@ const char* op_name(abi::Op op) {
     case abi::Op::kAllocMw: return "alloc_mw";
     case abi::Op::kDeallocMw: return "dealloc_mw";
     case abi::Op::kQueryPort: return "query_port";
+    case abi::Op::kAdviseMr: return "advise_mr";
     default: return "request";
     }
 }

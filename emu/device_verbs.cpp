@@ -54,12 +54,18 @@ int Device::reg_mr(Session& s, const abi::RegMrReq& r, abi::RegMrResp* out) {
     Pd* pd = pds_.get(r.pd);
     if (!owned(s, pd)) return EINVAL;
     if (r.access & ~kMrAccessKnown) return EINVAL;
-    if (r.access & IBV_ACCESS_ON_DEMAND) return EOPNOTSUPP;
     // The kernel refuses remote write/atomic without local write.
     if ((r.access & (IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_ATOMIC)) &&
         !(r.access & IBV_ACCESS_LOCAL_WRITE))
         return EINVAL;
-    if (r.length == 0 || r.length > abi::kMaxMrSize) return EINVAL;
+    // On-demand paging costs nothing here: the device never pins, it reaches the
+    // application's memory through process_vm_readv/writev, which fault pages in. An
+    // implicit ODP MR (addr 0, length SIZE_MAX) is then just the whole address space; it
+    // must have iova 0, as the kernel wants (mlx5, rxe).
+    const bool implicit =
+        (r.access & IBV_ACCESS_ON_DEMAND) && r.addr == 0 && r.length == UINT64_MAX;
+    if (implicit && r.iova != 0) return EINVAL;
+    if (!implicit && (r.length == 0 || r.length > abi::kMaxMrSize)) return EINVAL;
     if (r.addr + r.length < r.addr || r.iova + r.length < r.iova) return EINVAL;
     auto mr = std::make_unique<Mr>();
     mr->owner = &s;
@@ -89,6 +95,22 @@ int Device::dereg_mr(Session& s, uint32_t key) {
     if (Pd* pd = pds_.get(mr->pd)) --pd->users;
     mrs_.remove(key >> 8);
     erase_handle(s.mrs, key);
+    return 0;
+}
+
+int Device::advise_mr(Session& s, const abi::AdviseMrReq& r, abi::AdviseMrResp* out) {
+    // As rxe's prefetch: the lkey must name an ODP MR of this PD with local write, else
+    // EINVAL; a range outside it is EFAULT, as ib_umem_odp_map_dma_and_lock gives.
+    Pd* pd = pds_.get(r.pd);
+    if (!owned(s, pd)) return EINVAL;
+    Mr* mr = mr_for_key(r.lkey);
+    if (!owned(s, mr) || mr->pd != r.pd) return EINVAL;
+    if ((mr->access & (IBV_ACCESS_ON_DEMAND | IBV_ACCESS_LOCAL_WRITE)) !=
+        (IBV_ACCESS_ON_DEMAND | IBV_ACCESS_LOCAL_WRITE))
+        return EINVAL;
+    uint64_t a = r.addr, len = r.length;
+    if (a < mr->iova || a + len < a || a + len > mr->iova + mr->length) return EFAULT;
+    out->va = mr->addr + (a - mr->iova);
     return 0;
 }
 
@@ -436,6 +458,7 @@ void Device::handle(Session& s, const abi::Request& req, abi::Response& resp, st
     case Op::kDeallocPd: err = dealloc_pd(s, req.u.pd.pd); break;
     case Op::kRegMr: err = reg_mr(s, req.u.reg_mr, &resp.u.reg_mr); break;
     case Op::kDeregMr: err = dereg_mr(s, req.u.handle.handle); break;
+    case Op::kAdviseMr: err = advise_mr(s, req.u.advise_mr, &resp.u.advise_mr); break;
     case Op::kCreateCompChannel: {
         int fd = -1;
         err = create_channel(s, &resp.u.channel.handle, &fd);

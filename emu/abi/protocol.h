@@ -44,6 +44,7 @@ enum class Op : uint32_t {
     kDeallocMw,    // a HandleReq
     kTrace,        // trace lines after TraceReq::since (uroce trace); no session, text reply
     kQueryPort,    // ibv_query_port: answered by a PortResp
+    kAdviseMr,     // ibv_advise_mr, one SGE: an AdviseMrReq answered by an AdviseMrResp
 };
 
 struct OpenReq {
@@ -80,6 +81,17 @@ struct RegMrResp {
     uint32_t handle;
     uint32_t lkey;
     uint32_t rkey;
+};
+// ibv_advise_mr checks each SGE with the device; the prefetch itself happens in the
+// application's process, which owns the memory (verbs_api/ibverbs/advise_mr.cpp).
+struct AdviseMrReq {
+    uint32_t pd;
+    uint32_t lkey;
+    uint64_t addr;  // in the MR's iova space, as any local SGE
+    uint64_t length;
+};
+struct AdviseMrResp {
+    uint64_t va;  // where addr lies in the application's address space
 };
 struct HandleReq {
     uint32_t handle;
@@ -267,6 +279,7 @@ struct Request {
         McastReq mcast;
         MwReq mw;
         TraceReq trace;
+        AdviseMrReq advise_mr;
     } u;
 };
 
@@ -289,6 +302,7 @@ struct Response {
         FaultsResp faults;
         MwResp mw;
         PortResp port;
+        AdviseMrResp advise_mr;
     } u;
 };
 
