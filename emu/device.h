@@ -119,6 +119,7 @@ private:
     int reg_mr(Session& s, const abi::RegMrReq& r, abi::RegMrResp* out);
     int rereg_mr(Session& s, const abi::ReregMrReq& r, abi::RegMrResp* out);
     int dereg_mr(Session& s, uint32_t handle);
+    int advise_mr(Session& s, const abi::AdviseMrReq& r, abi::AdviseMrResp* out);
     int create_channel(Session& s, uint32_t* handle, int* fd);
     int destroy_channel(Session& s, uint32_t handle);
     int create_cq(Session& s, const abi::CreateCqReq& r, abi::CreateCqResp* out, int* fd);

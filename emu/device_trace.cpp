@@ -41,6 +41,7 @@ const char* op_name(abi::Op op) {
     case abi::Op::kQueryPort: return "query_port";
     case abi::Op::kResizeCq: return "resize_cq";
     case abi::Op::kReregMr: return "rereg_mr";
+    case abi::Op::kAdviseMr: return "advise_mr";
     default: return "request";
     }
 }

@@ -35,7 +35,6 @@ constexpr uint32_t kMrAccessKnown =
 // The access flags reg_mr and rereg_mr accept: 0 or the errno the kernel gives.
 int mr_access_error(uint32_t access) {
     if (access & ~kMrAccessKnown) return EINVAL;
-    if (access & IBV_ACCESS_ON_DEMAND) return EOPNOTSUPP;
     // The kernel refuses remote write/atomic without local write.
     if ((access & (IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_ATOMIC)) &&
         !(access & IBV_ACCESS_LOCAL_WRITE))
@@ -75,7 +74,15 @@ int Device::reg_mr(Session& s, const abi::RegMrReq& r, abi::RegMrResp* out) {
     Pd* pd = pds_.get(r.pd);
     if (!owned(s, pd)) return EINVAL;
     if (int e = mr_access_error(r.access)) return e;
-    if (int e = mr_range_error(r.addr, r.length, r.iova)) return e;
+    // On-demand paging costs nothing here: the device never pins, it reaches the
+    // application's memory through process_vm_readv/writev, which fault pages in. An
+    // implicit ODP MR (addr 0, length SIZE_MAX) is then just the whole address space; it
+    // must have iova 0, as the kernel wants (mlx5, rxe).
+    const bool implicit =
+        (r.access & IBV_ACCESS_ON_DEMAND) && r.addr == 0 && r.length == UINT64_MAX;
+    if (implicit && r.iova != 0) return EINVAL;
+    if (!implicit)
+        if (int e = mr_range_error(r.addr, r.length, r.iova)) return e;
     auto mr = std::make_unique<Mr>();
     mr->owner = &s;
     mr->pd = r.pd;
@@ -119,8 +126,12 @@ int Device::rereg_mr(Session& s, const abi::ReregMrReq& r, abi::RegMrResp* out) 
     const bool trans = r.flags & IBV_REREG_MR_CHANGE_TRANSLATION;
     const bool change_pd = r.flags & IBV_REREG_MR_CHANGE_PD;
     const bool change_access = r.flags & IBV_REREG_MR_CHANGE_ACCESS;
-    if (change_access)
+    if (change_access) {
         if (int e = mr_access_error(r.access)) return e;
+        // An MR does not become ODP (or stop being ODP) in place: the library checked its
+        // range for what it was.
+        if ((r.access ^ mr->access) & IBV_ACCESS_ON_DEMAND) return EOPNOTSUPP;
+    }
     Pd* pd = change_pd ? pds_.get(r.pd) : nullptr;
     if (change_pd && !owned(s, pd)) return EINVAL;
     if (trans)
@@ -141,6 +152,22 @@ int Device::rereg_mr(Session& s, const abi::ReregMrReq& r, abi::RegMrResp* out) 
     out->handle = mr->lkey;
     out->lkey = mr->lkey;
     out->rkey = mr->rkey;
+    return 0;
+}
+
+int Device::advise_mr(Session& s, const abi::AdviseMrReq& r, abi::AdviseMrResp* out) {
+    // As rxe's prefetch: the lkey must name an ODP MR of this PD with local write, else
+    // EINVAL; a range outside it is EFAULT, as ib_umem_odp_map_dma_and_lock gives.
+    Pd* pd = pds_.get(r.pd);
+    if (!owned(s, pd)) return EINVAL;
+    Mr* mr = mr_for_key(r.lkey);
+    if (!owned(s, mr) || mr->pd != r.pd) return EINVAL;
+    if ((mr->access & (IBV_ACCESS_ON_DEMAND | IBV_ACCESS_LOCAL_WRITE)) !=
+        (IBV_ACCESS_ON_DEMAND | IBV_ACCESS_LOCAL_WRITE))
+        return EINVAL;
+    uint64_t a = r.addr, len = r.length;
+    if (a < mr->iova || a + len < a || a + len > mr->iova + mr->length) return EFAULT;
+    out->va = mr->addr + (a - mr->iova);
     return 0;
 }
 
@@ -489,6 +516,7 @@ void Device::handle(Session& s, const abi::Request& req, abi::Response& resp, st
     case Op::kRegMr: err = reg_mr(s, req.u.reg_mr, &resp.u.reg_mr); break;
     case Op::kDeregMr: err = dereg_mr(s, req.u.handle.handle); break;
     case Op::kReregMr: err = rereg_mr(s, req.u.rereg_mr, &resp.u.reg_mr); break;
+    case Op::kAdviseMr: err = advise_mr(s, req.u.advise_mr, &resp.u.advise_mr); break;
     case Op::kCreateCompChannel: {
         int fd = -1;
         err = create_channel(s, &resp.u.channel.handle, &fd);

@@ -46,6 +46,7 @@ enum class Op : uint32_t {
     kQueryPort,    // ibv_query_port: answered by a PortResp
     kResizeCq,     // a ResizeCqReq with the new ring's memfd (SCM_RIGHTS); a ResizeCqResp
     kReregMr,      // a ReregMrReq answered by a RegMrResp
+    kAdviseMr,     // ibv_advise_mr, one SGE: an AdviseMrReq answered by an AdviseMrResp
 };
 
 struct OpenReq {
@@ -92,6 +93,17 @@ struct ReregMrReq {
     uint32_t access;
     uint64_t addr;
     uint64_t length;
+};
+// ibv_advise_mr checks each SGE with the device; the prefetch itself happens in the
+// application's process, which owns the memory (verbs_api/ibverbs/advise_mr.cpp).
+struct AdviseMrReq {
+    uint32_t pd;
+    uint32_t lkey;
+    uint64_t addr;  // in the MR's iova space, as any local SGE
+    uint64_t length;
+};
+struct AdviseMrResp {
+    uint64_t va;  // where addr lies in the application's address space
 };
 struct HandleReq {
     uint32_t handle;
@@ -294,6 +306,7 @@ struct Request {
         McastReq mcast;
         MwReq mw;
         TraceReq trace;
+        AdviseMrReq advise_mr;
     } u;
 };
 
@@ -317,6 +330,7 @@ struct Response {
         FaultsResp faults;
         MwResp mw;
         PortResp port;
+        AdviseMrResp advise_mr;
     } u;
 };
 

@@ -246,6 +246,16 @@ int query_device_ex(ibv_context* c, const ibv_query_device_ex_input* in, ibv_dev
     // As the kernel's uverbs: all the device's capability bits, the 32 of device_cap_flags and
     // those above, here RDMA ATOMIC WRITE (rxe reports it the same way).
     a.device_cap_flags_ex = a.orig_attr.device_cap_flags | abi::kDeviceAtomicWrite;
+    // On-demand paging (docs/verbs-support.md): per transport what rxe reports, XRC (which
+    // rxe lacks) as ConnectX; implicit ODP too, as ConnectX.
+    a.odp_caps.general_caps = IBV_ODP_SUPPORT | IBV_ODP_SUPPORT_IMPLICIT;
+    a.odp_caps.per_transport_caps.rc_odp_caps = IBV_ODP_SUPPORT_SEND | IBV_ODP_SUPPORT_RECV |
+                                                IBV_ODP_SUPPORT_WRITE | IBV_ODP_SUPPORT_READ |
+                                                IBV_ODP_SUPPORT_ATOMIC | IBV_ODP_SUPPORT_SRQ_RECV;
+    a.odp_caps.per_transport_caps.ud_odp_caps =
+        IBV_ODP_SUPPORT_SEND | IBV_ODP_SUPPORT_RECV | IBV_ODP_SUPPORT_SRQ_RECV;
+    a.xrc_odp_caps = IBV_ODP_SUPPORT_SEND | IBV_ODP_SUPPORT_WRITE | IBV_ODP_SUPPORT_READ |
+                     IBV_ODP_SUPPORT_ATOMIC | IBV_ODP_SUPPORT_SRQ_RECV;
     std::memcpy(attr, &a, len < sizeof a ? len : sizeof a);
     return 0;
 }
@@ -363,6 +373,7 @@ ibv_context* ibv_open_device(ibv_device* device) {
     v.open_qp = open_qp;
     v.create_cq_ex = create_cq_ex;
     v.query_rt_values = query_rt_values;
+    v.advise_mr = advise_mr;
     ibv_context& c = v.context;
     c.device = device;
     c.cmd_fd = sock;

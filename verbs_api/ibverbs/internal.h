@@ -279,6 +279,10 @@ inline bool mw_bind_wqe(const ibv_mw* mw, uint32_t rkey, const ibv_mw_bind_info&
     return true;
 }
 
+// ibv_advise_mr (advise_mr.cpp), installed in verbs_context.
+int advise_mr(ibv_pd* pd, ibv_advise_mr_advice advice, uint32_t flags, ibv_sge* sg_list,
+              uint32_t num_sge);
+
 // Memory windows (mw.cpp), installed in ibv_context.ops.
 ibv_mw* alloc_mw(ibv_pd* pd, ibv_mw_type type);
 int dealloc_mw(ibv_mw* mw);

@@ -114,7 +114,9 @@ int ibv_dealloc_pd(ibv_pd* pd) {
 ibv_mr* ibv_reg_mr_iova2(ibv_pd* pd, void* addr, size_t length, uint64_t iova,
                          unsigned int access) {
     access &= ~kOptionalAccess;
-    if (length && !range_mapped(addr, length)) {
+    // An ODP MR needs no pages at registration (rxe only snapshots what is mapped): its
+    // range may be mapped later, and the implicit one (NULL, SIZE_MAX) is everything.
+    if (!(access & IBV_ACCESS_ON_DEMAND) && length && !range_mapped(addr, length)) {
         errno = EFAULT;
         return nullptr;
     }
