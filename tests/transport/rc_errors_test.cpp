@@ -3,6 +3,7 @@
 // receive) with IBV_WC_WR_FLUSH_ERR, the requester's QP is in ERR; for an error the
 // responder detects, the responder's QP is in ERR too and its owner gets the affiliated
 // asynchronous event. Posting to a QP in ERR still works: the WRs are flushed.
+#include <poll.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -359,4 +360,31 @@ TEST_F(RcErrors, MemoryUnmappedAfterRegistration) {
 }
 
 }  // namespace
+// An async event the device queued for a QP that the application destroyed before reading
+// it is dropped, as the kernel drops a destroyed object's pending events: the next event read
+// is a live QP's, never one naming freed memory (UCX destroys QPs while its async thread reads).
+TEST_F(RcErrors, PendingEventOfADestroyedQpIsDropped) {
+    Buffer& local = reg(A(), 64);
+    auto provoke = [&](Pair& p) {
+        Buffer& target = reg(B(), 64, kAllAccess & ~IBV_ACCESS_REMOTE_WRITE);
+        std::vector<ibv_sge> sg{local.sge(0, 64)};
+        ibv_send_wr w = rdma_wr(1, IBV_WR_RDMA_WRITE, sg, target.addr(0), target.rkey());
+        ASSERT_EQ(post(p.a.qp, w), 0);
+        expect_error(p.a.scq, p.a.qpn(), 1, IBV_WC_REM_ACCESS_ERR, "the failing WR");
+        EXPECT_TRUE(wait_state(p.b.qp, IBV_QPS_ERR));
+    };
+    Pair first = connect_pair();
+    Pair second = connect_pair();  // made first, so it cannot reuse the destroyed QP's memory
+    ASSERT_TRUE(first.b.qp && second.b.qp);
+    provoke(first);
+    pollfd pf{B().ctx->async_fd, POLLIN, 0};
+    ASSERT_EQ(poll(&pf, 1, 5000), 1) << "no event queued for the first QP";
+    destroy_qp(first.b);
+    provoke(second);
+    ibv_async_event ev = next_async(B());
+    EXPECT_EQ(ev.event_type, IBV_EVENT_QP_ACCESS_ERR);
+    EXPECT_EQ(ev.element.qp, second.b.qp) << "an event of the destroyed QP was handed out";
+    expect_no_async(B(), 50);
+}
+
 }  // namespace uroce::transport_test

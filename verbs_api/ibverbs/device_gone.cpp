@@ -227,26 +227,37 @@ void stop_watcher(Context* ctx) {
 void track(Context* ctx, Qp* qp) {
     std::lock_guard<std::mutex> g(ctx->objs_mu);
     ctx->qps.insert(qp);
+    ctx->event_targets.insert(qp);
 }
 void track(Context* ctx, Cq* cq) {
     std::lock_guard<std::mutex> g(ctx->objs_mu);
     ctx->cqs.insert(cq);
+    ctx->event_targets.insert(cq);
 }
 void track(Context* ctx, Srq* srq) {
     std::lock_guard<std::mutex> g(ctx->objs_mu);
     ctx->srqs.insert(srq);
+    ctx->event_targets.insert(srq);
 }
 void untrack(Context* ctx, Qp* qp) {
     std::lock_guard<std::mutex> g(ctx->objs_mu);
     ctx->qps.erase(qp);
+    ctx->event_targets.erase(qp);
 }
 void untrack(Context* ctx, Cq* cq) {
     std::lock_guard<std::mutex> g(ctx->objs_mu);
     ctx->cqs.erase(cq);
+    ctx->event_targets.erase(cq);
 }
 void untrack(Context* ctx, Srq* srq) {
     std::lock_guard<std::mutex> g(ctx->objs_mu);
     ctx->srqs.erase(srq);
+    ctx->event_targets.erase(srq);
+}
+
+void track_events(Context* ctx, Qp* qp) {
+    std::lock_guard<std::mutex> g(ctx->objs_mu);
+    ctx->event_targets.insert(qp);
 }
 
 }  // namespace uroce::verbs

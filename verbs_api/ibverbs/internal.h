@@ -56,6 +56,10 @@ struct Context {
     std::unordered_set<Qp*> qps;
     std::unordered_set<Cq*> cqs;
     std::unordered_set<Srq*> srqs;
+    // The QPs (opened XRC TGT handles too), CQs and SRQs whose async events may still be
+    // handed out: an event the device queued for an object destroyed since is dropped, as
+    // the kernel drops a destroyed object's pending events. Guarded by objs_mu.
+    std::unordered_set<const void*> event_targets;
 
     std::mutex gone_mu;    // device_gone runs once; a second caller waits until it has run
     bool flushed = false;  // guarded by gone_mu
@@ -206,6 +210,8 @@ void track(Context* ctx, Srq* srq);
 void untrack(Context* ctx, Qp* qp);
 void untrack(Context* ctx, Cq* cq);
 void untrack(Context* ctx, Srq* srq);
+// An opened XRC TGT QP handle: no rings to flush, but its events are handed out.
+void track_events(Context* ctx, Qp* qp);
 
 // For librdmacm (verbs_api/rdmacm), which has no other way to learn of it and must not
 // depend on symbols libibverbs does not export (the exports are rdma-core's, exactly): both

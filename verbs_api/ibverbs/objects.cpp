@@ -298,64 +298,72 @@ void ibv_ack_cq_events(ibv_cq* cq, unsigned int nevents) {
 }
 
 int ibv_get_async_event(ibv_context* context, ibv_async_event* event) {
-    abi::AsyncEvent ev;
-    ssize_t n;
-    do {
-        n = read(context->async_fd, &ev, sizeof ev);
-    } while (n < 0 && errno == EINTR);
-    if (n == 0) {
-        // The device closed its end of the pipe, after every event it had sent: it is gone.
-        // IBV_EVENT_DEVICE_FATAL once, after the flush completions are written, then EIO,
-        // as the kernel's async event file after disassociation.
-        Context* ctx = ctx_of(context);
-        device_gone(ctx);
-        if (!ctx->fatal_reported.exchange(true)) {
-            event->event_type = IBV_EVENT_DEVICE_FATAL;
-            event->element.port_num = 0;
-            return 0;
+    for (;;) {
+        abi::AsyncEvent ev;
+        ssize_t n;
+        do {
+            n = read(context->async_fd, &ev, sizeof ev);
+        } while (n < 0 && errno == EINTR);
+        if (n == 0) {
+            // The device closed its end of the pipe, after every event it had sent: it is gone.
+            // IBV_EVENT_DEVICE_FATAL once, after the flush completions are written, then EIO,
+            // as the kernel's async event file after disassociation.
+            Context* ctx = ctx_of(context);
+            device_gone(ctx);
+            if (!ctx->fatal_reported.exchange(true)) {
+                event->event_type = IBV_EVENT_DEVICE_FATAL;
+                event->element.port_num = 0;
+                return 0;
+            }
         }
+        if (n != ssize_t(sizeof ev)) {
+            if (n >= 0) errno = EIO;
+            return -1;
+        }
+        event->event_type = ibv_event_type(ev.event_type);
+        switch (event->event_type) {
+        case IBV_EVENT_CQ_ERR: {
+            auto* c = reinterpret_cast<ibv_cq*>(ev.cookie);
+            std::lock_guard<std::mutex> live(ctx_of(context)->objs_mu);
+            if (!ctx_of(context)->event_targets.count(c)) continue;  // destroyed since: dropped
+            event->element.cq = c;
+            pthread_mutex_lock(&c->mutex);
+            ++cq_of(c)->async_events_reported;
+            pthread_mutex_unlock(&c->mutex);
+            break;
+        }
+        case IBV_EVENT_QP_FATAL:
+        case IBV_EVENT_QP_REQ_ERR:
+        case IBV_EVENT_QP_ACCESS_ERR:
+        case IBV_EVENT_COMM_EST:
+        case IBV_EVENT_SQ_DRAINED:
+        case IBV_EVENT_PATH_MIG:
+        case IBV_EVENT_PATH_MIG_ERR:
+        case IBV_EVENT_QP_LAST_WQE_REACHED: {
+            auto* q = reinterpret_cast<ibv_qp*>(ev.cookie);
+            std::lock_guard<std::mutex> live(ctx_of(context)->objs_mu);
+            if (!ctx_of(context)->event_targets.count(q)) continue;  // destroyed since: dropped
+            event->element.qp = q;
+            pthread_mutex_lock(&q->mutex);
+            ++qp_of(q)->events_reported;
+            pthread_mutex_unlock(&q->mutex);
+            break;
+        }
+        case IBV_EVENT_SRQ_ERR:
+        case IBV_EVENT_SRQ_LIMIT_REACHED: {
+            auto* q = reinterpret_cast<ibv_srq*>(ev.cookie);
+            std::lock_guard<std::mutex> live(ctx_of(context)->objs_mu);
+            if (!ctx_of(context)->event_targets.count(q)) continue;  // destroyed since: dropped
+            event->element.srq = q;
+            pthread_mutex_lock(&q->mutex);
+            ++srq_of(q)->events_reported;
+            pthread_mutex_unlock(&q->mutex);
+            break;
+        }
+        default: event->element.port_num = int(ev.cookie); break;
+        }
+        return 0;
     }
-    if (n != ssize_t(sizeof ev)) {
-        if (n >= 0) errno = EIO;
-        return -1;
-    }
-    event->event_type = ibv_event_type(ev.event_type);
-    switch (event->event_type) {
-    case IBV_EVENT_CQ_ERR: {
-        auto* c = reinterpret_cast<ibv_cq*>(ev.cookie);
-        event->element.cq = c;
-        pthread_mutex_lock(&c->mutex);
-        ++cq_of(c)->async_events_reported;
-        pthread_mutex_unlock(&c->mutex);
-        break;
-    }
-    case IBV_EVENT_QP_FATAL:
-    case IBV_EVENT_QP_REQ_ERR:
-    case IBV_EVENT_QP_ACCESS_ERR:
-    case IBV_EVENT_COMM_EST:
-    case IBV_EVENT_SQ_DRAINED:
-    case IBV_EVENT_PATH_MIG:
-    case IBV_EVENT_PATH_MIG_ERR:
-    case IBV_EVENT_QP_LAST_WQE_REACHED: {
-        auto* q = reinterpret_cast<ibv_qp*>(ev.cookie);
-        event->element.qp = q;
-        pthread_mutex_lock(&q->mutex);
-        ++qp_of(q)->events_reported;
-        pthread_mutex_unlock(&q->mutex);
-        break;
-    }
-    case IBV_EVENT_SRQ_ERR:
-    case IBV_EVENT_SRQ_LIMIT_REACHED: {
-        auto* q = reinterpret_cast<ibv_srq*>(ev.cookie);
-        event->element.srq = q;
-        pthread_mutex_lock(&q->mutex);
-        ++srq_of(q)->events_reported;
-        pthread_mutex_unlock(&q->mutex);
-        break;
-    }
-    default: event->element.port_num = int(ev.cookie); break;
-    }
-    return 0;
 }
 
 void ibv_ack_async_event(ibv_async_event* event) {

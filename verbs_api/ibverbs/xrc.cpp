@@ -177,6 +177,7 @@ ibv_qp* open_qp(ibv_context* c, ibv_qp_open_attr* attr) {
     q.qp_type = IBV_QPT_XRC_RECV;
     pthread_mutex_init(&q.mutex, nullptr);
     pthread_cond_init(&q.cond, nullptr);
+    track_events(ctx_of(c), qp);
     return &q;
 }
 
