@@ -36,6 +36,18 @@ bool range_mapped(const void* addr, size_t length) {
 // Access bits IBV_ACCESS_OPTIONAL_RANGE may be ignored by a provider (verbs.h).
 constexpr unsigned kOptionalAccess = IBV_ACCESS_OPTIONAL_RANGE;
 
+// Counts an event of obj as handed out (its destroy waits for the ack), unless obj was
+// destroyed after the device queued the event: then false, and the event is dropped, as the
+// kernel drops a destroyed object's pending events.
+bool hand_out(Context* ctx, const void* obj, pthread_mutex_t* mu, uint32_t* reported) {
+    std::lock_guard<std::mutex> live(ctx->objs_mu);
+    if (!ctx->event_targets.count(obj)) return false;
+    pthread_mutex_lock(mu);
+    ++*reported;
+    pthread_mutex_unlock(mu);
+    return true;
+}
+
 }  // namespace
 
 namespace uroce::verbs {
@@ -324,12 +336,9 @@ int ibv_get_async_event(ibv_context* context, ibv_async_event* event) {
         switch (event->event_type) {
         case IBV_EVENT_CQ_ERR: {
             auto* c = reinterpret_cast<ibv_cq*>(ev.cookie);
-            std::lock_guard<std::mutex> live(ctx_of(context)->objs_mu);
-            if (!ctx_of(context)->event_targets.count(c)) continue;  // destroyed since: dropped
+            if (!hand_out(ctx_of(context), c, &c->mutex, &cq_of(c)->async_events_reported))
+                continue;
             event->element.cq = c;
-            pthread_mutex_lock(&c->mutex);
-            ++cq_of(c)->async_events_reported;
-            pthread_mutex_unlock(&c->mutex);
             break;
         }
         case IBV_EVENT_QP_FATAL:
@@ -341,23 +350,15 @@ int ibv_get_async_event(ibv_context* context, ibv_async_event* event) {
         case IBV_EVENT_PATH_MIG_ERR:
         case IBV_EVENT_QP_LAST_WQE_REACHED: {
             auto* q = reinterpret_cast<ibv_qp*>(ev.cookie);
-            std::lock_guard<std::mutex> live(ctx_of(context)->objs_mu);
-            if (!ctx_of(context)->event_targets.count(q)) continue;  // destroyed since: dropped
+            if (!hand_out(ctx_of(context), q, &q->mutex, &qp_of(q)->events_reported)) continue;
             event->element.qp = q;
-            pthread_mutex_lock(&q->mutex);
-            ++qp_of(q)->events_reported;
-            pthread_mutex_unlock(&q->mutex);
             break;
         }
         case IBV_EVENT_SRQ_ERR:
         case IBV_EVENT_SRQ_LIMIT_REACHED: {
             auto* q = reinterpret_cast<ibv_srq*>(ev.cookie);
-            std::lock_guard<std::mutex> live(ctx_of(context)->objs_mu);
-            if (!ctx_of(context)->event_targets.count(q)) continue;  // destroyed since: dropped
+            if (!hand_out(ctx_of(context), q, &q->mutex, &srq_of(q)->events_reported)) continue;
             event->element.srq = q;
-            pthread_mutex_lock(&q->mutex);
-            ++srq_of(q)->events_reported;
-            pthread_mutex_unlock(&q->mutex);
             break;
         }
         default: event->element.port_num = int(ev.cookie); break;
