@@ -24,6 +24,10 @@ cleanup() {
     exit $rc
 }
 trap cleanup EXIT
+# The watchdog is double-forked and in a session of its own, so that a kill of the test's
+# process tree or group (ctest's timeout) does not take it along.
+(setsid "$(dirname "${BASH_SOURCE[0]}")/watchdog.sh" $$ "$UROCE_RUNTIME_DIR" "$UROCE" \
+    </dev/null >/dev/null 2>&1 &)
 
 fail() {
     echo "FAIL: $*" >&2

@@ -41,8 +41,12 @@ twohost_exit() {
 trap twohost_exit EXIT
 
 twohost_setup() {
+    # (Listed in the runtime directory too: lib.sh's watchdog deletes them if the test is
+    # killed before its own teardown can.)
+    echo "$NS_A" >>"$UROCE_RUNTIME_DIR/netns"
     ip netns add "$NS_A" 2>/dev/null || skip "ip netns add is not allowed here"
     TH_MADE+=("$NS_A")
+    echo "$NS_B" >>"$UROCE_RUNTIME_DIR/netns"
     ip netns add "$NS_B" || fail "ip netns add $NS_B"
     TH_MADE+=("$NS_B")
     ip link add eth0 netns "$NS_A" type veth peer name eth0 netns "$NS_B" ||
@@ -59,7 +63,7 @@ twohost_setup() {
         fail "uroce start on host A"
     "${HOST_B[@]}" "$UROCE" start --name uroce0 --addr "$ADDR_B" >/dev/null ||
         fail "uroce start on host B"
-    echo "host A: $NS_A $ADDR_A (eth0 MTU $(ip -n "$NS_A" -o link show eth0 | grep -o 'mtu [0-9]*'))"
+    echo "host A: $NS_A $ADDR_A (eth0 $(ip -n "$NS_A" -o link show eth0 | grep -o 'mtu [0-9]*'))"
     echo "host B: $NS_B $ADDR_B"
 }
 
