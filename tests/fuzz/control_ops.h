@@ -68,15 +68,22 @@ enum CtlOp : uint8_t {
     kGarbage,      // u8 ring kind (CQ, SQ, RQ, SRQ, doorbell page), u8 which, u16 offset, u8 n,
                    // n bytes written there
     kArmCq,        // pick cq (its ring), u8 arm value
-    kCm,      // u8 cm_op, pick cm id, u8 channel, u8 ps (0 TCP, 1 UDP, 2 IB, 3 IPoIB, else raw),
-              // u8 qp_type, u8 backlog, u8 local address (0 the device, 1 any, else another),
-              // u8 remote address (as kToState), u8 local port, u8 remote port (small numbers),
-              // pick qp, u32 psn, u32 qkey, u32 event, 7 u8 parameters, u8 private length + bytes
-              // [bit 1: one byte short]
-    kRaw,     // u16 n, n bytes: a message as it came off the socket
-    kDump,    // [bit 1: the trace since u8]; once per input (a dump is slow)
-    kFaults,  // u8 n, n characters of a fault spec
-    kClose,   // the connection closes (the device cleans its session up)
+    kCm,        // u8 cm_op, pick cm id, u8 channel, u8 ps (0 TCP, 1 UDP, 2 IB, 3 IPoIB, else raw),
+                // u8 qp_type, u8 backlog, u8 local address (0 the device, 1 any, else another),
+                // u8 remote address (as kToState), u8 local port, u8 remote port (small numbers),
+                // pick qp, u32 psn, u32 qkey, u32 event, 7 u8 parameters, u8 private length + bytes
+                // [bit 1: one byte short]
+    kRaw,       // u16 n, n bytes: a message as it came off the socket
+    kDump,      // [bit 1: the trace since u8]; once per input (a dump is slow)
+    kFaults,    // u8 n, n characters of a fault spec
+    kClose,     // the connection closes (the device cleans its session up)
+    kResizeCq,  // pick cq, u32 cqe: a new ring of that size's slots, as the library makes it
+                // [bit 1: no descriptor] [bit 2: u32 slots, the memfd that size, unsealed]
+    kReregMr,   // pick mr, u32 flags, pick pd, u32 access, u16 offset, u16 length in the arena
+                // [bit 1: u64 addr and u64 length instead]
+    kAdviseMr,  // pick pd, pick mr, u16 offset, u16 length in the MR's iova space
+                // [bit 1: u64 addr and u64 length instead]
+    kQueryPort,  //
     kCount
 };
 

@@ -277,6 +277,21 @@ std::vector<std::pair<std::string, std::vector<uint8_t>>> control_seeds() {
         in.op(kFaults).u8(sizeof spec).put(spec, sizeof spec);
         add("raw", in);
     }
+    // The later verbs on traffic: the CQ resized under completions (grown, then below what
+    // it holds), the MR re-registered (access, then translation) and advised, the port.
+    {
+        In in = connected_pair(0);
+        in.op(kPostSend).u8(0).u8(2).send_wqe(IBV_WR_SEND, 64).send_wqe(IBV_WR_RDMA_WRITE, 512);
+        in.ring(0, 8);
+        in.op(kResizeCq).pick(0).u32(256).op(kResizeCq).pick(0).u32(1);
+        in.op(kReregMr).pick(0).u32(IBV_REREG_MR_CHANGE_ACCESS).pick(0).u32(0xf).u16(0).u16(0);
+        in.op(kReregMr).pick(0).u32(IBV_REREG_MR_CHANGE_TRANSLATION).pick(0).u32(0);
+        in.u16(0x100).u16(0x2000);
+        in.reg_mr(IBV_ACCESS_ON_DEMAND | IBV_ACCESS_LOCAL_WRITE, 0, 0x4000);  // advise wants ODP
+        in.op(kAdviseMr).pick(0).pick(1).u16(0).u16(0x1000).op(kQueryPort);
+        in.op(kPostSend).u8(0).u8(1).send_wqe(IBV_WR_SEND, 64).ring(0, 8);
+        add("resize_rereg_advise", in);
+    }
     return out;
 }
 

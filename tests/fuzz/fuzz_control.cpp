@@ -210,6 +210,10 @@ public:
         case fuzz::kDump: dump(); break;
         case fuzz::kFaults: fault_spec(); break;
         case fuzz::kClose: close_conn(*conn_); break;
+        case fuzz::kResizeCq: resize_cq(); break;
+        case fuzz::kReregMr: rereg_mr(); break;
+        case fuzz::kAdviseMr: advise_mr(); break;
+        case fuzz::kQueryPort: send(req(abi::Op::kQueryPort)); break;
         case fuzz::kCount: break;
         }
     }
@@ -379,6 +383,74 @@ private:
         if (o.slots == 0 || (o.slots & (o.slots - 1)) || o.cqe > o.slots) die("odd CQ ring");
         cqs_.push_back({o.handle, map(fds[0], abi::ring_bytes(o.slots, sizeof(abi::Cqe)), o.slots,
                                       sizeof(abi::Cqe))});
+    }
+
+    // The library's ibv_resize_cq makes a sealed memfd of the size the cqe asks for; the
+    // input may send none, or one of another size and unsealed.
+    void resize_cq() {
+        abi::Request q = req(abi::Op::kResizeCq);
+        auto& c = q.u.resize_cq;
+        c.handle = pick(cq_handles());
+        c.cqe = r_.u32();
+        c.slots = abi::cq_slots(std::min<uint32_t>(std::max<uint32_t>(c.cqe, 1), abi::kMaxCqe));
+        const bool raw = (flags_ & 4) != 0;
+        if (raw) c.slots = r_.u32();
+        int fd = -1;
+        if (!(flags_ & 2)) {
+            // A raw size is kept small: the memfd is made for real.
+            const size_t bytes = abi::ring_bytes(raw ? c.slots % 4096 : c.slots, sizeof(abi::Cqe));
+            fd = memfd_create("fuzz-cq", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+            if (fd < 0 || ftruncate(fd, off_t(bytes)) != 0) die("memfd for resize_cq");
+            if (!raw && fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK) != 0) die("seal for resize_cq");
+        }
+        abi::Response a;
+        int err = send(q, &a, nullptr, fd);
+        if (err == 0) {
+            if (fd < 0) die("resize_cq succeeded without a ring");
+            for (auto& [h, m] : cqs_)
+                if (h == c.handle)
+                    m = map(fd, abi::ring_bytes(c.slots, sizeof(abi::Cqe)), c.slots,
+                            sizeof(abi::Cqe));
+        }
+        if (fd >= 0) close(fd);
+    }
+
+    void rereg_mr() {
+        abi::Request q = req(abi::Op::kReregMr);
+        auto& m = q.u.rereg_mr;
+        m.handle = pick(mr_keys());
+        m.flags = r_.u32();
+        m.pd = pick(pds_);
+        m.access = r_.u32();
+        if (flags_ & 2) {
+            m.addr = r_.u64();
+            m.length = r_.u64();
+        } else {
+            size_t off = r_.u16() % kArenaLen;
+            m.addr = reinterpret_cast<uint64_t>(g_arena + off);
+            m.length = r_.u16() % (kArenaLen - off + 1);
+        }
+        abi::Response a;
+        if (send(q, &a) != 0 || !(m.flags & IBV_REREG_MR_CHANGE_TRANSLATION)) return;
+        for (MrRef& r : mrs_)  // a new translation: the MR's iova is the new address
+            if (r.lkey == m.handle) r = {r.lkey, m.addr, m.length};
+    }
+
+    void advise_mr() {
+        abi::Request q = req(abi::Op::kAdviseMr);
+        auto& m = q.u.advise_mr;
+        m.pd = pick(pds_);
+        uint8_t b = r_.u8();
+        const MrRef* mr = pick_ref(mrs_, b);
+        m.lkey = mr ? mr->lkey : b;
+        if (flags_ & 2) {
+            m.addr = r_.u64();
+            m.length = r_.u64();
+        } else {
+            m.addr = (mr ? mr->iova : 0) + r_.u16();
+            m.length = r_.u16();
+        }
+        send(q);
     }
 
     void create_qp() {
