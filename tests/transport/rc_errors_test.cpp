@@ -7,6 +7,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <cstring>
 
 #include "tests/transport/fixture.h"
@@ -16,6 +17,17 @@ namespace {
 
 class RcErrors : public TransportTest {
 protected:
+    // A WRITE without REMOTE_WRITE rights from p.a: its error completion, and p.b in ERR
+    // with IBV_EVENT_QP_ACCESS_ERR queued for its owner.
+    void provoke_access_error(Pair& p) {
+        Buffer& local = reg(A(), 64);
+        Buffer& target = reg(B(), 64, kAllAccess & ~IBV_ACCESS_REMOTE_WRITE);
+        std::vector<ibv_sge> sg{local.sge(0, 64)};
+        ibv_send_wr w = rdma_wr(1, IBV_WR_RDMA_WRITE, sg, target.addr(0), target.rkey());
+        ASSERT_EQ(post(p.a.qp, w), 0);
+        expect_error(p.a.scq, p.a.qpn(), 1, IBV_WC_REM_ACCESS_ERR, "the failing WR");
+        EXPECT_TRUE(wait_state(p.b.qp, IBV_QPS_ERR));
+    }
     // Posts `n` SENDs of 8 bytes (wr_id first..first+n-1) behind whatever is queued.
     void queue_sends(Endpoint& e, Buffer& b, uint64_t first, int n) {
         for (int i = 0; i < n; ++i) {
@@ -364,27 +376,45 @@ TEST_F(RcErrors, MemoryUnmappedAfterRegistration) {
 // it is dropped, as the kernel drops a destroyed object's pending events: the next event read
 // is a live QP's, never one naming freed memory (UCX destroys QPs while its async thread reads).
 TEST_F(RcErrors, PendingEventOfADestroyedQpIsDropped) {
-    Buffer& local = reg(A(), 64);
-    auto provoke = [&](Pair& p) {
-        Buffer& target = reg(B(), 64, kAllAccess & ~IBV_ACCESS_REMOTE_WRITE);
-        std::vector<ibv_sge> sg{local.sge(0, 64)};
-        ibv_send_wr w = rdma_wr(1, IBV_WR_RDMA_WRITE, sg, target.addr(0), target.rkey());
-        ASSERT_EQ(post(p.a.qp, w), 0);
-        expect_error(p.a.scq, p.a.qpn(), 1, IBV_WC_REM_ACCESS_ERR, "the failing WR");
-        EXPECT_TRUE(wait_state(p.b.qp, IBV_QPS_ERR));
-    };
     Pair first = connect_pair();
     Pair second = connect_pair();  // made first, so it cannot reuse the destroyed QP's memory
     ASSERT_TRUE(first.b.qp && second.b.qp);
-    provoke(first);
+    provoke_access_error(first);
     pollfd pf{B().ctx->async_fd, POLLIN, 0};
     ASSERT_EQ(poll(&pf, 1, 5000), 1) << "no event queued for the first QP";
     destroy_qp(first.b);
-    provoke(second);
+    provoke_access_error(second);
     ibv_async_event ev = next_async(B());
     EXPECT_EQ(ev.event_type, IBV_EVENT_QP_ACCESS_ERR);
     EXPECT_EQ(ev.element.qp, second.b.qp) << "an event of the destroyed QP was handed out";
     expect_no_async(B(), 50);
+}
+
+// The same with a QP made after the destroy, which the allocator often places where the
+// destroyed one was: the dead QP's event is still dropped, never handed out as the new
+// QP's (events name objects by a serial of their own, not by address).
+TEST_F(RcErrors, PendingEventOfADestroyedQpSkipsItsSuccessor) {
+    Pair first = connect_pair();
+    ASSERT_TRUE(first.b.qp);
+    provoke_access_error(first);
+    pollfd pf{B().ctx->async_fd, POLLIN, 0};
+    ASSERT_EQ(poll(&pf, 1, 5000), 1) << "no event queued for the first QP";
+    const void* old_addr = first.b.qp;
+    destroy_qp(first.b);
+    // The new QP on B at once, on the old one's CQs: nothing else is allocated in between.
+    QpOpts o;
+    Pair second;
+    second.b = make_qp_with_cqs(B(), o, first.b.scq, first.b.rcq);
+    second.a = make_qp(A(), o, true);
+    ASSERT_TRUE(second.a.qp && second.b.qp);
+    connect_qp(second.a, B(), second.b.qpn(), o, o.psn_a, o.psn_b);
+    connect_qp(second.b, A(), second.a.qpn(), o, o.psn_b, o.psn_a);
+    if (second.b.qp == old_addr) std::printf("the new QP took the destroyed one's address\n");
+    provoke_access_error(second);
+    ibv_async_event ev = next_async(B());
+    EXPECT_EQ(ev.event_type, IBV_EVENT_QP_ACCESS_ERR);
+    EXPECT_EQ(ev.element.qp, second.b.qp);
+    expect_no_async(B(), 50);  // one event: the dead QP's was not handed out as well
 }
 
 }  // namespace uroce::transport_test

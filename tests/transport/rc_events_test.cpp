@@ -2,7 +2,10 @@
 // only for a receive of a message sent with IBV_SEND_SOLICITED or for an unsuccessful
 // completion; armed with 0, for any completion; an event is raised once per arming.
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <poll.h>
+
+#include <cerrno>
 
 #include "tests/transport/fixture.h"
 
@@ -105,6 +108,49 @@ TEST_F(RcEvents, ErrorCompletionIsSolicited) {
     for (uint64_t k = 0; k < 8; ++k)
         expect_error(p_.b.rcq, p_.b.qpn(), k, IBV_WC_WR_FLUSH_ERR, "flushed receive");
     expect_empty(p_.b.rcq, 0);
+}
+
+// A completion event queued on a channel for a CQ destroyed before it was read is dropped,
+// as the kernel takes a CQ's events off its channel at destroy: it is never handed out,
+// neither naming freed memory nor a new CQ of the channel made where the old one was.
+TEST_F(RcEvents, PendingEventOfADestroyedCqIsDropped) {
+    QpOpts o;
+    ibv_cq* old_cq = ibv_create_cq(B().ctx, 16, nullptr, ch_, 0);
+    ASSERT_NE(old_cq, nullptr);
+    Endpoint a = make_qp(A(), o, true);
+    Endpoint b = make_qp_with_cqs(B(), o, old_cq, old_cq);
+    ASSERT_TRUE(a.qp && b.qp);
+    connect_qp(a, B(), b.qpn(), o, o.psn_a, o.psn_b);
+    connect_qp(b, A(), a.qpn(), o, o.psn_b, o.psn_a);
+    ASSERT_EQ(post_recv(b.qp, 1, {dst_->sge(0, 512)}), 0);
+    ASSERT_EQ(ibv_req_notify_cq(old_cq, 0), 0);
+    std::vector<ibv_sge> sg{src_->sge(0, 100)};
+    ibv_send_wr w = wr(2, IBV_WR_SEND, sg);
+    ASSERT_EQ(post(a.qp, w), 0);
+    expect_send_ok(a, 2, IBV_WC_SEND, 100);
+    expect_recv_ok(b, 1, IBV_WC_RECV, 100, a.qpn());
+    pollfd pf{ch_->fd, POLLIN, 0};
+    ASSERT_EQ(poll(&pf, 1, 5000), 1) << "no event queued for the CQ";
+    destroy_qp(b);
+    ASSERT_EQ(ibv_destroy_cq(old_cq), 0);
+    ibv_cq* new_cq = make_cq(B(), 16, ch_);  // often where the old one was
+    ASSERT_NE(new_cq, nullptr);
+    const int fl = fcntl(ch_->fd, F_GETFL);
+    ASSERT_EQ(fcntl(ch_->fd, F_SETFL, fl | O_NONBLOCK), 0);
+    ibv_cq* cq = nullptr;
+    void* ctx = nullptr;
+    errno = 0;
+    EXPECT_EQ(ibv_get_cq_event(ch_, &cq, &ctx), -1) << "the destroyed CQ's event was handed out";
+    EXPECT_EQ(errno, EAGAIN);
+    EXPECT_EQ(cq, nullptr);
+    ASSERT_EQ(fcntl(ch_->fd, F_SETFL, fl), 0);
+    // The channel goes on serving its live CQs.
+    send(3, IBV_WR_SEND, 0);
+    ASSERT_EQ(ibv_req_notify_cq(p_.b.rcq, 0), 0);
+    expect_recv_ok(p_.b, 0, IBV_WC_RECV, 100, p_.a.qpn());
+    ASSERT_EQ(ibv_req_notify_cq(p_.b.rcq, 0), 0);
+    send(4, IBV_WR_SEND, 0);
+    EXPECT_EQ(event(5000), p_.b.rcq);
 }
 
 }  // namespace

@@ -169,12 +169,15 @@ void device_gone(Context* ctx) {
     run_hooks(ctx);
 }
 
-ibv_cq* take_gone_event(Context* ctx, ibv_comp_channel* channel) {
-    std::lock_guard<std::mutex> g(ctx->objs_mu);
+Cq* take_gone_event(Context* ctx, ibv_comp_channel* channel) {
+    std::lock_guard<std::mutex> g(ctx->objs_mu);  // the CQ cannot be destroyed meanwhile
     for (Cq* cq : ctx->cqs) {
         if (cq->cq.channel != channel || !cq->gone_event) continue;
         cq->gone_event = false;
-        return &cq->cq;
+        pthread_mutex_lock(&cq->cq.mutex);
+        ++cq->comp_events_reported;  // its destroy waits for the ack
+        pthread_mutex_unlock(&cq->cq.mutex);
+        return cq;
     }
     return nullptr;
 }
@@ -227,37 +230,37 @@ void stop_watcher(Context* ctx) {
 void track(Context* ctx, Qp* qp) {
     std::lock_guard<std::mutex> g(ctx->objs_mu);
     ctx->qps.insert(qp);
-    ctx->event_targets.insert(qp);
+    ctx->event_targets.emplace(qp->cookie, qp);
 }
 void track(Context* ctx, Cq* cq) {
     std::lock_guard<std::mutex> g(ctx->objs_mu);
     ctx->cqs.insert(cq);
-    ctx->event_targets.insert(cq);
+    ctx->event_targets.emplace(cq->cookie, cq);
 }
 void track(Context* ctx, Srq* srq) {
     std::lock_guard<std::mutex> g(ctx->objs_mu);
     ctx->srqs.insert(srq);
-    ctx->event_targets.insert(srq);
+    ctx->event_targets.emplace(srq->cookie, srq);
 }
 void untrack(Context* ctx, Qp* qp) {
     std::lock_guard<std::mutex> g(ctx->objs_mu);
     ctx->qps.erase(qp);
-    ctx->event_targets.erase(qp);
+    ctx->event_targets.erase(qp->cookie);
 }
 void untrack(Context* ctx, Cq* cq) {
     std::lock_guard<std::mutex> g(ctx->objs_mu);
     ctx->cqs.erase(cq);
-    ctx->event_targets.erase(cq);
+    ctx->event_targets.erase(cq->cookie);
 }
 void untrack(Context* ctx, Srq* srq) {
     std::lock_guard<std::mutex> g(ctx->objs_mu);
     ctx->srqs.erase(srq);
-    ctx->event_targets.erase(srq);
+    ctx->event_targets.erase(srq->cookie);
 }
 
 void track_events(Context* ctx, Qp* qp) {
     std::lock_guard<std::mutex> g(ctx->objs_mu);
-    ctx->event_targets.insert(qp);
+    ctx->event_targets.emplace(qp->cookie, qp);
 }
 
 }  // namespace uroce::verbs

@@ -13,6 +13,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <unordered_map>
 #include <unordered_set>
 #include <vector>
 
@@ -56,10 +57,14 @@ struct Context {
     std::unordered_set<Qp*> qps;
     std::unordered_set<Cq*> cqs;
     std::unordered_set<Srq*> srqs;
-    // The QPs (opened XRC TGT handles too), CQs and SRQs whose async events may still be
-    // handed out: an event the device queued for an object destroyed since is dropped, as
-    // the kernel drops a destroyed object's pending events. Guarded by objs_mu.
-    std::unordered_set<const void*> event_targets;
+    // The QPs (opened XRC TGT handles too), CQs and SRQs whose events may still be handed
+    // out, by cookie: an event the device queued for an object destroyed since is dropped,
+    // as the kernel drops a destroyed object's pending events. The device echoes the cookie
+    // an object was created with; a serial rather than the object's address, so that an
+    // object allocated where a destroyed one was never receives the dead one's events.
+    // Guarded by objs_mu.
+    std::unordered_map<uint64_t, void*> event_targets;
+    std::atomic<uint64_t> next_cookie{1};
 
     std::mutex gone_mu;    // device_gone runs once; a second caller waits until it has run
     bool flushed = false;  // guarded by gone_mu
@@ -130,6 +135,7 @@ struct Cq {
     uint32_t empty_polls = 0;
     uint32_t poll_idx = 0;               // ibv_start_poll..ibv_end_poll: the current CQE
     const abi::Cqe* poll_cqe = nullptr;  // and where it is
+    uint64_t cookie = 0;                 // names the CQ in the device's events
     uint32_t comp_events_reported = 0;   // guarded by cq.mutex
     uint32_t async_events_reported = 0;  // guarded by cq.mutex
     // The device is gone and the CQ was armed when device_gone wrote its flush completions:
@@ -142,6 +148,7 @@ struct Srq {
     Ring ring;
     uint32_t max_sge = 0;
     SpinLock lock;
+    uint64_t cookie = 0;           // names the SRQ in the device's events
     uint32_t events_reported = 0;  // guarded by srq.mutex
     ibv_cq* xrc_cq = nullptr;      // an XRC SRQ's receives complete here
 };
@@ -164,6 +171,7 @@ struct Qp {
     Ring sq, rq;
     ibv_qp_cap cap{};
     SpinLock sq_lock, rq_lock;
+    uint64_t cookie = 0;           // names this QP handle in the device's events and requests
     uint32_t events_reported = 0;  // guarded by qp.mutex
     int doorbell = -1;
     std::unique_ptr<WrStage> stage;  // only QPs created with IBV_QP_INIT_ATTR_SEND_OPS_FLAGS
@@ -198,8 +206,8 @@ int start_watcher(Context* ctx);
 void stop_watcher(Context* ctx);
 void device_gone(Context* ctx);
 // ibv_get_cq_event after the device is gone: a CQ of the channel with an event noted by
-// device_gone or note_gone_event, or nullptr.
-ibv_cq* take_gone_event(Context* ctx, ibv_comp_channel* channel);
+// device_gone or note_gone_event, counted as handed out, or nullptr.
+Cq* take_gone_event(Context* ctx, ibv_comp_channel* channel);
 // ibv_req_notify_cq after the device is gone, on a CQ that holds completions: the event the
 // device would have sent at once.
 void note_gone_event(Context* ctx, Cq* cq);
@@ -212,6 +220,8 @@ void untrack(Context* ctx, Cq* cq);
 void untrack(Context* ctx, Srq* srq);
 // An opened XRC TGT QP handle: no rings to flush, but its events are handed out.
 void track_events(Context* ctx, Qp* qp);
+// A cookie no other object of the context had (Context::event_targets).
+inline uint64_t new_cookie(Context* ctx) { return ctx->next_cookie.fetch_add(1); }
 
 // For librdmacm (verbs_api/rdmacm), which has no other way to learn of it and must not
 // depend on symbols libibverbs does not export (the exports are rdma-core's, exactly): both

@@ -36,16 +36,25 @@ bool range_mapped(const void* addr, size_t length) {
 // Access bits IBV_ACCESS_OPTIONAL_RANGE may be ignored by a provider (verbs.h).
 constexpr unsigned kOptionalAccess = IBV_ACCESS_OPTIONAL_RANGE;
 
-// Counts an event of obj as handed out (its destroy waits for the ack), unless obj was
-// destroyed after the device queued the event: then false, and the event is dropped, as the
-// kernel drops a destroyed object's pending events.
-bool hand_out(Context* ctx, const void* obj, pthread_mutex_t* mu, uint32_t* reported) {
+// The object (Cq, Qp or Srq) an event's cookie names, its count of events handed out
+// (`reported`, a member of it) raised: its destroy waits for their acks. nullptr when it was
+// destroyed after the device queued the event: the event is dropped, as the kernel drops a
+// destroyed object's pending events.
+pthread_mutex_t* public_mutex(Cq* c) { return &c->cq.mutex; }
+pthread_mutex_t* public_mutex(Qp* q) { return &q->qpx.qp_base.mutex; }
+pthread_mutex_t* public_mutex(Srq* s) { return &s->srq.mutex; }
+
+template <typename Obj>
+Obj* hand_out(Context* ctx, uint64_t cookie, uint32_t Obj::*reported) {
     std::lock_guard<std::mutex> live(ctx->objs_mu);
-    if (!ctx->event_targets.count(obj)) return false;
+    auto it = ctx->event_targets.find(cookie);
+    if (it == ctx->event_targets.end()) return nullptr;
+    auto* obj = static_cast<Obj*>(it->second);
+    pthread_mutex_t* mu = public_mutex(obj);
     pthread_mutex_lock(mu);
-    ++*reported;
+    ++(obj->*reported);
     pthread_mutex_unlock(mu);
-    return true;
+    return obj;
 }
 
 }  // namespace
@@ -63,7 +72,8 @@ Cq* create_cq(ibv_context* context, int cqe, void* cq_context, ibv_comp_channel*
     req.op = abi::Op::kCreateCq;
     req.u.create_cq.cqe = uint32_t(cqe);
     req.u.create_cq.channel = channel ? int32_t(reinterpret_cast<Channel*>(channel)->handle) : -1;
-    req.u.create_cq.cookie = reinterpret_cast<uint64_t>(&cq->cq);
+    cq->cookie = new_cookie(ctx_of(context));
+    req.u.create_cq.cookie = cq->cookie;
     abi::Response resp{};
     int fds[abi::kMaxFds], nfds = 0;
     int e = request(ctx_of(context), req, resp, fds, &nfds);
@@ -274,32 +284,34 @@ int ibv_destroy_cq(ibv_cq* cq_pub) {
 }
 
 int ibv_get_cq_event(ibv_comp_channel* channel, ibv_cq** cq, void** cq_context) {
-    abi::CompEvent ev;
-    ssize_t n;
-    do {
-        n = read(channel->fd, &ev, sizeof ev);
-    } while (n < 0 && errno == EINTR);
-    ibv_cq* c = nullptr;
-    if (n == 0) {
-        // The device closed its end of the pipe: it is gone. The events it can no longer
-        // send are device_gone's (one per CQ that was armed), then EIO, as the kernel's
-        // completion channel after disassociation.
-        Context* ctx = ctx_of(channel->context);
-        device_gone(ctx);
-        c = take_gone_event(ctx, channel);
-    } else if (n == ssize_t(sizeof ev)) {
-        c = reinterpret_cast<ibv_cq*>(ev.cq_cookie);
+    Context* ctx = ctx_of(channel->context);
+    for (;;) {
+        abi::CompEvent ev;
+        ssize_t n;
+        do {
+            n = read(channel->fd, &ev, sizeof ev);
+        } while (n < 0 && errno == EINTR);
+        Cq* c = nullptr;
+        if (n == 0) {
+            // The device closed its end of the pipe: it is gone. The events it can no longer
+            // send are device_gone's (one per CQ that was armed), then EIO, as the kernel's
+            // completion channel after disassociation.
+            device_gone(ctx);
+            c = take_gone_event(ctx, channel);
+        } else if (n == ssize_t(sizeof ev)) {
+            // An event of a CQ destroyed since it was queued is dropped: the kernel takes a
+            // CQ's events off its channel when the CQ is destroyed.
+            c = hand_out(ctx, ev.cq_cookie, &Cq::comp_events_reported);
+            if (!c) continue;
+        }
+        if (!c) {
+            if (n >= 0) errno = EIO;
+            return -1;
+        }
+        *cq = &c->cq;
+        *cq_context = c->cq.cq_context;
+        return 0;
     }
-    if (!c) {
-        if (n >= 0) errno = EIO;
-        return -1;
-    }
-    pthread_mutex_lock(&c->mutex);
-    ++cq_of(c)->comp_events_reported;
-    pthread_mutex_unlock(&c->mutex);
-    *cq = c;
-    *cq_context = c->cq_context;
-    return 0;
 }
 
 void ibv_ack_cq_events(ibv_cq* cq, unsigned int nevents) {
@@ -335,10 +347,9 @@ int ibv_get_async_event(ibv_context* context, ibv_async_event* event) {
         event->event_type = ibv_event_type(ev.event_type);
         switch (event->event_type) {
         case IBV_EVENT_CQ_ERR: {
-            auto* c = reinterpret_cast<ibv_cq*>(ev.cookie);
-            if (!hand_out(ctx_of(context), c, &c->mutex, &cq_of(c)->async_events_reported))
-                continue;
-            event->element.cq = c;
+            Cq* c = hand_out(ctx_of(context), ev.cookie, &Cq::async_events_reported);
+            if (!c) continue;
+            event->element.cq = &c->cq;
             break;
         }
         case IBV_EVENT_QP_FATAL:
@@ -349,16 +360,16 @@ int ibv_get_async_event(ibv_context* context, ibv_async_event* event) {
         case IBV_EVENT_PATH_MIG:
         case IBV_EVENT_PATH_MIG_ERR:
         case IBV_EVENT_QP_LAST_WQE_REACHED: {
-            auto* q = reinterpret_cast<ibv_qp*>(ev.cookie);
-            if (!hand_out(ctx_of(context), q, &q->mutex, &qp_of(q)->events_reported)) continue;
-            event->element.qp = q;
+            Qp* q = hand_out(ctx_of(context), ev.cookie, &Qp::events_reported);
+            if (!q) continue;
+            event->element.qp = &q->qpx.qp_base;
             break;
         }
         case IBV_EVENT_SRQ_ERR:
         case IBV_EVENT_SRQ_LIMIT_REACHED: {
-            auto* q = reinterpret_cast<ibv_srq*>(ev.cookie);
-            if (!hand_out(ctx_of(context), q, &q->mutex, &srq_of(q)->events_reported)) continue;
-            event->element.srq = q;
+            Srq* q = hand_out(ctx_of(context), ev.cookie, &Srq::events_reported);
+            if (!q) continue;
+            event->element.srq = &q->srq;
             break;
         }
         default: event->element.port_num = int(ev.cookie); break;

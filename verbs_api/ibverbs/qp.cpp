@@ -25,7 +25,8 @@ ibv_qp* create_qp(ibv_context* context, ibv_pd* pd, ibv_qp_init_attr* attr, uint
     r.qp_type = attr->qp_type;
     r.sq_sig_all = uint32_t(attr->sq_sig_all);
     r.cap = attr->cap;
-    r.cookie = reinterpret_cast<uint64_t>(&qp->qpx.qp_base);
+    qp->cookie = new_cookie(ctx_of(context));
+    r.cookie = qp->cookie;
     r.xrcd = xrcd;
     abi::Response resp{};
     int fds[abi::kMaxFds], nfds = 0;
@@ -131,7 +132,7 @@ int ibv_destroy_qp(ibv_qp* qp) {
     req.op = abi::Op::kDestroyQp;
     req.u.destroy_qp.qpn = qp->handle;
     // Names this handle of a TGT QP, which the process may hold several times (ibv_open_qp).
-    req.u.destroy_qp.cookie = reinterpret_cast<uint64_t>(qp);
+    req.u.destroy_qp.cookie = qp_of(qp)->cookie;
     abi::Response resp{};
     if (int e = destroy_request(ctx_of(qp->context), req, resp)) return e;
     Qp* q = qp_of(qp);

@@ -21,7 +21,8 @@ ibv_srq* create_srq(ibv_context* context, ibv_pd* pd, ibv_srq_type type, uint32_
     req.u.create_srq.max_wr = attr->max_wr;
     req.u.create_srq.max_sge = attr->max_sge;
     req.u.create_srq.srq_limit = attr->srq_limit;
-    req.u.create_srq.cookie = reinterpret_cast<uint64_t>(&srq->srq);
+    srq->cookie = new_cookie(ctx_of(context));
+    req.u.create_srq.cookie = srq->cookie;
     req.u.create_srq.srq_type = type;
     req.u.create_srq.xrcd = xrcd;
     req.u.create_srq.cq = cq ? cq->handle : 0;

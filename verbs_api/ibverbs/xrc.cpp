@@ -161,7 +161,8 @@ ibv_qp* open_qp(ibv_context* c, ibv_qp_open_attr* attr) {
     req.u.open_qp.xrcd = reinterpret_cast<Xrcd*>(attr->xrcd)->handle;
     req.u.open_qp.qpn = attr->qp_num;
     req.u.open_qp.qp_type = attr->qp_type;
-    req.u.open_qp.cookie = reinterpret_cast<uint64_t>(&qp->qpx.qp_base);
+    qp->cookie = new_cookie(ctx_of(c));
+    req.u.open_qp.cookie = qp->cookie;
     abi::Response resp{};
     if (int e = request(ctx_of(c), req, resp)) {
         delete qp;
