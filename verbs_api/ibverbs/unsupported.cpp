@@ -3,63 +3,8 @@
 // for the rest, shaped exactly like rdma-core's answers when a provider
 // lacks an operation, so applications take their normal fallback paths.
 //
-// ---------------------------------------------------------------------------
-// Notes for the core implementation (symbol names vs. <infiniband/verbs.h>)
-// ---------------------------------------------------------------------------
-// * ibv_query_port: verbs.h declares the real function as
-//       int ibv_query_port(struct ibv_context *, uint8_t,
-//                          struct _compat_ibv_port_attr *);
-//   and then "#define ibv_query_port(c, p, a) ___ibv_query_port(c, p, a)",
-//   an inline that calls verbs_context::query_port(ctx, port, attr,
-//   sizeof(*attr)) when that op is set, and only otherwise memsets the whole
-//   ibv_port_attr and calls the exported ibv_query_port. The exported symbol
-//   is "ibv_query_port" (@@IBVERBS_1.1 and @IBVERBS_1.0). Its argument may be
-//   an older, shorter struct: write only the fields up to and including
-//   "flags" (rdma-core's _compat_ibv_port_attr is ibv_port_attr without the
-//   trailing port_cap_flags2), i.e. offsetof(struct ibv_port_attr,
-//   port_cap_flags2) bytes. Define it with a parenthesised name, which a
-//   function-like macro does not expand:
-//       extern "C" int (ibv_query_port)(struct ibv_context *ctx, uint8_t port,
-//                                       struct _compat_ibv_port_attr *attr)
-//   (or #undef ibv_query_port after the include). Calls from our own code
-//   should also use "(ibv_query_port)(...)" or go through the op directly.
-// * ibv_reg_mr: "#define ibv_reg_mr(pd, addr, len, access) __ibv_reg_mr(...)",
-//   an always-inline that calls the exported ibv_reg_mr(pd, addr, len,
-//   int access) when the access flags are a compile-time constant without
-//   IBV_ACCESS_OPTIONAL_RANGE bits, and ibv_reg_mr_iova2(pd, addr, len,
-//   (uintptr_t)addr, unsigned access) otherwise. Same for ibv_reg_mr_iova
-//   (macro -> exported ibv_reg_mr_iova@@IBVERBS_1.7 or ibv_reg_mr_iova2).
-//   So all three symbols must exist and behave the same; ibv_reg_mr and
-//   ibv_reg_mr_iova must drop the optional-range bits rather than reject them.
-//   Define ibv_reg_mr and ibv_reg_mr_iova with parenthesised names as above.
-// * ibv_get_device_list: a macro (-> __ibv_get_device_list ->
-//   ibv_static_providers) exists only under #ifdef RDMA_STATIC_PROVIDERS;
-//   never define that, and the plain declaration is what we implement.
-// * ibv_query_gid_ex / ibv_query_gid_table are static inlines in verbs.h that
-//   call the exported _ibv_query_gid_ex(ctx, port, index, entry, flags,
-//   sizeof(*entry)) and _ibv_query_gid_table(ctx, entries, max, flags,
-//   sizeof(*entries)) (@@IBVERBS_1.11); implement the underscore names and
-//   honour entry_size. Do not name a function ibv_query_gid_ex.
-// * ibv_query_gid_type is not declared in any installed header (it lives in
-//   rdma-core's private driver.h, exported @@IBVERBS_PRIVATE_34):
-//       int ibv_query_gid_type(struct ibv_context *ctx, uint8_t port_num,
-//                              unsigned int index,
-//                              enum ibv_gid_type_sysfs *type);
-//   where enum ibv_gid_type_sysfs { IB_ROCE_V1 = 0, ROCE_V2 = 1 } is a plain
-//   int-sized enum; declare it yourself (e.g. with "int *type").
-// * Everything the application sees as ibv_post_send, ibv_poll_cq,
-//   ibv_req_notify_cq, ibv_create_qp_ex, ibv_open_xrcd, ibv_create_srq_ex,
-//   ibv_open_qp, ibv_query_device_ex, ibv_create_cq_ex, ibv_alloc_mw, ... is
-//   inline in verbs.h and reaches us only through context->ops and struct
-//   verbs_context; there is no symbol for them.
-// * The compat name@IBVERBS_1.0 versions (compat_symbols.cpp) call the plain
-//   C symbols, so each core function must be a plain extern "C" definition
-//   with exactly the verbs.h prototype (a static_assert there checks it).
-// * Build: -fPIC, link with -Wl,--version-script=libibverbs.map
-//   -Wl,-soname,libibverbs.so.1; no extra include paths (only
-//   <infiniband/verbs.h>, <infiniband/sa.h>, <rdma/ib_user_verbs.h>,
-//   <rdma/ib_user_sa.h> from libibverbs-dev / linux-libc-dev).
-// ---------------------------------------------------------------------------
+// How verbs.h's macros and inlines reach the exported symbols (ibv_query_port, ibv_reg_mr,
+// _ibv_query_gid_ex, ...) is in docs/verbs-support.md, "Verbs that are not symbols".
 //
 // Error conventions reproduced here (from the man pages and rdma-core's
 // behaviour with a provider that lacks the op):
