@@ -19,7 +19,13 @@ $uroce run -- ibv_devinfo
 echo "== ibv_rc_pingpong (server and client, two processes)"
 $uroce run -- ibv_rc_pingpong -g 0 -n 100 &
 server=$!
-sleep 0.5
+# The client connects once: wait until the server listens on its TCP port (18515, 0x4853),
+# however long a loaded machine takes to start it.
+for _ in $(seq 300); do
+    grep -qs ':4853 0\+:0000 0A' /proc/net/tcp /proc/net/tcp6 && break
+    kill -0 $server 2>/dev/null || break
+    sleep 0.1
+done
 $uroce run -- ibv_rc_pingpong -g 0 -n 100 127.0.0.1
 wait $server
 echo "== device counters"
