@@ -224,40 +224,37 @@ void stop_watcher(Context* ctx) {
     ctx->watching = false;
 }
 
-void track(Context* ctx, Qp* qp) {
-    std::lock_guard<std::mutex> g(ctx->objs_mu);
-    ctx->qps.insert(qp);
-    ctx->event_targets.insert(qp);
-}
-void track(Context* ctx, Cq* cq) {
-    std::lock_guard<std::mutex> g(ctx->objs_mu);
-    ctx->cqs.insert(cq);
-    ctx->event_targets.insert(cq);
-}
-void track(Context* ctx, Srq* srq) {
-    std::lock_guard<std::mutex> g(ctx->objs_mu);
-    ctx->srqs.insert(srq);
-    ctx->event_targets.insert(srq);
-}
-void untrack(Context* ctx, Qp* qp) {
-    std::lock_guard<std::mutex> g(ctx->objs_mu);
-    ctx->qps.erase(qp);
-    ctx->event_targets.erase(qp);
-}
-void untrack(Context* ctx, Cq* cq) {
-    std::lock_guard<std::mutex> g(ctx->objs_mu);
-    ctx->cqs.erase(cq);
-    ctx->event_targets.erase(cq);
-}
-void untrack(Context* ctx, Srq* srq) {
-    std::lock_guard<std::mutex> g(ctx->objs_mu);
-    ctx->srqs.erase(srq);
-    ctx->event_targets.erase(srq);
+namespace {
+// Whether the async events of obj may be handed out: by whichever context of the
+// connection reads them (Conn::event_targets).
+void set_target(Context* ctx, const void* obj, bool live) {
+    std::lock_guard<std::mutex> g(ctx->conn->targets_mu);
+    if (live)
+        ctx->conn->event_targets.insert(obj);
+    else
+        ctx->conn->event_targets.erase(obj);
 }
 
-void track_events(Context* ctx, Qp* qp) {
-    std::lock_guard<std::mutex> g(ctx->objs_mu);
-    ctx->event_targets.insert(qp);
+template <typename T>
+void set_tracked(Context* ctx, std::unordered_set<T*>& set, T* obj, bool live) {
+    {
+        std::lock_guard<std::mutex> g(ctx->objs_mu);
+        if (live)
+            set.insert(obj);
+        else
+            set.erase(obj);
+    }
+    set_target(ctx, obj, live);
 }
+}  // namespace
+
+void track(Context* ctx, Qp* qp) { set_tracked(ctx, ctx->qps, qp, true); }
+void track(Context* ctx, Cq* cq) { set_tracked(ctx, ctx->cqs, cq, true); }
+void track(Context* ctx, Srq* srq) { set_tracked(ctx, ctx->srqs, srq, true); }
+void untrack(Context* ctx, Qp* qp) { set_tracked(ctx, ctx->qps, qp, false); }
+void untrack(Context* ctx, Cq* cq) { set_tracked(ctx, ctx->cqs, cq, false); }
+void untrack(Context* ctx, Srq* srq) { set_tracked(ctx, ctx->srqs, srq, false); }
+
+void track_events(Context* ctx, Qp* qp) { set_target(ctx, qp, true); }
 
 }  // namespace uroce::verbs

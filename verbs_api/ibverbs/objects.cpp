@@ -40,8 +40,8 @@ constexpr unsigned kOptionalAccess = IBV_ACCESS_OPTIONAL_RANGE;
 // destroyed after the device queued the event: then false, and the event is dropped, as the
 // kernel drops a destroyed object's pending events.
 bool hand_out(Context* ctx, const void* obj, pthread_mutex_t* mu, uint32_t* reported) {
-    std::lock_guard<std::mutex> live(ctx->objs_mu);
-    if (!ctx->event_targets.count(obj)) return false;
+    std::lock_guard<std::mutex> live(ctx->conn->targets_mu);
+    if (!ctx->conn->event_targets.count(obj)) return false;
     pthread_mutex_lock(mu);
     ++*reported;
     pthread_mutex_unlock(mu);
@@ -51,6 +51,18 @@ bool hand_out(Context* ctx, const void* obj, pthread_mutex_t* mu, uint32_t* repo
 }  // namespace
 
 namespace uroce::verbs {
+
+ibv_pd* pd_for(ibv_context* context, abi::Request& req) {
+    abi::Response resp{};
+    if (int e = request(ctx_of(context), req, resp)) {
+        errno = e;
+        return nullptr;
+    }
+    auto* pd = new Pd();
+    pd->pd.context = context;
+    pd->pd.handle = resp.u.pd.pd;
+    return &pd->pd;
+}
 
 Cq* create_cq(ibv_context* context, int cqe, void* cq_context, ibv_comp_channel* channel,
               int comp_vector) {
@@ -102,18 +114,13 @@ extern "C" {
 ibv_pd* ibv_alloc_pd(ibv_context* context) {
     abi::Request req{};
     req.op = abi::Op::kAllocPd;
-    abi::Response resp{};
-    if (int e = request(ctx_of(context), req, resp)) {
-        errno = e;
-        return nullptr;
-    }
-    auto* pd = new Pd();
-    pd->pd.context = context;
-    pd->pd.handle = resp.u.pd.pd;
-    return &pd->pd;
+    return pd_for(context, req);
 }
 
 int ibv_dealloc_pd(ibv_pd* pd) {
+    // A parent domain goes alone; its PD stays, and is busy while one names it (mlx5).
+    if (pd_of(pd)->contained) return dealloc_parent_domain(pd_of(pd));
+    if (pd_of(pd)->parents.load()) return EBUSY;
     abi::Request req{};
     req.op = abi::Op::kDeallocPd;
     req.u.pd.pd = pd->handle;
@@ -268,6 +275,7 @@ int ibv_destroy_cq(ibv_cq* cq_pub) {
         pthread_cond_wait(&cq_pub->cond, &cq_pub->mutex);
     pthread_mutex_unlock(&cq_pub->mutex);
     if (cq_pub->channel) --cq_pub->channel->refcnt;
+    release_pd(cq->parent);
     unmap_ring(cq->ring);
     delete cq;
     return 0;
