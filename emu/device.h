@@ -119,6 +119,9 @@ private:
     int reg_mr(Session& s, const abi::RegMrReq& r, abi::RegMrResp* out);
     int rereg_mr(Session& s, const abi::ReregMrReq& r, abi::RegMrResp* out);
     int dereg_mr(Session& s, uint32_t handle);
+    // ibv_import_pd, ibv_import_mr: the session's object of that handle (ENOENT: none).
+    int query_pd(Session& s, uint32_t pd, abi::PdResp* out);
+    int query_mr(Session& s, uint32_t handle, abi::QueryMrResp* out);
     int advise_mr(Session& s, const abi::AdviseMrReq& r, abi::AdviseMrResp* out);
     int create_channel(Session& s, uint32_t* handle, int* fd);
     int destroy_channel(Session& s, uint32_t handle);

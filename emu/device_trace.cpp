@@ -42,6 +42,8 @@ const char* op_name(abi::Op op) {
     case abi::Op::kResizeCq: return "resize_cq";
     case abi::Op::kReregMr: return "rereg_mr";
     case abi::Op::kAdviseMr: return "advise_mr";
+    case abi::Op::kQueryPd: return "import_pd";
+    case abi::Op::kQueryMr: return "import_mr";
     default: return "request";
     }
 }
@@ -61,7 +63,9 @@ void object_of(const abi::Request& req, char* buf, size_t len) {
     case Op::kDestroySrq: std::snprintf(buf, len, " srq %u", req.u.handle.handle); break;
     case Op::kCloseXrcd: std::snprintf(buf, len, " xrcd handle %u", req.u.handle.handle); break;
     case Op::kDeallocPd: std::snprintf(buf, len, " pd %u", req.u.pd.pd); break;
-    case Op::kDeregMr: std::snprintf(buf, len, " mr %u", req.u.handle.handle); break;
+    case Op::kDeregMr:
+    case Op::kQueryMr: std::snprintf(buf, len, " mr %u", req.u.handle.handle); break;
+    case Op::kQueryPd: std::snprintf(buf, len, " pd %u", req.u.pd.pd); break;
     case Op::kReregMr: std::snprintf(buf, len, " mr %u", req.u.rereg_mr.handle); break;
     case Op::kResizeCq: std::snprintf(buf, len, " cq %u", req.u.resize_cq.handle); break;
     case Op::kAttachMcast:

@@ -70,6 +70,20 @@ int Device::dealloc_pd(Session& s, uint32_t h) {
     return 0;
 }
 
+// The kernel's lookup of a handle the ufile does not hold: ENOENT.
+int Device::query_pd(Session& s, uint32_t h, abi::PdResp* out) {
+    if (!owned(s, pds_.get(h))) return ENOENT;
+    out->pd = h;
+    return 0;
+}
+
+int Device::query_mr(Session& s, uint32_t key, abi::QueryMrResp* out) {
+    const Mr* mr = mr_for_key(key);
+    if (!owned(s, mr)) return ENOENT;
+    *out = abi::QueryMrResp{mr->lkey, mr->rkey, mr->length, mr->iova};
+    return 0;
+}
+
 int Device::reg_mr(Session& s, const abi::RegMrReq& r, abi::RegMrResp* out) {
     Pd* pd = pds_.get(r.pd);
     if (!owned(s, pd)) return EINVAL;
@@ -517,6 +531,8 @@ void Device::handle(Session& s, const abi::Request& req, abi::Response& resp, st
     case Op::kDeregMr: err = dereg_mr(s, req.u.handle.handle); break;
     case Op::kReregMr: err = rereg_mr(s, req.u.rereg_mr, &resp.u.reg_mr); break;
     case Op::kAdviseMr: err = advise_mr(s, req.u.advise_mr, &resp.u.advise_mr); break;
+    case Op::kQueryPd: err = query_pd(s, req.u.pd.pd, &resp.u.pd); break;
+    case Op::kQueryMr: err = query_mr(s, req.u.handle.handle, &resp.u.query_mr); break;
     case Op::kCreateCompChannel: {
         int fd = -1;
         err = create_channel(s, &resp.u.channel.handle, &fd);

@@ -47,6 +47,8 @@ enum class Op : uint32_t {
     kResizeCq,     // a ResizeCqReq with the new ring's memfd (SCM_RIGHTS); a ResizeCqResp
     kReregMr,      // a ReregMrReq answered by a RegMrResp
     kAdviseMr,     // ibv_advise_mr, one SGE: an AdviseMrReq answered by an AdviseMrResp
+    kQueryPd,      // ibv_import_pd: a PdReq answered by a PdResp, the same PD of the session
+    kQueryMr,      // ibv_import_mr: a HandleReq answered by a QueryMrResp
 };
 
 struct OpenReq {
@@ -107,6 +109,13 @@ struct AdviseMrResp {
 };
 struct HandleReq {
     uint32_t handle;
+};
+// kQueryMr: what ibv_import_mr gives the importer (the kernel's QUERY_MR: keys, length, iova).
+struct QueryMrResp {
+    uint32_t lkey;
+    uint32_t rkey;
+    uint64_t length;
+    uint64_t iova;
 };
 // kTrace's reply: "last N\n", then the lines numbered after `since` up to N (docs/trace.md).
 struct TraceReq {
@@ -331,6 +340,7 @@ struct Response {
         MwResp mw;
         PortResp port;
         AdviseMrResp advise_mr;
+        QueryMrResp query_mr;
     } u;
 };
 

@@ -74,12 +74,16 @@ uint64_t read_wallclock_ns(ibv_cq_ex* x) {
 }  // namespace
 
 ibv_cq_ex* create_cq_ex(ibv_context* c, ibv_cq_init_attr_ex* attr) {
-    // The checks and errno values of mlx5's create_cq. A parent domain cannot exist
-    // (ibv_alloc_parent_domain is EOPNOTSUPP), so IBV_CQ_INIT_ATTR_MASK_PD is EINVAL.
+    // The checks and errno values of mlx5's create_cq. IBV_CQ_INIT_ATTR_MASK_PD wants a
+    // parent domain of this context (mlx5: EINVAL for a plain PD); the CQ holds it.
+    const bool with_pd = attr->comp_mask & IBV_CQ_INIT_ATTR_MASK_PD;
     int err = 0;
     if (!attr->cqe || attr->cqe > INT_MAX || attr->comp_vector > INT_MAX)
         err = EINVAL;
-    else if (attr->comp_mask & ~uint32_t(IBV_CQ_INIT_ATTR_MASK_FLAGS))
+    else if (attr->comp_mask & ~uint32_t(IBV_CQ_INIT_ATTR_MASK_FLAGS | IBV_CQ_INIT_ATTR_MASK_PD))
+        err = EINVAL;
+    else if (with_pd && (!attr->parent_domain || !pd_of(attr->parent_domain)->contained ||
+                         attr->parent_domain->context != c))
         err = EINVAL;
     else if ((attr->comp_mask & IBV_CQ_INIT_ATTR_MASK_FLAGS) &&
              (attr->flags &
@@ -96,6 +100,10 @@ ibv_cq_ex* create_cq_ex(ibv_context* c, ibv_cq_init_attr_ex* attr) {
     }
     Cq* cq = create_cq(c, int(attr->cqe), attr->cq_context, attr->channel, int(attr->comp_vector));
     if (!cq) return nullptr;
+    if (with_pd) {
+        cq->parent = attr->parent_domain;
+        hold_pd(cq->parent);
+    }
     cq->single_threaded = (attr->comp_mask & IBV_CQ_INIT_ATTR_MASK_FLAGS) &&
                           (attr->flags & IBV_CREATE_CQ_ATTR_SINGLE_THREADED);
     ibv_cq_ex& x = cq->cqx;

@@ -163,7 +163,7 @@ int transact(Context* ctx, abi::Request& req, abi::Response& resp, int* fds, int
              bool* gone) {
     *gone = ctx->gone.load(std::memory_order_acquire);
     if (*gone) return EIO;
-    std::lock_guard<std::mutex> g(ctx->mu);
+    std::lock_guard<std::mutex> g(ctx->conn->mu);
     if (int e = abi::transact(ctx->sock, req, &resp, fds, nfds, send_fd)) {
         *gone = e == EPIPE || e == ECONNRESET || e == ENOTCONN || e == ENODEV;
         return *gone ? EIO : e;
@@ -271,6 +271,58 @@ int query_rt_values(ibv_context* c, ibv_values_ex* values) {
     return 0;
 }
 
+Conn::~Conn() {
+    if (doorbell >= 0) close(doorbell);
+    if (db) munmap(db, abi::doorbell_page_bytes());
+}
+
+ibv_context* make_context(const std::shared_ptr<Conn>& conn, int sock, int async_fd) {
+    auto* ctx = new Context();
+    ctx->sock = sock;
+    ctx->conn = conn;
+    ctx->doorbell = conn->doorbell;
+    ctx->db = conn->db;
+    ctx->device = conn->device;
+    ctx->open = conn->open;
+    verbs_context& v = ctx->vctx;
+    v.sz = sizeof(verbs_context);
+    v.query_port = query_port;
+    v.query_device_ex = query_device_ex;
+    v.open_xrcd = open_xrcd;
+    v.close_xrcd = close_xrcd;
+    v.create_srq_ex = create_srq_ex;
+    v.get_srq_num = get_srq_num;
+    v.create_qp_ex = create_qp_ex;
+    v.open_qp = open_qp;
+    v.create_cq_ex = create_cq_ex;
+    v.query_rt_values = query_rt_values;
+    v.advise_mr = advise_mr;
+    v.alloc_td = alloc_td;
+    v.dealloc_td = dealloc_td;
+    v.alloc_parent_domain = alloc_parent_domain;
+    ibv_context& c = v.context;
+    c.device = &conn->device->dev;
+    c.cmd_fd = sock;
+    c.async_fd = async_fd;
+    c.num_comp_vectors = 1;
+    pthread_mutex_init(&c.mutex, nullptr);
+    c.abi_compat = __VERBS_ABI_IS_EXTENDED;
+    c.ops.poll_cq = poll_cq;
+    c.ops.req_notify_cq = req_notify_cq;
+    c.ops.post_send = post_send;
+    c.ops.post_recv = post_recv;
+    c.ops.post_srq_recv = post_srq_recv;
+    c.ops.alloc_mw = alloc_mw;
+    c.ops.dealloc_mw = dealloc_mw;
+    c.ops.bind_mw = bind_mw;
+    if (int e = start_watcher(ctx)) {
+        ibv_close_device(&c);
+        errno = e;
+        return nullptr;
+    }
+    return &c;
+}
+
 }  // namespace uroce::verbs
 
 extern "C" {
@@ -355,56 +407,24 @@ ibv_context* ibv_open_device(ibv_device* device) {
     // at the other end of the socket, not whatever pid the answer names.
     abi::allow_device_ptrace(sock);
 
-    auto* ctx = new Context();
-    ctx->sock = sock;
-    ctx->doorbell = fds[0];
-    ctx->db = static_cast<abi::DoorbellPage*>(db);
-    ctx->device = d;
-    ctx->open = resp.u.open;
-    verbs_context& v = ctx->vctx;
-    v.sz = sizeof(verbs_context);
-    v.query_port = query_port;
-    v.query_device_ex = query_device_ex;
-    v.open_xrcd = open_xrcd;
-    v.close_xrcd = close_xrcd;
-    v.create_srq_ex = create_srq_ex;
-    v.get_srq_num = get_srq_num;
-    v.create_qp_ex = create_qp_ex;
-    v.open_qp = open_qp;
-    v.create_cq_ex = create_cq_ex;
-    v.query_rt_values = query_rt_values;
-    v.advise_mr = advise_mr;
-    ibv_context& c = v.context;
-    c.device = device;
-    c.cmd_fd = sock;
-    c.async_fd = fds[1];
-    c.num_comp_vectors = 1;
-    pthread_mutex_init(&c.mutex, nullptr);
-    c.abi_compat = __VERBS_ABI_IS_EXTENDED;
-    c.ops.poll_cq = poll_cq;
-    c.ops.req_notify_cq = req_notify_cq;
-    c.ops.post_send = post_send;
-    c.ops.post_recv = post_recv;
-    c.ops.post_srq_recv = post_srq_recv;
-    c.ops.alloc_mw = alloc_mw;
-    c.ops.dealloc_mw = dealloc_mw;
-    c.ops.bind_mw = bind_mw;
-    if (int e = start_watcher(ctx)) {
-        ibv_close_device(&c);
-        errno = e;
-        return nullptr;
-    }
-    return &c;
+    auto conn = std::make_shared<Conn>();
+    conn->doorbell = fds[0];
+    conn->db = static_cast<abi::DoorbellPage*>(db);
+    conn->device = d;
+    conn->open = resp.u.open;
+    conn->pid = getpid();
+    ibv_context* c = make_context(conn, sock, fds[1]);
+    if (c) share_conn(conn, sock);
+    return c;
 }
 
 int ibv_close_device(ibv_context* context) {
     Context* ctx = ctx_of(context);
     stop_watcher(ctx);
-    // Closing the session makes the device destroy whatever is left, as uverbs does.
+    // Closing the session makes the device destroy whatever is left, as uverbs does, once
+    // no other context shares it (an imported one holds a dup of the socket).
     close(ctx->sock);
-    close(ctx->doorbell);
-    munmap(ctx->db, abi::doorbell_page_bytes());
-    close(context->async_fd);
+    if (context->async_fd >= 0) close(context->async_fd);
     pthread_mutex_destroy(&context->mutex);
     delete ctx;
     return 0;

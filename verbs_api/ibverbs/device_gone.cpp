@@ -227,40 +227,38 @@ void stop_watcher(Context* ctx) {
     ctx->watching = false;
 }
 
-void track(Context* ctx, Qp* qp) {
-    std::lock_guard<std::mutex> g(ctx->objs_mu);
-    ctx->qps.insert(qp);
-    ctx->event_targets.emplace(qp->cookie, qp);
-}
-void track(Context* ctx, Cq* cq) {
-    std::lock_guard<std::mutex> g(ctx->objs_mu);
-    ctx->cqs.insert(cq);
-    ctx->event_targets.emplace(cq->cookie, cq);
-}
-void track(Context* ctx, Srq* srq) {
-    std::lock_guard<std::mutex> g(ctx->objs_mu);
-    ctx->srqs.insert(srq);
-    ctx->event_targets.emplace(srq->cookie, srq);
-}
-void untrack(Context* ctx, Qp* qp) {
-    std::lock_guard<std::mutex> g(ctx->objs_mu);
-    ctx->qps.erase(qp);
-    ctx->event_targets.erase(qp->cookie);
-}
-void untrack(Context* ctx, Cq* cq) {
-    std::lock_guard<std::mutex> g(ctx->objs_mu);
-    ctx->cqs.erase(cq);
-    ctx->event_targets.erase(cq->cookie);
-}
-void untrack(Context* ctx, Srq* srq) {
-    std::lock_guard<std::mutex> g(ctx->objs_mu);
-    ctx->srqs.erase(srq);
-    ctx->event_targets.erase(srq->cookie);
+namespace {
+// Whether the events of obj may be handed out: by whichever context of the connection
+// reads them (Conn::event_targets, by the cookie the device echoes).
+template <typename T>
+void set_target(Context* ctx, T* obj, bool live) {
+    std::lock_guard<std::mutex> g(ctx->conn->targets_mu);
+    if (live)
+        ctx->conn->event_targets.emplace(obj->cookie, obj);
+    else
+        ctx->conn->event_targets.erase(obj->cookie);
 }
 
-void track_events(Context* ctx, Qp* qp) {
-    std::lock_guard<std::mutex> g(ctx->objs_mu);
-    ctx->event_targets.emplace(qp->cookie, qp);
+template <typename T>
+void set_tracked(Context* ctx, std::unordered_set<T*>& set, T* obj, bool live) {
+    {
+        std::lock_guard<std::mutex> g(ctx->objs_mu);
+        if (live)
+            set.insert(obj);
+        else
+            set.erase(obj);
+    }
+    set_target(ctx, obj, live);
 }
+}  // namespace
+
+void track(Context* ctx, Qp* qp) { set_tracked(ctx, ctx->qps, qp, true); }
+void track(Context* ctx, Cq* cq) { set_tracked(ctx, ctx->cqs, cq, true); }
+void track(Context* ctx, Srq* srq) { set_tracked(ctx, ctx->srqs, srq, true); }
+void untrack(Context* ctx, Qp* qp) { set_tracked(ctx, ctx->qps, qp, false); }
+void untrack(Context* ctx, Cq* cq) { set_tracked(ctx, ctx->cqs, cq, false); }
+void untrack(Context* ctx, Srq* srq) { set_tracked(ctx, ctx->srqs, srq, false); }
+
+void track_events(Context* ctx, Qp* qp) { set_target(ctx, qp, true); }
 
 }  // namespace uroce::verbs

@@ -39,15 +39,39 @@ struct Srq;
 // completions are in the CQ rings; see on_device_gone.
 using GoneHook = void (*)(ibv_context* context, void* arg);
 
+// A control connection to the device: one session there, one "uverbs file". The context
+// ibv_open_device made and those ibv_import_device made from a dup of its cmd_fd share it
+// (import.cpp), as contexts imported in the kernel share their file and its objects.
+struct Conn {
+    std::mutex mu;  // one request at a time on the socket, whichever context sends it
+    int doorbell = -1;
+    abi::DoorbellPage* db = nullptr;  // which QPs and CQs rang (emu/abi/doorbell.h)
+    Device* device = nullptr;
+    abi::OpenResp open{};
+    pid_t pid = 0;  // the process that opened it: the one whose memory the device reaches
+    // The QPs (opened XRC TGT handles too), CQs and SRQs of all its contexts whose events
+    // may still be handed out, by cookie: the async events come on one pipe, which any of
+    // them may read. An event the device queued for an object destroyed since is dropped,
+    // as the kernel drops a destroyed object's pending events. The device echoes the cookie
+    // an object was created with: a serial of the connection rather than the object's
+    // address, so that an object allocated where a destroyed one was never receives the
+    // dead one's events.
+    std::mutex targets_mu;
+    std::unordered_map<uint64_t, void*> event_targets;  // guarded by targets_mu
+    std::atomic<uint64_t> next_cookie{1};
+    ~Conn();
+};
+
 struct Context {
     verbs_context vctx;  // ends with the ibv_context applications hold
     int sock = -1;
+    // The connection's, copied for the data path (the Conn keeps them while it lives).
     int doorbell = -1;
-    abi::DoorbellPage* db = nullptr;  // which QPs and CQs rang (emu/abi/doorbell.h)
+    abi::DoorbellPage* db = nullptr;
     // The device is gone (docs/behaviour.md, "When the device goes away"): every verb that
     // needs it fails with EIO. Read by the posting verbs under their ring's lock.
     std::atomic<bool> gone{false};
-    std::mutex mu;  // one request at a time on the control socket
+    std::shared_ptr<Conn> conn;
     Device* device = nullptr;
     abi::OpenResp open{};
 
@@ -57,14 +81,6 @@ struct Context {
     std::unordered_set<Qp*> qps;
     std::unordered_set<Cq*> cqs;
     std::unordered_set<Srq*> srqs;
-    // The QPs (opened XRC TGT handles too), CQs and SRQs whose events may still be handed
-    // out, by cookie: an event the device queued for an object destroyed since is dropped,
-    // as the kernel drops a destroyed object's pending events. The device echoes the cookie
-    // an object was created with; a serial rather than the object's address, so that an
-    // object allocated where a destroyed one was never receives the dead one's events.
-    // Guarded by objs_mu.
-    std::unordered_map<uint64_t, void*> event_targets;
-    std::atomic<uint64_t> next_cookie{1};
 
     std::mutex gone_mu;    // device_gone runs once; a second caller waits until it has run
     bool flushed = false;  // guarded by gone_mu
@@ -81,9 +97,28 @@ struct Context {
     int watcher_wake = -1;  // an eventfd: ibv_close_device stops the watcher with it
 };
 
+// A thread domain (ibv_alloc_td): accepted, and a hint only. uroce's posting locks are
+// spin locks that an uncontended post takes at the cost of one atomic; nothing to shed.
+struct Td {
+    ibv_td td;
+    std::atomic<uint32_t> parents{0};  // parent domains naming it: ibv_dealloc_td is EBUSY
+};
+
+// A protection domain, or a parent domain (ibv_alloc_parent_domain, parent_domain.cpp):
+// then `contained` is the PD it wraps, whose handle it carries, so that every verb that
+// sends pd->handle to the device works on it unchanged.
 struct Pd {
     ibv_pd pd;
+    std::atomic<uint32_t> parents{0};  // parent domains over this PD: ibv_dealloc_pd is EBUSY
+    // A parent domain's.
+    Pd* contained = nullptr;
+    Td* td = nullptr;
+    void* pd_context = nullptr;
+    void* (*alloc)(ibv_pd*, void*, size_t, size_t, uint64_t) = nullptr;
+    void (*free)(ibv_pd*, void*, void*, uint64_t) = nullptr;
+    std::atomic<uint32_t> users{0};  // QPs, CQs and SRQs made on it: ibv_dealloc_pd is EBUSY
 };
+inline Pd* pd_of(ibv_pd* p) { return reinterpret_cast<Pd*>(p); }
 
 struct Mr {
     ibv_mr mr;
@@ -141,6 +176,7 @@ struct Cq {
     // The device is gone and the CQ was armed when device_gone wrote its flush completions:
     // ibv_get_cq_event hands out this event in the device's stead. Guarded by objs_mu.
     bool gone_event = false;
+    ibv_pd* parent = nullptr;  // IBV_CQ_INIT_ATTR_MASK_PD: the parent domain it was made on
 };
 
 struct Srq {
@@ -174,7 +210,10 @@ struct Qp {
     uint64_t cookie = 0;           // names this QP handle in the device's events and requests
     uint32_t events_reported = 0;  // guarded by qp.mutex
     int doorbell = -1;
-    std::unique_ptr<WrStage> stage;  // only QPs created with IBV_QP_INIT_ATTR_SEND_OPS_FLAGS
+    // Only QPs created with IBV_QP_INIT_ATTR_SEND_OPS_FLAGS; from take_mem (custom: from
+    // the parent domain's allocator).
+    WrStage* stage = nullptr;
+    bool stage_custom = false;
 };
 
 inline Context* ctx_of(ibv_context* c) {
@@ -185,6 +224,13 @@ inline Cq* cq_of(ibv_cq* c) { return reinterpret_cast<Cq*>(c); }
 inline Cq* cq_of(ibv_cq_ex* c) { return reinterpret_cast<Cq*>(c); }
 inline Qp* qp_of(ibv_qp* q) { return reinterpret_cast<Qp*>(q); }
 inline Qp* qp_of(ibv_qp_ex* q) { return reinterpret_cast<Qp*>(q); }
+
+// A context on `conn` whose cmd_fd is `sock` (device.cpp): the verbs installed, the watcher
+// started. NULL with errno set (sock and async_fd are closed then). ibv_open_device and
+// ibv_import_device make theirs with it.
+ibv_context* make_context(const std::shared_ptr<Conn>& conn, int sock, int async_fd);
+// ibv_import_device (import.cpp) finds the connection of a dup of `sock` in this process.
+void share_conn(const std::shared_ptr<Conn>& conn, int sock);
 
 // Runs one control request on the context's socket. Returns 0, the device's verdict (a
 // positive errno), or EIO when the device is gone (its end of the socket closed; the
@@ -220,8 +266,8 @@ void untrack(Context* ctx, Cq* cq);
 void untrack(Context* ctx, Srq* srq);
 // An opened XRC TGT QP handle: no rings to flush, but its events are handed out.
 void track_events(Context* ctx, Qp* qp);
-// A cookie no other object of the context had (Context::event_targets).
-inline uint64_t new_cookie(Context* ctx) { return ctx->next_cookie.fetch_add(1); }
+// A cookie no other object of the connection had (Conn::event_targets).
+inline uint64_t new_cookie(Context* ctx) { return ctx->conn->next_cookie.fetch_add(1); }
 
 // For librdmacm (verbs_api/rdmacm), which has no other way to learn of it and must not
 // depend on symbols libibverbs does not export (the exports are rdma-core's, exactly): both
@@ -249,6 +295,31 @@ inline void on_device_gone(ibv_context* c, GoneHook fn, void* arg) {
     }
     fn(c, arg);
 }
+
+// ibv_alloc_pd and ibv_import_pd (objects.cpp): a Pd for the handle the device answers
+// `req` (kAllocPd, kQueryPd) with; NULL with errno set.
+ibv_pd* pd_for(ibv_context* context, abi::Request& req);
+
+// Parent domains (parent_domain.cpp). A QP, CQ or SRQ made on one counts as its user
+// until destroyed (pd may be any PD, or NULL: then nothing happens).
+void hold_pd(ibv_pd* pd);
+void release_pd(ibv_pd* pd);
+// Library memory for `pd`'s objects, 64-byte aligned: from the parent domain's allocator
+// when it has one that does not answer IBV_ALLOCATOR_USE_DEFAULT (*custom), else operator
+// new; NULL when the allocator fails. give_mem returns it the same way. uroce's rings are
+// the device's memory (memfds it maps too), so only the library's own buffers come from
+// here: the ibv_wr_* staging buffer of a QP (kResQpStage).
+void* take_mem(ibv_pd* pd, size_t size, uint64_t type, bool* custom);
+void give_mem(ibv_pd* pd, void* m, bool custom, uint64_t type);
+// The allocator's resource_type for it: the number mlx5dv gives a QP's buffers
+// (MLX5DV_RES_TYPE_QP), so that an allocator written for mlx5 sees a QP buffer.
+constexpr uint64_t kResQpStage = 1;
+// ibv_alloc_td, ibv_dealloc_td, ibv_alloc_parent_domain: installed in verbs_context.
+ibv_td* alloc_td(ibv_context* c, ibv_td_init_attr* attr);
+int dealloc_td(ibv_td* td);
+ibv_pd* alloc_parent_domain(ibv_context* c, ibv_parent_domain_init_attr* attr);
+// ibv_dealloc_pd of a parent domain (0 or EBUSY).
+int dealloc_parent_domain(Pd* pd);
 
 // Maps a ring memfd received from the device (and closes the fd).
 bool map_ring(int fd, size_t bytes, uint32_t slots, uint32_t stride, Ring* out);

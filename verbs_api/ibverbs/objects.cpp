@@ -46,9 +46,9 @@ pthread_mutex_t* public_mutex(Srq* s) { return &s->srq.mutex; }
 
 template <typename Obj>
 Obj* hand_out(Context* ctx, uint64_t cookie, uint32_t Obj::*reported) {
-    std::lock_guard<std::mutex> live(ctx->objs_mu);
-    auto it = ctx->event_targets.find(cookie);
-    if (it == ctx->event_targets.end()) return nullptr;
+    std::lock_guard<std::mutex> live(ctx->conn->targets_mu);
+    auto it = ctx->conn->event_targets.find(cookie);
+    if (it == ctx->conn->event_targets.end()) return nullptr;
     auto* obj = static_cast<Obj*>(it->second);
     pthread_mutex_t* mu = public_mutex(obj);
     pthread_mutex_lock(mu);
@@ -60,6 +60,18 @@ Obj* hand_out(Context* ctx, uint64_t cookie, uint32_t Obj::*reported) {
 }  // namespace
 
 namespace uroce::verbs {
+
+ibv_pd* pd_for(ibv_context* context, abi::Request& req) {
+    abi::Response resp{};
+    if (int e = request(ctx_of(context), req, resp)) {
+        errno = e;
+        return nullptr;
+    }
+    auto* pd = new Pd();
+    pd->pd.context = context;
+    pd->pd.handle = resp.u.pd.pd;
+    return &pd->pd;
+}
 
 Cq* create_cq(ibv_context* context, int cqe, void* cq_context, ibv_comp_channel* channel,
               int comp_vector) {
@@ -112,18 +124,13 @@ extern "C" {
 ibv_pd* ibv_alloc_pd(ibv_context* context) {
     abi::Request req{};
     req.op = abi::Op::kAllocPd;
-    abi::Response resp{};
-    if (int e = request(ctx_of(context), req, resp)) {
-        errno = e;
-        return nullptr;
-    }
-    auto* pd = new Pd();
-    pd->pd.context = context;
-    pd->pd.handle = resp.u.pd.pd;
-    return &pd->pd;
+    return pd_for(context, req);
 }
 
 int ibv_dealloc_pd(ibv_pd* pd) {
+    // A parent domain goes alone; its PD stays, and is busy while one names it (mlx5).
+    if (pd_of(pd)->contained) return dealloc_parent_domain(pd_of(pd));
+    if (pd_of(pd)->parents.load()) return EBUSY;
     abi::Request req{};
     req.op = abi::Op::kDeallocPd;
     req.u.pd.pd = pd->handle;
@@ -278,6 +285,7 @@ int ibv_destroy_cq(ibv_cq* cq_pub) {
         pthread_cond_wait(&cq_pub->cond, &cq_pub->mutex);
     pthread_mutex_unlock(&cq_pub->mutex);
     if (cq_pub->channel) --cq_pub->channel->refcnt;
+    release_pd(cq->parent);
     unmap_ring(cq->ring);
     delete cq;
     return 0;

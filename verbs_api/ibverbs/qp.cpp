@@ -67,6 +67,7 @@ ibv_qp* create_qp(ibv_context* context, ibv_pd* pd, ibv_qp_init_attr* attr, uint
     q.qp_type = attr->qp_type;
     pthread_mutex_init(&q.mutex, nullptr);
     pthread_cond_init(&q.cond, nullptr);
+    hold_pd(pd);
     track(ctx, qp);
     return &q;
 }
@@ -143,6 +144,11 @@ int ibv_destroy_qp(ibv_qp* qp) {
     pthread_mutex_unlock(&qp->mutex);
     unmap_ring(q->sq);
     unmap_ring(q->rq);
+    if (q->stage) {
+        q->stage->~WrStage();
+        give_mem(qp->pd, q->stage, q->stage_custom, kResQpStage);
+    }
+    release_pd(qp->pd);
     delete q;
     return 0;
 }

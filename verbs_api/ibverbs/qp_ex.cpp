@@ -234,9 +234,10 @@ int check_send_ops(ibv_qp_type type, uint64_t ops) {
 }
 
 int enable_wr_api(Qp* qp) {
-    qp->stage.reset(new (std::nothrow) WrStage());
-    if (!qp->stage) return ENOMEM;
     ibv_qp_ex& x = qp->qpx;
+    void* m = take_mem(x.qp_base.pd, sizeof(WrStage), kResQpStage, &qp->stage_custom);
+    if (!m) return ENOMEM;
+    qp->stage = new (m) WrStage();
     ibv_qp_type type = x.qp_base.qp_type;
     // As mlx5: every builder the QP type supports, whatever send_ops_flags asked for; the
     // others (TSO, and those of other QP types) stay NULL.

@@ -444,24 +444,7 @@ int ibv_resolve_eth_l2_from_gid(struct ibv_context* context, struct ibv_ah_attr*
     return -EOPNOTSUPP;
 }
 
-// Importing objects shares them through a kernel uverbs file descriptor,
-// which uroce does not have.
-struct ibv_context* ibv_import_device(int cmd_fd) {
-    return unsupported_null<ibv_context>();
-}
-
-struct ibv_pd* ibv_import_pd(struct ibv_context* context, uint32_t pd_handle) {
-    return unsupported_null<ibv_pd>();
-}
-
-void ibv_unimport_pd(struct ibv_pd* pd) {}
-
-struct ibv_mr* ibv_import_mr(struct ibv_pd* pd, uint32_t mr_handle) {
-    return unsupported_null<ibv_mr>();
-}
-
-void ibv_unimport_mr(struct ibv_mr* mr) {}
-
+// No device memory (ibv_alloc_dm) to import.
 struct ibv_dm* ibv_import_dm(struct ibv_context* context, uint32_t dm_handle) {
     return unsupported_null<ibv_dm>();
 }
