@@ -92,8 +92,20 @@ run_pair() {
     verbs timeout "$timeout_s" "${server[@]}" >"$slog" 2>&1 &
     local spid=$!
     # PAIR_READY names a function that waits until the server is ready (given its pid);
-    # without one, a fixed pause.
-    if [ -n "${PAIR_READY:-}" ]; then "$PAIR_READY" $spid; else sleep "${SERVER_WAIT:-0.5}"; fi
+    # without one, until its TCP port (the server's "-p PORT": the pingpongs, perftest and
+    # ucx_perftest exchange their set-up over TCP and their clients connect once) listens.
+    local prev= port=
+    for a in "${server[@]}"; do
+        [ "$prev" = -p ] && port=$a
+        prev=$a
+    done
+    if [ -n "${PAIR_READY:-}" ]; then
+        "$PAIR_READY" $spid
+    elif [ -n "$port" ]; then
+        tcp_port_ready "$port" $spid
+    else
+        sleep "${SERVER_WAIT:-0.5}"
+    fi
     verbs timeout "$timeout_s" "${client[@]}" >"$clog" 2>&1
     local crc=$?
     wait $spid
@@ -101,6 +113,18 @@ run_pair() {
     echo "--- server: ${server[*]} (exit $src)"; cat "$slog"
     echo "--- client: ${client[*]} (exit $crc)"; cat "$clog"
     [ $src = 0 ] && [ $crc = 0 ] || fail "server exit $src, client exit $crc"
+}
+
+# tcp_port_ready PORT PID: waits (up to 60 s) until something listens on TCP PORT in this
+# network namespace, or process PID has ended.
+tcp_port_ready() {
+    local pat i
+    pat=$(printf ':%04X 0\\+:0000 0A' "$1")
+    for i in $(seq 1 1200); do
+        grep -qs "$pat" /proc/net/tcp /proc/net/tcp6 && return 0
+        kill -0 "$2" 2>/dev/null || return 0
+        sleep 0.05
+    done
 }
 
 # check_perftest_results PROGRAM CLIENT_LOG: the client printed its results table (the line
