@@ -84,6 +84,8 @@ enum CtlOp : uint8_t {
     kAdviseMr,  // pick pd, pick mr, u16 offset, u16 length in the MR's iova space
                 // [bit 1: u64 addr and u64 length instead]
     kQueryPort,  //
+    kQueryPd,    // pick pd (ibv_import_pd's request)
+    kQueryMr,    // pick mr (ibv_import_mr's request)
     kCount
 };
 

@@ -289,6 +289,7 @@ std::vector<std::pair<std::string, std::vector<uint8_t>>> control_seeds() {
         in.u16(0x100).u16(0x2000);
         in.reg_mr(IBV_ACCESS_ON_DEMAND | IBV_ACCESS_LOCAL_WRITE, 0, 0x4000);  // advise wants ODP
         in.op(kAdviseMr).pick(0).pick(1).u16(0).u16(0x1000).op(kQueryPort);
+        in.op(kQueryPd).pick(0).op(kQueryMr).pick(1);
         in.op(kPostSend).u8(0).u8(1).send_wqe(IBV_WR_SEND, 64).ring(0, 8);
         add("resize_rereg_advise", in);
     }

@@ -214,6 +214,13 @@ public:
         case fuzz::kReregMr: rereg_mr(); break;
         case fuzz::kAdviseMr: advise_mr(); break;
         case fuzz::kQueryPort: send(req(abi::Op::kQueryPort)); break;
+        case fuzz::kQueryPd: {
+            abi::Request q = req(abi::Op::kQueryPd);
+            q.u.pd.pd = pick(pds_);
+            send(q);
+            break;
+        }
+        case fuzz::kQueryMr: handle_req(abi::Op::kQueryMr, pick(mr_keys())); break;
         case fuzz::kCount: break;
         }
     }
