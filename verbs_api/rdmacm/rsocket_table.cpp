@@ -3,6 +3,7 @@
 // found by number without a lock. Creation, close and the calls that only read the socket.
 #include <rdma/rsocket.h>
 #include <sys/eventfd.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -61,9 +62,26 @@ void drain(Rsocket* rs) {
     (void)!read(rs->fd, &v, sizeof v);
 }
 
+// The eventfd moved to the upper half of the descriptor range: Debian's librspreload
+// (rdma-core 44) maps select()'s results back by scanning descriptors upwards from 0 and
+// takes the first whose mapping matches, so an rsocket numbered below the program's
+// descriptor for it would be reported as itself. rdma-core's own sockets are mostly made
+// after that descriptor; ours (an accepted one especially) may not be.
+int high_fd(int fd) {
+    rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) || rl.rlim_cur == RLIM_INFINITY) return fd;
+    int base = int(std::min<rlim_t>(rl.rlim_cur / 2, kChunk * kChunks / 2));
+    if (fd >= base) return fd;
+    int hi = fcntl(fd, F_DUPFD_CLOEXEC, base);
+    if (hi < 0) return fd;
+    close(fd);
+    return hi;
+}
+
 Rsocket* alloc_socket(const Rsocket* inherit, int type, int domain) {
     int fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     if (fd < 0) return nullptr;
+    fd = high_fd(fd);
     auto* rs = new Rsocket();
     rs->fd = fd;
     rs->type = type;
