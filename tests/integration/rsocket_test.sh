@@ -9,7 +9,9 @@
 #   rcopy MIB          rcopy of a MIB MiB random file; the copy's checksum must match
 #   preload MIB        nc sends a MIB MiB file to socat, both under librspreload.so;
 #                      checksummed; the capture shows RoCE (RDMA WRITEs) and no TCP
-#   killed             a client killed mid-stream: the server's rrecv fails within 2 s
+#   api BINARY         tests/integration/rsocket_api.cpp (GoogleTest): the calls' answers
+#   killed client|server  that side of an rstream pair killed mid-stream: the other
+#                      fails with ECONNRESET within 2 s
 . "$(dirname "$0")/lib.sh"
 mode=${1:?usage: rsocket_test.sh MODE [ARGS...]}
 shift
@@ -130,6 +132,10 @@ preload)
         -T fields -e infiniband.reth.dmalen 2>/dev/null | awk '{ s += $1 } END { print s + 0 }')
     echo "RDMA WRITE bytes in the capture (RETH DMA lengths): $bytes"
     [ "$bytes" -ge "$((mib << 20))" ] || fail "the capture shows $bytes RDMA WRITE bytes"
+    ;;
+api)
+    start_device uroce0 127.0.0.1
+    verbs timeout 120 "${1:?usage: rsocket_test.sh api BINARY}" 127.0.0.1 || fail "rsocket_api failed"
     ;;
 killed)
     # killed client|server: rstream streams (the client sends first); the named side is

@@ -4,6 +4,7 @@
 #include <rdma/rsocket.h>
 #include <sys/eventfd.h>
 #include <sys/resource.h>
+#include <sys/select.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -62,7 +63,8 @@ void drain(Rsocket* rs) {
     (void)!read(rs->fd, &v, sizeof v);
 }
 
-// The eventfd moved to the upper half of the descriptor range: Debian's librspreload
+// The eventfd moved up (to FD_SETSIZE / 2 and above, or half the descriptor limit if that is
+// lower): Debian's librspreload
 // (rdma-core 44) maps select()'s results back by scanning descriptors upwards from 0 and
 // takes the first whose mapping matches, so an rsocket numbered below the program's
 // descriptor for it would be reported as itself. rdma-core's own sockets are mostly made
@@ -70,7 +72,8 @@ void drain(Rsocket* rs) {
 int high_fd(int fd) {
     rlimit rl;
     if (getrlimit(RLIMIT_NOFILE, &rl) || rl.rlim_cur == RLIM_INFINITY) return fd;
-    int base = int(std::min<rlim_t>(rl.rlim_cur / 2, kChunk * kChunks / 2));
+    // Below FD_SETSIZE while it can be, so rselect's fd_sets hold it.
+    int base = int(std::min<rlim_t>(rl.rlim_cur / 2, FD_SETSIZE / 2));
     if (fd >= base) return fd;
     int hi = fcntl(fd, F_DUPFD_CLOEXEC, base);
     if (hi < 0) return fd;
