@@ -162,12 +162,16 @@ TEST(Rsocket, DataBothWaysIntact) {
     while (got < in.size()) {
         if (sent < out.size()) {
             ssize_t n = rsend(p.c, out.data() + sent, out.size() - sent, 0);
-            if (n > 0) sent += size_t(n);
-            else ASSERT_EQ(errno, EAGAIN);
+            if (n > 0)
+                sent += size_t(n);
+            else
+                ASSERT_EQ(errno, EAGAIN);
         }
         ssize_t n = rrecv(p.s, in.data() + got, in.size() - got, MSG_DONTWAIT);
-        if (n > 0) got += size_t(n);
-        else ASSERT_EQ(errno, EAGAIN);
+        if (n > 0)
+            got += size_t(n);
+        else
+            ASSERT_EQ(errno, EAGAIN);
     }
     EXPECT_EQ(in, out);
     ASSERT_EQ(rfcntl(p.c, F_SETFL, 0), 0);

@@ -19,15 +19,8 @@ shift
 PORT=$(tcp_port)
 UDP=${UROCE_UDP_PORT:-4791}
 
-# wait_listener SERVER_PID: until the server's CM id listens on $PORT (uroce res).
-wait_listener() {
-    local i
-    for i in $(seq 1 600); do
-        "$UROCE" res 2>/dev/null | grep -Eq "^cm_id .* state listen .*:$PORT remote" && return
-        kill -0 "$1" 2>/dev/null || return
-        sleep 0.1
-    done
-}
+# wait_listener SERVER_PID: until the server's CM id listens on $PORT (lib.sh).
+wait_listener() { cm_listening_on "$PORT" "$1"; }
 
 # check_results OUTPUT: rstream/riostream printed at least one result line (name, bytes,
 # transfers, iterations, total, time, ...); with -T v they checked every byte themselves.

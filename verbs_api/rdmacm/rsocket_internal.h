@@ -129,7 +129,10 @@ struct Rsocket {
 
     // The stream: names as in rdma-core's struct rsocket, so the protocol reads alike.
     uint32_t ctrl_seqno = 0, ctrl_max_seqno = kCtrlSize;
-    uint16_t sseq_no = 0, sseq_comp = 0, rseq_no = 0, rseq_comp = 0;
+    // The sender's counters that completions (polled by whichever call holds cq_lock) give
+    // back are atomic: rsend and rrecv may run in two threads.
+    uint16_t sseq_no = 0, rseq_no = 0, rseq_comp = 0;
+    std::atomic<uint16_t> sseq_comp{0};
     int remote_sge = 0;
     Sge remote_sgl{}, remote_iomap{};
     bool swap_sgl = false;  // the peer's byte order differs
@@ -142,12 +145,12 @@ struct Rsocket {
     uint32_t rbuf_bytes_avail = 0, rbuf_free_offset = 0, rbuf_offset = 0;
     ibv_mr* rmr = nullptr;
     uint8_t* rbuf = nullptr;
-    uint32_t sbuf_bytes_avail = 0;
+    std::atomic<uint32_t> sbuf_bytes_avail{0};
     ibv_mr* smr = nullptr;
     uint8_t* sbuf = nullptr;
     ibv_sge ssgl[2]{};
 
-    int sqe_avail = 0;
+    std::atomic<int> sqe_avail{0};
     int rmsg_head = 0, rmsg_tail = 0;
     struct Rmsg {
         uint32_t op, data;
@@ -182,6 +185,7 @@ void release_cm(Rsocket* rs);                    // detach from the CM thread be
 bool accept_ready(Rsocket* l);                   // a listener has a connection for raccept
 
 // rsocket_stream.cpp: the data path.
+int io_ready(Rsocket* rs, int flags);  // 0: connected (or was); -1 with errno
 using Test = bool (*)(Rsocket*);
 int process_cq(Rsocket* rs, bool nonblock, Test test);
 int get_comp(Rsocket* rs, bool nonblock, Test test);

@@ -158,7 +158,7 @@ int riounmap(int socket, void* buf, size_t len) {
 size_t riowrite(int socket, const void* buf, size_t count, off_t offset, int flags) {
     Rsocket* rs = lookup(socket);
     if (!rs) return size_t(fail(EBADF));
-    if (!(rs->state & (kConnected | kDisconnected | kError))) return size_t(fail(ENOTCONN));
+    if (io_ready(rs, flags)) return size_t(-1);
     std::lock_guard<std::mutex> g(rs->slock);
     auto* src = static_cast<const uint8_t*>(buf);
     size_t left = count;

@@ -100,6 +100,14 @@ void set_bit(uint64_t* opts, int name, bool on) {
         *opts &= ~(uint64_t(1) << name);
 }
 
+// A flag that is also the CM id's (rdma_set_option), remembered for rgetsockopt.
+int id_flag(Rsocket* rs, int cm_opt, int on, uint64_t* opts, int name) {
+    if (rdma_set_option(rs->cm_id, RDMA_OPTION_ID, cm_opt, &on, sizeof on) && errno != ENOSYS)
+        return -1;
+    set_bit(opts, name, on);
+    return 0;
+}
+
 bool bit(uint64_t opts, int name) { return opts & (uint64_t(1) << name); }
 
 int put_int(void* optval, socklen_t* optlen, int v) {
@@ -142,12 +150,7 @@ int rsetsockopt(int socket, int level, int optname, const void* optval, socklen_
         if (need_int()) return -1;
         switch (optname) {
         case SO_REUSEADDR:
-            if (rdma_set_option(rs->cm_id, RDMA_OPTION_ID, RDMA_OPTION_ID_REUSEADDR,
-                                const_cast<void*>(optval), optlen) &&
-                errno != ENOSYS)
-                return -1;
-            set_bit(&rs->so_opts, optname, ival);
-            return 0;
+            return id_flag(rs, RDMA_OPTION_ID_REUSEADDR, ival, &rs->so_opts, optname);
         case SO_RCVBUF:
             if (!rs->rbuf) rs->rbuf_size = std::max<uint32_t>(uint32_t(ival) << 1, kSndLowat << 1);
             return 0;
@@ -192,12 +195,7 @@ int rsetsockopt(int socket, int level, int optname, const void* optval, socklen_
     case IPPROTO_IPV6:
         if (optname != IPV6_V6ONLY) return fail(ENOTSUP);
         if (need_int()) return -1;
-        if (rdma_set_option(rs->cm_id, RDMA_OPTION_ID, RDMA_OPTION_ID_AFONLY,
-                            const_cast<void*>(optval), optlen) &&
-            errno != ENOSYS)
-            return -1;
-        set_bit(&rs->ipv6_opts, optname, ival);
-        return 0;
+        return id_flag(rs, RDMA_OPTION_ID_AFONLY, ival, &rs->ipv6_opts, optname);
     case SOL_RDMA:
         if (rs->state >= kOpening) return fail(EINVAL);  // the QP exists (or is being made)
         if (optname == RDMA_ROUTE) {

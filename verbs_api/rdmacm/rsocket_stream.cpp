@@ -33,14 +33,7 @@ uint64_t polling_time_us() {
     return us;
 }
 
-int post_msg(Rsocket* rs, uint32_t msg) {
-    ibv_send_wr wr{}, *bad;
-    wr.wr_id = msg;
-    wr.opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
-    wr.imm_data = htobe32(msg);
-    int e = ibv_post_send(rs->cm_id->qp, &wr, &bad);
-    return e ? fail(e) : 0;
-}
+int post_msg(Rsocket* rs, uint32_t msg) { return post_write_msg(rs, nullptr, 0, msg, 0, 0, 0); }
 
 bool ctrl_avail(Rsocket* rs) { return rs->ctrl_seqno != rs->ctrl_max_seqno; }
 
@@ -198,9 +191,10 @@ int send_error(Rsocket* rs) {
     return fail(rs->state & kError ? (rs->err ? rs->err : ECONNRESET) : EPIPE);
 }
 
-// Common to rsend and rsendv: `copy(dst, n)` takes the next n bytes of the caller's data.
-template <class Copy>
-ssize_t send_stream(Rsocket* rs, size_t len, int flags, const void* flat, Copy copy) {
+}  // namespace
+
+// A data call on a socket still connecting waits for it (or EAGAIN); never connected: ENOTCONN.
+int io_ready(Rsocket* rs, int flags) {
     if (rs->state & kOpening) {
         if (wait_connected(rs, nonblocking(rs, flags))) {
             if (errno == EINPROGRESS) errno = EAGAIN;
@@ -208,6 +202,15 @@ ssize_t send_stream(Rsocket* rs, size_t len, int flags, const void* flat, Copy c
         }
     }
     if (!(rs->state & (kConnected | kDisconnected | kError))) return fail(ENOTCONN);
+    return 0;
+}
+
+namespace {
+
+// Common to rsend and rsendv: `copy(dst, n)` takes the next n bytes of the caller's data.
+template <class Copy>
+ssize_t send_stream(Rsocket* rs, size_t len, int flags, const void* flat, Copy copy) {
+    if (io_ready(rs, flags)) return -1;
     std::lock_guard<std::mutex> g(rs->slock);
     size_t left = len;
     uint32_t olen = kOlapStart;
@@ -319,38 +322,39 @@ uint32_t next_xfer(Rsocket* rs, size_t left, uint32_t* olen, uint32_t room) {
     } else {
         x = uint32_t(left);
     }
-    if (x > rs->sbuf_bytes_avail) x = rs->sbuf_bytes_avail;
+    uint32_t avail = rs->sbuf_bytes_avail;
+    if (x > avail) x = avail;
     if (x > room) x = room;
     return x;
 }
 
-int post_write(Rsocket* rs, ibv_sge* sgl, int nsge, uint32_t wr_data, int flags, uint64_t addr,
-               uint32_t rkey) {
+namespace {
+// Every message is an RDMA WRITE (WITH IMMEDIATE: the immediate is the message, which the
+// completion's wr_id repeats); post_msg's have no data.
+int post_rdma(Rsocket* rs, ibv_wr_opcode op, ibv_sge* sgl, int nsge, uint32_t msg, int flags,
+              uint64_t addr, uint32_t rkey) {
     ibv_send_wr wr{}, *bad;
-    wr.wr_id = wr_data;
+    wr.wr_id = msg;
     wr.sg_list = sgl;
     wr.num_sge = nsge;
-    wr.opcode = IBV_WR_RDMA_WRITE;
+    wr.opcode = op;
     wr.send_flags = flags;
+    if (op == IBV_WR_RDMA_WRITE_WITH_IMM) wr.imm_data = htobe32(msg);
     wr.wr.rdma.remote_addr = addr;
     wr.wr.rdma.rkey = rkey;
     int e = ibv_post_send(rs->cm_id->qp, &wr, &bad);
     return e ? fail(e) : 0;
 }
+}  // namespace
+
+int post_write(Rsocket* rs, ibv_sge* sgl, int nsge, uint32_t wr_data, int flags, uint64_t addr,
+               uint32_t rkey) {
+    return post_rdma(rs, IBV_WR_RDMA_WRITE, sgl, nsge, wr_data, flags, addr, rkey);
+}
 
 int post_write_msg(Rsocket* rs, ibv_sge* sgl, int nsge, uint32_t msg, int flags, uint64_t addr,
                    uint32_t rkey) {
-    ibv_send_wr wr{}, *bad;
-    wr.wr_id = msg;
-    wr.sg_list = sgl;
-    wr.num_sge = nsge;
-    wr.opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
-    wr.send_flags = flags;
-    wr.imm_data = htobe32(msg);
-    wr.wr.rdma.remote_addr = addr;
-    wr.wr.rdma.rkey = rkey;
-    int e = ibv_post_send(rs->cm_id->qp, &wr, &bad);
-    return e ? fail(e) : 0;
+    return post_rdma(rs, IBV_WR_RDMA_WRITE_WITH_IMM, sgl, nsge, msg, flags, addr, rkey);
 }
 
 // The peer must have room for the data and for its notification (a receive and an rmsg
@@ -364,7 +368,7 @@ bool have_rdata(Rsocket* rs) { return rs->rmsg_head != rs->rmsg_tail; }
 bool conn_have_rdata(Rsocket* rs) { return have_rdata(rs) || !(rs->state & kReadable); }
 bool conn_can_send_ctrl(Rsocket* rs) { return ctrl_avail(rs) || !(rs->state & kConnected); }
 bool all_sends_done(Rsocket* rs) {
-    return int(rs->ctrl_max_seqno - rs->ctrl_seqno) + rs->sqe_avail == rs->sq_size ||
+    return int(rs->ctrl_max_seqno - rs->ctrl_seqno) + rs->sqe_avail.load() == rs->sq_size ||
            !(rs->state & kConnected);
 }
 
@@ -460,13 +464,7 @@ extern "C" {
 ssize_t rrecv(int socket, void* buf, size_t len, int flags) {
     Rsocket* rs = lookup(socket);
     if (!rs) return fail(EBADF);
-    if (rs->state & kOpening) {
-        if (wait_connected(rs, nonblocking(rs, flags))) {
-            if (errno == EINPROGRESS) errno = EAGAIN;
-            return -1;
-        }
-    }
-    if (!(rs->state & (kConnected | kDisconnected | kError))) return fail(ENOTCONN);
+    if (io_ready(rs, flags)) return -1;
     std::lock_guard<std::mutex> g(rs->rlock);
     auto* p = static_cast<uint8_t*>(buf);
     size_t left = len;
@@ -564,9 +562,12 @@ int rshutdown(int socket, int how) {
         }
         std::lock_guard<std::mutex> g(rs->slock);
         if (!ctrl_avail(rs) && process_cq(rs, false, conn_can_send_ctrl)) return -1;
-        if ((rs->state & kConnected) && ctrl_avail(rs)) {
-            rs->ctrl_seqno++;
-            post_msg(rs, msg_set(kOpCtrl, ctrl));
+        {
+            std::lock_guard<std::mutex> c(rs->cq_lock);  // ctrl_seqno is the CQ side's too
+            if ((rs->state & kConnected) && ctrl_avail(rs)) {
+                rs->ctrl_seqno++;
+                post_msg(rs, msg_set(kOpCtrl, ctrl));
+            }
         }
         if (rs->state & kConnected) process_cq(rs, false, all_sends_done);
     }
