@@ -66,13 +66,71 @@ void recv_all(int fd, void* buf, size_t len) {
     ASSERT_EQ(rrecv(fd, buf, len, MSG_WAITALL), ssize_t(len)) << strerror(errno);
 }
 
+TEST(RsocketDgram, DatagramsKeepTheirBoundariesAndSources) {
+    int a = rsocket(AF_INET, SOCK_DGRAM, 0), b = rsocket(AF_INET, SOCK_DGRAM, 0);
+    ASSERT_GE(a, 0);
+    ASSERT_GE(b, 0);
+    sockaddr_in sa = addr_of(0), sb = addr_of(0);
+    ASSERT_EQ(rbind(a, reinterpret_cast<sockaddr*>(&sa), sizeof sa), 0) << strerror(errno);
+    ASSERT_EQ(rbind(b, reinterpret_cast<sockaddr*>(&sb), sizeof sb), 0) << strerror(errno);
+    socklen_t len = sizeof sa;
+    ASSERT_EQ(rgetsockname(a, reinterpret_cast<sockaddr*>(&sa), &len), 0);
+    len = sizeof sb;
+    ASSERT_EQ(rgetsockname(b, reinterpret_cast<sockaddr*>(&sb), &len), 0);
+    EXPECT_NE(sa.sin_port, 0);
+    char big[4096] = {};
+    EXPECT_EQ(rsendto(a, big, sizeof big, 0, reinterpret_cast<sockaddr*>(&sb), sizeof sb), -1);
+    EXPECT_EQ(errno, EMSGSIZE);
+    EXPECT_EQ(rsend(a, "x", 1, 0), -1);  // no destination
+    EXPECT_EQ(errno, EDESTADDRREQ);
+    // The first datagrams go by UDP until the peer's QP is known, the rest by UD: each
+    // arrives whole, in order here, with the sender's address.
+    for (int i = 0; i < 50; ++i) {
+        char m[64];
+        int n = snprintf(m, sizeof m, "datagram %d", i);
+        ASSERT_EQ(rsendto(a, m, size_t(n), 0, reinterpret_cast<sockaddr*>(&sb), sizeof sb), n);
+        char r[64] = {};
+        sockaddr_in from{};
+        socklen_t fl = sizeof from;
+        ASSERT_EQ(rrecvfrom(b, r, sizeof r, 0, reinterpret_cast<sockaddr*>(&from), &fl), n);
+        EXPECT_STREQ(r, m);
+        EXPECT_EQ(fl, sizeof from);
+        EXPECT_EQ(from.sin_port, sa.sin_port);
+        EXPECT_EQ(from.sin_addr.s_addr, sa.sin_addr.s_addr);
+        // And back, to the address it came from.
+        ASSERT_EQ(rsendto(b, r, size_t(n), 0, reinterpret_cast<sockaddr*>(&from), fl), n);
+        memset(r, 0, sizeof r);
+        ASSERT_EQ(rrecv(a, r, sizeof r, 0), n);
+        EXPECT_STREQ(r, m);
+    }
+    // A short buffer takes the start of one datagram; the rest of it is gone.
+    ASSERT_EQ(rconnect(a, reinterpret_cast<sockaddr*>(&sb), sizeof sb), 0);
+    ASSERT_EQ(rsend(a, "abcdef", 6, 0), 6);
+    ASSERT_EQ(rsend(a, "gh", 2, 0), 2);
+    char r[8] = {};
+    EXPECT_EQ(rrecv(b, r, 3, 0), 3);
+    EXPECT_EQ(memcmp(r, "abc", 3), 0);
+    EXPECT_EQ(rrecv(b, r, sizeof r, 0), 2);
+    EXPECT_EQ(memcmp(r, "gh", 2), 0);
+    EXPECT_EQ(rrecv(b, r, sizeof r, MSG_DONTWAIT), -1);
+    EXPECT_EQ(errno, EAGAIN);
+    pollfd q{b, POLLIN, 0};
+    EXPECT_EQ(rpoll(&q, 1, 0), 0);
+    ASSERT_EQ(rsend(a, "p", 1, 0), 1);
+    EXPECT_EQ(rpoll(&q, 1, 5000), 1);
+    EXPECT_EQ(q.revents, POLLIN);
+    EXPECT_EQ(rrecv(b, r, sizeof r, 0), 1);
+    EXPECT_EQ(rclose(a), 0);
+    EXPECT_EQ(rclose(b), 0);
+}
+
 TEST(Rsocket, BadArguments) {
     errno = 0;
     EXPECT_EQ(rsocket(AF_UNIX, SOCK_STREAM, 0), -1);
     EXPECT_EQ(errno, ENOTSUP);
     EXPECT_EQ(rsocket(AF_INET, SOCK_STREAM, IPPROTO_UDP), -1);
     EXPECT_EQ(errno, ENOTSUP);
-    EXPECT_EQ(rsocket(AF_INET, SOCK_DGRAM, 0), -1);  // not supported yet (docs/rsockets.md)
+    EXPECT_EQ(rsocket(AF_INET, SOCK_DGRAM, IPPROTO_TCP), -1);
     EXPECT_EQ(errno, ENOTSUP);
     char b;
     EXPECT_EQ(rsend(0, &b, 1, 0), -1);  // stdin: not an rsocket

@@ -9,7 +9,9 @@
 #   rcopy MIB          rcopy of a MIB MiB random file; the copy's checksum must match
 #   preload MIB        nc sends a MIB MiB file to socat, both under librspreload.so;
 #                      checksummed; the capture shows RoCE (RDMA WRITEs) and no TCP
-#   api BINARY         tests/integration/rsocket_api.cpp (GoogleTest): the calls' answers
+#   api BINARY         tests/integration/rsocket_api.cpp (GoogleTest): the calls' answers;
+#                      afterwards the device holds no object
+#   udpong ARGS...     udpong (SOCK_DGRAM) server bound to 127.0.0.1 and client, 1000 x 1000 B
 #   killed client|server  that side of an rstream pair killed mid-stream: the other
 #                      fails with ECONNRESET within 2 s
 . "$(dirname "$0")/lib.sh"
@@ -129,6 +131,22 @@ preload)
 api)
     start_device uroce0 127.0.0.1
     verbs timeout 120 "${1:?usage: rsocket_test.sh api BINARY}" 127.0.0.1 || fail "rsocket_api failed"
+    expect_no_objects uroce0
+    ;;
+udpong)
+    # udpong (datagram rsockets) ARGS...: 1000 datagrams of 1000 bytes; both end 0.
+    need udpong
+    start_device uroce0 127.0.0.1
+    verbs timeout 60 udpong -b 127.0.0.1 -p "$PORT" >"$UROCE_RUNTIME_DIR/server.out" 2>&1 &
+    spid=$!
+    sleep 0.5
+    verbs timeout 60 udpong -s 127.0.0.1 -p "$PORT" -C 1000 -S 1000 "$@" >"$UROCE_RUNTIME_DIR/client.out" 2>&1
+    crc=$?
+    kill $spid 2>/dev/null
+    wait $spid 2>/dev/null
+    echo "--- client (exit $crc)"; cat "$UROCE_RUNTIME_DIR/client.out"
+    [ $crc = 0 ] || fail "udpong exit $crc"
+    grep -Eq '^custom +1000 +[0-9]+k? ' "$UROCE_RUNTIME_DIR/client.out" || fail "udpong printed no result"
     ;;
 killed)
     # killed client|server: rstream streams (the client sends first); the named side is

@@ -386,6 +386,7 @@ int rbind(int socket, const struct sockaddr* addr, socklen_t addrlen) {
     if (!rs) return fail(EBADF);
     if (!addr) return fail(EFAULT);
     if (addrlen < sizeof(sockaddr_in)) return fail(EINVAL);
+    if (rs->dg) return dgram_bind(rs, addr, addrlen);
     if (rs->state != kInit) return fail(EINVAL);
     if (rdma_bind_addr(rs->cm_id, const_cast<sockaddr*>(addr))) return -1;
     rs->state = kBound;
@@ -395,6 +396,7 @@ int rbind(int socket, const struct sockaddr* addr, socklen_t addrlen) {
 int rlisten(int socket, int backlog) {
     Rsocket* rs = lookup(socket);
     if (!rs) return fail(EBADF);
+    if (rs->dg) return fail(EOPNOTSUPP);
     if (rs->state == kListening) return 0;
     if (rs->state != kBound && rs->state != kInit) return fail(EINVAL);
     if (rdma_listen(rs->cm_id, backlog)) return -1;
@@ -405,6 +407,7 @@ int rlisten(int socket, int backlog) {
 int raccept(int socket, struct sockaddr* addr, socklen_t* addrlen) {
     Rsocket* l = lookup(socket);
     if (!l) return fail(EBADF);
+    if (l->dg) return fail(EOPNOTSUPP);
     if (l->state != kListening) return fail(EINVAL);
     for (;;) {
         Rsocket* rs = nullptr;
@@ -432,6 +435,7 @@ int raccept(int socket, struct sockaddr* addr, socklen_t* addrlen) {
 int rconnect(int socket, const struct sockaddr* addr, socklen_t addrlen) {
     Rsocket* rs = lookup(socket);
     if (!rs) return fail(EBADF);
+    if (rs->dg) return addr ? dgram_connect(rs, addr, addrlen) : fail(EFAULT);
     int st = rs->state;
     if (st & kConnected) return fail(EISCONN);
     if (st & kOpening) return nonblocking(rs, 0) ? fail(EALREADY) : wait_connected(rs, false);

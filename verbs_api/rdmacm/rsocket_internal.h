@@ -8,6 +8,7 @@
 #include <poll.h>
 #include <rdma/rdma_cma.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
 
 #include <algorithm>
 #include <atomic>
@@ -88,6 +89,7 @@ enum State : int {
 };
 
 struct Rsocket;
+struct Dgram;  // rsocket_dgram.cpp
 
 // A registered region a riomap made: the peer may RDMA WRITE into it (index >= 0: its slot
 // in the peer's target iomap) or not (index -1, read-only local mapping).
@@ -163,6 +165,8 @@ struct Rsocket {
     std::list<IomapMr*> iomap_list, iomap_queue;  // sent / waiting to be sent to the peer
     std::list<IomapMr> local_iomaps;              // read-only mappings (no slot)
     std::atomic<bool> iomap_pending{false};
+
+    Dgram* dg = nullptr;  // SOCK_DGRAM: the UDP side channel and destinations
 };
 
 // rsocket_table.cpp: fd -> socket.
@@ -209,6 +213,22 @@ uint32_t next_xfer(Rsocket* rs, size_t left, uint32_t* olen, uint32_t room);
 // rsocket_iomap.cpp
 int send_iomaps(Rsocket* rs, int flags);
 void free_iomaps(Rsocket* rs);
+
+// rsocket_dgram.cpp: SOCK_DGRAM sockets.
+int dgram_open(Rsocket* rs);
+void dgram_close(Rsocket* rs);
+int dgram_bind(Rsocket* rs, const sockaddr* addr, socklen_t len);
+int dgram_connect(Rsocket* rs, const sockaddr* addr, socklen_t len);
+ssize_t dgram_send(Rsocket* rs, const void* buf, size_t len, int flags, const sockaddr* to,
+                   socklen_t tolen);
+ssize_t dgram_recv(Rsocket* rs, void* buf, size_t len, int flags, sockaddr* from,
+                   socklen_t* fromlen);
+short dgram_revents(Rsocket* rs, short events);
+int dgram_name(Rsocket* rs, bool peer, sockaddr* addr, socklen_t* len);
+int dgram_setsockopt(Rsocket* rs, int level, int name, const void* val, socklen_t len);
+int dgram_getsockopt(Rsocket* rs, int level, int name, void* val, socklen_t* len);
+ssize_t dgram_sendv(Rsocket* rs, const iovec* iov, int iovcnt, int flags, const sockaddr* to,
+                    socklen_t tolen);
 
 // rsocket_options.cpp
 void keepalive_stop(Rsocket* rs);

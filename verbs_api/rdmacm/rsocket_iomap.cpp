@@ -106,7 +106,8 @@ extern "C" {
 off_t riomap(int socket, void* buf, size_t len, int prot, int, off_t offset) {
     Rsocket* rs = lookup(socket);
     if (!rs) return fail(EBADF);
-    if (!rs->cm_id || !rs->cm_id->qp || (prot & ~(PROT_WRITE | PROT_NONE))) return fail(EINVAL);
+    if (rs->dg || !rs->cm_id || !rs->cm_id->qp || (prot & ~(PROT_WRITE | PROT_NONE)))
+        return fail(EINVAL);
     std::lock_guard<std::mutex> g(rs->map_lock);
     int access = IBV_ACCESS_LOCAL_WRITE;
     IomapMr* m;
@@ -158,6 +159,7 @@ int riounmap(int socket, void* buf, size_t len) {
 size_t riowrite(int socket, const void* buf, size_t count, off_t offset, int flags) {
     Rsocket* rs = lookup(socket);
     if (!rs) return size_t(fail(EBADF));
+    if (rs->dg) return size_t(fail(EINVAL));
     if (io_ready(rs, flags)) return size_t(-1);
     std::lock_guard<std::mutex> g(rs->slock);
     auto* src = static_cast<const uint8_t*>(buf);

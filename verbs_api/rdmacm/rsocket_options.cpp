@@ -136,6 +136,17 @@ int rsetsockopt(int socket, int level, int optname, const void* optval, socklen_
     Rsocket* rs = lookup(socket);
     if (!rs) return fail(EBADF);
     if (!optval) return fail(EFAULT);
+    // A datagram socket's options are its UDP socket's (as rdma-core); the buffer sizes
+    // also size its rings.
+    if (rs->dg && level != SOL_RDMA) {
+        if (dgram_setsockopt(rs, level, optname, optval, optlen)) return -1;
+        if (level == SOL_SOCKET && (optname == SO_RCVBUF || optname == SO_SNDBUF) &&
+            optlen >= sizeof(int) && !rs->cm_id) {
+            uint32_t v = std::max<uint32_t>(*static_cast<const uint32_t*>(optval) << 1, kSndLowat);
+            (optname == SO_RCVBUF ? rs->rbuf_size : rs->sbuf_size) = v;
+        }
+        return 0;
+    }
     int ival = 0;
     if (optlen >= sizeof(int)) memcpy(&ival, optval, sizeof ival);
     auto need_int = [&] { return optlen < sizeof(int) ? fail(EINVAL) : 0; };
@@ -226,6 +237,7 @@ int rgetsockopt(int socket, int level, int optname, void* optval, socklen_t* opt
     Rsocket* rs = lookup(socket);
     if (!rs) return fail(EBADF);
     if (!optval || !optlen) return fail(EFAULT);
+    if (rs->dg && level != SOL_RDMA) return dgram_getsockopt(rs, level, optname, optval, optlen);
     switch (level) {
     case SOL_SOCKET:
         switch (optname) {

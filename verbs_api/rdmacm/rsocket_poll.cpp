@@ -20,6 +20,7 @@ int fail(int e) {
 }
 
 short revents_of(Rsocket* rs, short events) {
+    if (rs->dg) return dgram_revents(rs, events);
     int st = rs->state;
     if (st == kListening) return (events & POLLIN) && accept_ready(rs) ? POLLIN : 0;
     if (st & kOpening) return 0;
@@ -49,10 +50,10 @@ int check(pollfd* fds, nfds_t nfds) {
     return cnt;
 }
 
-uint64_t now_ms() {
+uint64_t now_us() {
     timespec t;
     clock_gettime(CLOCK_MONOTONIC, &t);
-    return uint64_t(t.tv_sec) * 1000 + uint64_t(t.tv_nsec) / 1000000;
+    return uint64_t(t.tv_sec) * 1000000 + uint64_t(t.tv_nsec) / 1000;
 }
 
 }  // namespace
@@ -67,7 +68,7 @@ int rpoll(struct pollfd* fds, nfds_t nfds, int timeout) {
     if (nfds && !fds) return fail(EFAULT);
     // Two slots per descriptor (an rsocket's eventfd and completion channel), reused.
     thread_local std::vector<pollfd> rfds;
-    uint64_t start = now_ms();
+    uint64_t start = now_us();
     for (;;) {
         int n = check(fds, nfds);
         if (n || !timeout) return n;
@@ -91,9 +92,10 @@ int rpoll(struct pollfd* fds, nfds_t nfds, int timeout) {
         if (n) return n;
         int sleep = kWakeMs;
         if (timeout > 0) {
-            int64_t rest = int64_t(timeout) - int64_t(now_ms() - start);
+            // Microseconds: a 1 ms timeout sleeps its millisecond, however late in one it began.
+            int64_t rest = int64_t(timeout) * 1000 - int64_t(now_us() - start);
             if (rest <= 0) return 0;
-            if (rest < sleep) sleep = int(rest);
+            if (rest < int64_t(sleep) * 1000) sleep = int((rest + 999) / 1000);
         }
         int r = ::poll(rfds.data(), 2 * nfds, sleep);
         if (r < 0) return -1;

@@ -249,6 +249,7 @@ ssize_t send_iov(int socket, const struct iovec* iov, int iovcnt, int flags) {
     Rsocket* rs = lookup(socket);
     if (!rs) return fail(EBADF);
     if (iovcnt < 0 || (iovcnt && !iov)) return fail(EINVAL);
+    if (rs->dg) return dgram_sendv(rs, iov, iovcnt, flags, nullptr, 0);
     size_t len = 0;
     for (int i = 0; i < iovcnt; ++i) len += iov[i].iov_len;
     const iovec* cur = iov;
@@ -464,6 +465,7 @@ extern "C" {
 ssize_t rrecv(int socket, void* buf, size_t len, int flags) {
     Rsocket* rs = lookup(socket);
     if (!rs) return fail(EBADF);
+    if (rs->dg) return dgram_recv(rs, buf, len, flags, nullptr, nullptr);
     if (io_ready(rs, flags)) return -1;
     std::lock_guard<std::mutex> g(rs->rlock);
     auto* p = static_cast<uint8_t*>(buf);
@@ -494,6 +496,8 @@ ssize_t rrecv(int socket, void* buf, size_t len, int flags) {
 
 ssize_t rrecvfrom(int socket, void* buf, size_t len, int flags, struct sockaddr* src_addr,
                   socklen_t* addrlen) {
+    Rsocket* rs = lookup(socket);
+    if (rs && rs->dg) return dgram_recv(rs, buf, len, flags, src_addr, addrlen);
     ssize_t ret = rrecv(socket, buf, len, flags);
     if (ret > 0 && src_addr && addrlen) rgetpeername(socket, src_addr, addrlen);
     return ret;
@@ -503,6 +507,10 @@ ssize_t rrecvmsg(int socket, struct msghdr* msg, int flags) {
     if (msg->msg_control && msg->msg_controllen) return fail(ENOTSUP);
     // As rdma-core: the first buffer only.
     if (!msg->msg_iovlen) return 0;
+    Rsocket* rs = lookup(socket);
+    if (rs && rs->dg)
+        return dgram_recv(rs, msg->msg_iov[0].iov_base, msg->msg_iov[0].iov_len, flags,
+                          static_cast<sockaddr*>(msg->msg_name), &msg->msg_namelen);
     return rrecv(socket, msg->msg_iov[0].iov_base, msg->msg_iov[0].iov_len, flags);
 }
 
@@ -516,6 +524,7 @@ ssize_t rreadv(int socket, const struct iovec* iov, int iovcnt) {
 ssize_t rsend(int socket, const void* buf, size_t len, int flags) {
     Rsocket* rs = lookup(socket);
     if (!rs) return fail(EBADF);
+    if (rs->dg) return dgram_send(rs, buf, len, flags, nullptr, 0);
     auto* src = static_cast<const uint8_t*>(buf);
     return send_stream(rs, len, flags, buf, [&](void* dst, size_t n) {
         if (dst) memcpy(dst, src, n);
@@ -523,13 +532,19 @@ ssize_t rsend(int socket, const void* buf, size_t len, int flags) {
     });
 }
 
-ssize_t rsendto(int socket, const void* buf, size_t len, int flags, const struct sockaddr*,
-                socklen_t) {
+ssize_t rsendto(int socket, const void* buf, size_t len, int flags, const struct sockaddr* to,
+                socklen_t tolen) {
+    Rsocket* rs = lookup(socket);
+    if (rs && rs->dg) return dgram_send(rs, buf, len, flags, to, tolen);
     return rsend(socket, buf, len, flags);  // a stream ignores the address, as TCP does
 }
 
 ssize_t rsendmsg(int socket, const struct msghdr* msg, int flags) {
     if (msg->msg_control && msg->msg_controllen) return fail(ENOTSUP);
+    Rsocket* rs = lookup(socket);
+    if (rs && rs->dg)
+        return dgram_sendv(rs, msg->msg_iov, int(msg->msg_iovlen), flags,
+                           static_cast<const sockaddr*>(msg->msg_name), msg->msg_namelen);
     return send_iov(socket, msg->msg_iov, int(msg->msg_iovlen), flags);
 }
 
@@ -545,6 +560,7 @@ int rshutdown(int socket, int how) {
     Rsocket* rs = lookup(socket);
     if (!rs) return fail(EBADF);
     if (how != SHUT_RD && how != SHUT_WR && how != SHUT_RDWR) return fail(EINVAL);
+    if (rs->dg) return 0;  // no connection to end
     if (!(rs->state & (kConnected | kDisconnected | kError))) return fail(ENOTCONN);
     keepalive_stop(rs);
     if (rs->state & kConnected) {

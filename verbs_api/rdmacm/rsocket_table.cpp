@@ -138,13 +138,21 @@ int rsocket(int domain, int type, int protocol) {
         (stype == SOCK_STREAM && protocol && protocol != IPPROTO_TCP) ||
         (stype == SOCK_DGRAM && protocol && protocol != IPPROTO_UDP))
         return fail(ENOTSUP);
-    if (stype == SOCK_DGRAM) return fail(ENOTSUP);  // docs/rsockets.md: datagrams not yet
     rdma_event_channel* ch = cm_channel();
     if (!ch) return -1;
     Rsocket* rs = alloc_socket(nullptr, stype, domain);
     if (!rs) return -1;
     rs->fd_flags = (type & SOCK_CLOEXEC) ? FD_CLOEXEC : 0;
     rs->fs_flags = (type & SOCK_NONBLOCK) ? O_NONBLOCK : 0;
+    if (stype == SOCK_DGRAM) {
+        if (dgram_open(rs)) {
+            int e = errno;
+            free_socket(rs);
+            return fail(e);
+        }
+        table_insert(rs);
+        return rs->fd;
+    }
     if (rdma_create_id(ch, &rs->cm_id, rs, RDMA_PS_TCP)) {
         int e = errno;
         free_socket(rs);
@@ -158,6 +166,12 @@ int rsocket(int domain, int type, int protocol) {
 int rclose(int socket) {
     Rsocket* rs = lookup(socket);
     if (!rs) return fail(EBADF);
+    if (rs->type == SOCK_DGRAM) {
+        table_remove(rs);
+        dgram_close(rs);
+        free_socket(rs);
+        return 0;
+    }
     if (rs->state & kConnected) rshutdown(socket, SHUT_RDWR);
     keepalive_stop(rs);
     table_remove(rs);  // the number is free for reuse once closed; nobody finds it now
@@ -170,6 +184,7 @@ int rgetpeername(int socket, struct sockaddr* addr, socklen_t* addrlen) {
     Rsocket* rs = lookup(socket);
     if (!rs) return fail(EBADF);
     if (!addr || !addrlen) return fail(EFAULT);
+    if (rs->dg) return dgram_name(rs, true, addr, addrlen);
     if (!(rs->state & (kConnected | kDisconnected | kError))) return fail(ENOTCONN);
     copy_addr(addr, rdma_get_peer_addr(rs->cm_id), addrlen);
     return 0;
@@ -179,6 +194,7 @@ int rgetsockname(int socket, struct sockaddr* addr, socklen_t* addrlen) {
     Rsocket* rs = lookup(socket);
     if (!rs) return fail(EBADF);
     if (!addr || !addrlen) return fail(EFAULT);
+    if (rs->dg) return dgram_name(rs, false, addr, addrlen);
     copy_addr(addr, rdma_get_local_addr(rs->cm_id), addrlen);
     return 0;
 }
