@@ -36,7 +36,8 @@ struct Dgram {
     ibv_ah* self_ah = nullptr;
     std::mutex dest_mu;  // dests (the application and the service thread)
     std::map<uint64_t, Dest*> dests;
-    Dest* conn = nullptr;              // rconnect's destination
+    Dest* conn = nullptr;  // rconnect's destination
+    Dest* last = nullptr;  // the last rsendto destination (slock): a repeat takes no other lock
     std::vector<uint32_t> free_slots;  // send slots (offsets into sbuf)
     struct Msg {
         uint32_t offset, length;
@@ -458,8 +459,12 @@ ssize_t dgram_send(Rsocket* rs, const void* buf, size_t len, int flags, const so
     if (!to && !d->conn) return fail(EDESTADDRREQ);
     if (len > kSlot - kHdrLen) return fail(EMSGSIZE);
     if (ensure_ep(rs, to ? &a : &d->conn->addr)) return -1;
-    Dest* dest = to ? get_dest(rs, a, to, tolen) : d->conn;
     std::lock_guard<std::mutex> g(rs->slock);
+    Dest* dest = d->conn;
+    if (to) {
+        if (!d->last || key_of(d->last->addr) != key_of(a)) d->last = get_dest(rs, a, to, tolen);
+        dest = d->last;
+    }
     ibv_ah* ah = dest->ah.load(std::memory_order_acquire);
     if (!ah) {
         send_udp(rs, *dest, kOpData, buf, len, flags & MSG_DONTWAIT);
