@@ -96,7 +96,9 @@ preload)
     tshark -n -q -i lo -f "tcp port $PORT" -w "$tcp" >/dev/null 2>&1 &
     tpid=$!
     sleep 1
-    pre=(env "LD_LIBRARY_PATH=$LIBDIR" "LD_PRELOAD=$preload${UROCE_PRELOAD:+:$UROCE_PRELOAD}")
+    # (In a sanitizer build the ASan runtime comes first, as lib.sh's VERBS_ENV has it.)
+    pre=(env "LD_LIBRARY_PATH=$LIBDIR" "LD_PRELOAD=${UROCE_PRELOAD:+$UROCE_PRELOAD:}$preload")
+    [ -n "${UROCE_PRELOAD:-}" ] && pre+=("ASAN_OPTIONS=detect_leaks=0:${ASAN_OPTIONS:-}")
     "${pre[@]}" timeout 300 socat -u "TCP-LISTEN:$PORT,bind=127.0.0.1,reuseaddr" "CREATE:$dst" \
         >"$UROCE_RUNTIME_DIR/server.out" 2>&1 &
     spid=$!
