@@ -195,25 +195,7 @@ int wait_dg(Rsocket* rs, bool nonblock, bool (*test)(Rsocket*)) {
         poll_cq(rs);
         if (test(rs)) return 0;
         if (nonblock) return fail(EAGAIN);
-        if (!rs->cq_armed) {
-            arm_cq(rs);
-            continue;
-        }
-        if (!drained) {  // the doorbell: only what rings from now on wakes us
-            drain(rs);
-            drained = true;
-            continue;
-        }
-        drained = false;
-        g.unlock();
-        {
-            std::lock_guard<std::mutex> w(rs->cq_wait_lock);
-            pollfd p[2] = {{rs->cm_id->recv_cq_channel->fd, POLLIN, 0}, {rs->fd, POLLIN, 0}};
-            poll(p, 2, kWakeMs);
-            if (p[0].revents & POLLIN) take_cq_event(rs);
-        }
-        g.lock();
-        if (rs->closing) return fail(EBADF);
+        if (!wait_step(rs, g, &drained) && rs->closing) return fail(EBADF);
     }
 }
 

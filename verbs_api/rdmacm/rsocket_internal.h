@@ -200,6 +200,10 @@ bool have_rdata(Rsocket* rs);
 bool conn_have_rdata(Rsocket* rs);
 void arm_cq(Rsocket* rs);
 void take_cq_event(Rsocket* rs);  // a completion event the channel has (nonblocking)
+// One step towards sleeping on the CQ, with cq_lock held (g) after a poll found nothing:
+// arms the CQ, or drains the socket's doorbell (true: poll again first), or sleeps until a
+// completion event or the doorbell, at most kWakeMs (false).
+bool wait_step(Rsocket* rs, std::unique_lock<std::mutex>& g, bool* drained);
 int post_write(Rsocket* rs, ibv_sge* sgl, int nsge, uint32_t wr_data, int flags, uint64_t addr,
                uint32_t rkey);
 int post_write_msg(Rsocket* rs, ibv_sge* sgl, int nsge, uint32_t msg, int flags, uint64_t addr,

@@ -397,6 +397,28 @@ void poll_cq_once(Rsocket* rs) {
     update_credits(rs);
 }
 
+bool wait_step(Rsocket* rs, std::unique_lock<std::mutex>& g, bool* drained) {
+    if (!rs->cq_armed) {
+        arm_cq(rs);
+        return true;
+    }
+    if (!*drained) {  // the doorbell: only what rings from now on wakes us
+        drain(rs);
+        *drained = true;
+        return true;
+    }
+    *drained = false;
+    g.unlock();
+    {
+        std::lock_guard<std::mutex> w(rs->cq_wait_lock);
+        pollfd p[2] = {{rs->cm_id->recv_cq_channel->fd, POLLIN, 0}, {rs->fd, POLLIN, 0}};
+        poll(p, 2, kWakeMs);
+        if (p[0].revents & POLLIN) take_cq_event(rs);
+    }
+    g.lock();
+    return false;
+}
+
 // Polls until test holds; blocking, it arms the CQ, drains the socket's doorbell, polls once
 // more (so nothing that came before is missed) and sleeps on both.
 int process_cq(Rsocket* rs, bool nonblock, Test test) {
@@ -415,25 +437,8 @@ int process_cq(Rsocket* rs, bool nonblock, Test test) {
             ret = fail(EWOULDBLOCK);
             break;
         }
-        if (!rs->cq_armed) {
-            arm_cq(rs);
-            continue;
-        }
-        if (!drained) {
-            drain(rs);
-            drained = true;
-            continue;
-        }
         update_credits(rs);
-        g.unlock();
-        {
-            std::lock_guard<std::mutex> w(rs->cq_wait_lock);
-            pollfd p[2] = {{rs->cm_id->recv_cq_channel->fd, POLLIN, 0}, {rs->fd, POLLIN, 0}};
-            poll(p, 2, kWakeMs);
-            if (p[0].revents & POLLIN) take_cq_event(rs);
-        }
-        g.lock();
-        drained = false;
+        wait_step(rs, g, &drained);
     }
     update_credits(rs);
     return ret;

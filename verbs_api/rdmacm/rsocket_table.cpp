@@ -32,6 +32,18 @@ void copy_addr(sockaddr* dst, const sockaddr* src, socklen_t* len) {
     *len = size;
 }
 
+// rgetpeername / rgetsockname: a stream's CM addresses (the peer's once connected), a
+// datagram socket's UDP ones.
+int name_of(int socket, bool peer, sockaddr* addr, socklen_t* addrlen) {
+    Rsocket* rs = lookup(socket);
+    if (!rs) return fail(EBADF);
+    if (!addr || !addrlen) return fail(EFAULT);
+    if (rs->dg) return dgram_name(rs, peer, addr, addrlen);
+    if (peer && !(rs->state & (kConnected | kDisconnected | kError))) return fail(ENOTCONN);
+    copy_addr(addr, peer ? rdma_get_peer_addr(rs->cm_id) : rdma_get_local_addr(rs->cm_id), addrlen);
+    return 0;
+}
+
 }  // namespace
 
 Rsocket* lookup(int fd) {
@@ -181,22 +193,11 @@ int rclose(int socket) {
 }
 
 int rgetpeername(int socket, struct sockaddr* addr, socklen_t* addrlen) {
-    Rsocket* rs = lookup(socket);
-    if (!rs) return fail(EBADF);
-    if (!addr || !addrlen) return fail(EFAULT);
-    if (rs->dg) return dgram_name(rs, true, addr, addrlen);
-    if (!(rs->state & (kConnected | kDisconnected | kError))) return fail(ENOTCONN);
-    copy_addr(addr, rdma_get_peer_addr(rs->cm_id), addrlen);
-    return 0;
+    return name_of(socket, true, addr, addrlen);
 }
 
 int rgetsockname(int socket, struct sockaddr* addr, socklen_t* addrlen) {
-    Rsocket* rs = lookup(socket);
-    if (!rs) return fail(EBADF);
-    if (!addr || !addrlen) return fail(EFAULT);
-    if (rs->dg) return dgram_name(rs, false, addr, addrlen);
-    copy_addr(addr, rdma_get_local_addr(rs->cm_id), addrlen);
-    return 0;
+    return name_of(socket, false, addr, addrlen);
 }
 
 int rfcntl(int socket, int cmd, ... /* arg */) {
