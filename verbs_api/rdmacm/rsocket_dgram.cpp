@@ -171,6 +171,11 @@ void poll_cq(Rsocket* rs) {
             rs->sqe_avail++;
             continue;
         }
+        if (wc.status == IBV_WC_WR_FLUSH_ERR) {  // the QP failed: its device went away
+            rs->err = EIO;
+            rs->state = kError;
+            continue;
+        }
         const uint8_t* h = rs->rbuf + off + kGrh;
         bool ok = wc.status == IBV_WC_SUCCESS && wc.byte_len >= kGrh + kHdrLen && h[0] == 4 &&
                   h[1] == kHdrLen;
@@ -194,6 +199,7 @@ int wait_dg(Rsocket* rs, bool nonblock, bool (*test)(Rsocket*)) {
     for (;;) {
         poll_cq(rs);
         if (test(rs)) return 0;
+        if (rs->state & kError) return fail(rs->err ? rs->err : EIO);
         if (nonblock) return fail(EAGAIN);
         if (!wait_step(rs, g, &drained) && rs->closing) return fail(EBADF);
     }
@@ -496,6 +502,7 @@ short dgram_revents(Rsocket* rs, short events) {
     short r = 0;
     if ((events & POLLIN) && have_data(rs)) r |= POLLIN;
     if ((events & POLLOUT) && can_send_dg(rs)) r |= POLLOUT;
+    if (rs->state & kError) r |= POLLERR;  // the device went away
     return r;
 }
 

@@ -105,7 +105,7 @@ int rpoll(struct pollfd* fds, nfds_t nfds, int timeout) {
                 fds[i].revents = rfds[2 * i].revents;
                 continue;
             }
-            if (rfds[2 * i + 1].revents & POLLIN) {
+            if (rfds[2 * i + 1].revents) {  // POLLHUP too: the device is gone
                 std::lock_guard<std::mutex> g(rs->cq_wait_lock);
                 take_cq_event(rs);
             }

@@ -382,7 +382,12 @@ void arm_cq(Rsocket* rs) {
 void take_cq_event(Rsocket* rs) {
     ibv_cq* cq;
     void* ctx;
-    if (ibv_get_cq_event(rs->cm_id->recv_cq_channel, &cq, &ctx)) return;
+    if (ibv_get_cq_event(rs->cm_id->recv_cq_channel, &cq, &ctx)) {
+        // Not "nothing yet": the channel is gone with its device (EIO). The socket fails,
+        // as rdma-core's, rather than poll a dead channel forever.
+        if (errno != EAGAIN && errno != EINTR) set_error(rs, EIO);
+        return;
+    }
     if (++rs->unack_cqe >= rs->sq_size + rs->rq_size) {
         ibv_ack_cq_events(rs->cm_id->recv_cq, rs->unack_cqe);
         rs->unack_cqe = 0;
@@ -413,7 +418,7 @@ bool wait_step(Rsocket* rs, std::unique_lock<std::mutex>& g, bool* drained) {
         std::lock_guard<std::mutex> w(rs->cq_wait_lock);
         pollfd p[2] = {{rs->cm_id->recv_cq_channel->fd, POLLIN, 0}, {rs->fd, POLLIN, 0}};
         poll(p, 2, kWakeMs);
-        if (p[0].revents & POLLIN) take_cq_event(rs);
+        if (p[0].revents) take_cq_event(rs);  // POLLHUP too: the device is gone
     }
     g.lock();
     return false;
