@@ -11,6 +11,7 @@ packages=(
     ucx-utils libfabric-bin infiniband-diags
     tshark python3 python3-scapy python3-pyverbs
     iproute2 procps
+    socat netcat-openbsd
     clang libclang-rt-14-dev clang-format
 )
 

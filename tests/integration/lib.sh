@@ -127,6 +127,18 @@ tcp_port_ready() {
     done
 }
 
+# cm_listening_on PORT SERVER_PID: waits until a CM id listens on PORT on one of this test's
+# devices (`uroce res`): up to a minute (a loaded host can be slow to start the server), but
+# not once the server has died.
+cm_listening_on() {
+    local i
+    for i in $(seq 1 600); do
+        "$UROCE" res 2>/dev/null | grep -Eq "^cm_id .* state listen .*:$1 remote" && return
+        kill -0 "$2" 2>/dev/null || return
+        sleep 0.1
+    done
+}
+
 # check_perftest_results PROGRAM CLIENT_LOG: the client printed its results table (the line
 # under the "#bytes" header, all numbers) with a positive BW average (MB/s, 4th column)
 # for the _bw programs or t_min (usec, 3rd) for the _lat ones. The row is left in $row.

@@ -59,16 +59,8 @@ cm_pair() {
     CM_PORT=$port PAIR_READY=wait_listener run_pair "$@"
 }
 
-# wait_listener SERVER_PID: up to a minute (a loaded host can be slow to start the server),
-# but not once the server has died.
-wait_listener() {
-    local i
-    for i in $(seq 1 600); do
-        "$UROCE" res 2>/dev/null | grep -Eq "^cm_id .* state listen .*:$CM_PORT remote" && return
-        kill -0 "$1" 2>/dev/null || return
-        sleep 0.1
-    done
-}
+# wait_listener SERVER_PID: until the server listens on $CM_PORT (lib.sh).
+wait_listener() { cm_listening_on "$CM_PORT" "$1"; }
 
 case $mode in
 rping)

@@ -14,6 +14,8 @@
 #   fi ENDPOINT  libfabric's fi_pingpong (libfabric-bin, unmodified) at its default sizes,
 #                the server given no address: msg (-p verbs), rdm (-p "verbs;ofi_rxm"),
 #                dgram (-p verbs; sizes up to the path MTU)
+#   rstream      rstream -T v (data checked) at 64 KiB and 1 MB transfers; riostream -T v
+#                (riomap/riowrite) at 64 KiB: rsockets across the link (docs/rsockets.md)
 #   ucx TEST     ucx_perftest -t TEST (tag_bw, tag_lat) under `uroce run` on each host,
 #                UCX_TLS=rc_verbs,ud_verbs,self and no workaround variable
 . "$(dirname "$0")/lib.sh"
@@ -109,6 +111,20 @@ write_bw)
         "${HOST_B[@]}" ib_write_bw -p "$PORT" -n 1000 "$ADDR_A"
     check_perftest_results ib_write_bw "$c"
     expect "$c" 'Mtu +: 1024\[B\]' "perftest did not take the port's MTU"
+    sent_by A
+    sent_by B
+    ;;
+rstream)
+    need rstream
+    need riostream
+    for size in 65536 1000000; do
+        PAIR_READY=cm_listening run_pair "${HOST_A[@]}" rstream -p "$PORT" -S "$size" -C 200 -T v -- \
+            "${HOST_B[@]}" rstream -s "$ADDR_A" -p "$PORT" -S "$size" -C 200 -T v
+        expect "$c" '^custom ' "rstream -S $size printed no result"
+    done
+    PAIR_READY=cm_listening run_pair "${HOST_A[@]}" riostream -p "$PORT" -S 65536 -C 200 -T v -- \
+        "${HOST_B[@]}" riostream -s "$ADDR_A" -p "$PORT" -S 65536 -C 200 -T v
+    expect "$c" '^custom ' "riostream printed no result"
     sent_by A
     sent_by B
     ;;
