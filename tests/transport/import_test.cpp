@@ -122,6 +122,27 @@ TEST_F(Import, EventsOfImportedObjectsReachTheOriginal) {
     EXPECT_EQ(ev.element.qp, a.qp);  // next_async acknowledged it
 }
 
+// ibv_unimport_pd frees only the library's object: a QP made on the imported PD goes on
+// working and is destroyed later without reading it (rdma-core's suite does exactly this;
+// the ASan build checks that nothing reads the freed PD).
+TEST_F(Import, QpOutlivesItsUnimportedPd) {
+    Pair p = imported_pair();
+    ASSERT_TRUE(p.a.qp && p.b.qp);
+    ibv_unimport_pd(imported_.pd);
+    imported_.pd = nullptr;
+    Buffer& mine = reg(A(), 64);
+    Buffer& theirs = reg(B(), 64);
+    mine.fill(5);
+    ASSERT_EQ(post_recv(p.b.qp, 1, {theirs.sge(0, 64)}), 0);
+    std::vector<ibv_sge> s{mine.sge(0, 64)};
+    ibv_send_wr w = wr(2, IBV_WR_SEND, s);
+    ASSERT_EQ(post(p.a.qp, w), 0);
+    expect_send_ok(p.a, 2, IBV_WC_SEND, 64);
+    expect_recv_ok(p.b, 1, IBV_WC_RECV, 64, p.a.qpn());
+    EXPECT_EQ(theirs.mismatch(5, 0, 64), -1);
+    destroy_qp(p.a);
+}
+
 // Deallocating an imported PD destroys it (ibv_import_pd(3)); the original's struct is
 // then only memory, which ibv_unimport_pd frees.
 TEST_F(Import, DeallocOfImportedPdDestroysIt) {

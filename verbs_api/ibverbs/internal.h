@@ -185,6 +185,7 @@ struct Srq {
     uint32_t max_sge = 0;
     SpinLock lock;
     uint64_t cookie = 0;           // names the SRQ in the device's events
+    Pd* parent = nullptr;          // the parent domain it was made on (hold_pd)
     uint32_t events_reported = 0;  // guarded by srq.mutex
     ibv_cq* xrc_cq = nullptr;      // an XRC SRQ's receives complete here
 };
@@ -208,6 +209,7 @@ struct Qp {
     ibv_qp_cap cap{};
     SpinLock sq_lock, rq_lock;
     uint64_t cookie = 0;           // names this QP handle in the device's events and requests
+    Pd* parent = nullptr;          // the parent domain it was made on (hold_pd)
     uint32_t events_reported = 0;  // guarded by qp.mutex
     int doorbell = -1;
     // Only QPs created with IBV_QP_INIT_ATTR_SEND_OPS_FLAGS; from take_mem (custom: from
@@ -301,9 +303,12 @@ inline void on_device_gone(ibv_context* c, GoneHook fn, void* arg) {
 ibv_pd* pd_for(ibv_context* context, abi::Request& req);
 
 // Parent domains (parent_domain.cpp). A QP, CQ or SRQ made on one counts as its user
-// until destroyed (pd may be any PD, or NULL: then nothing happens).
-void hold_pd(ibv_pd* pd);
-void release_pd(ibv_pd* pd);
+// until destroyed. hold_pd returns the parent domain it counted the object on (nullptr for
+// a plain PD or NULL); the object keeps it for release_pd, which never reads the PD the
+// object was made with: a plain PD may be gone by then (ibv_unimport_pd frees the library's
+// object while QPs made on the PD live on, as in rdma-core).
+Pd* hold_pd(ibv_pd* pd);
+void release_pd(Pd* parent);
 // Library memory for `pd`'s objects, 64-byte aligned: from the parent domain's allocator
 // when it has one that does not answer IBV_ALLOCATOR_USE_DEFAULT (*custom), else operator
 // new; NULL when the allocator fails. give_mem returns it the same way. uroce's rings are

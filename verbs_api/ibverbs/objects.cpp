@@ -285,7 +285,7 @@ int ibv_destroy_cq(ibv_cq* cq_pub) {
         pthread_cond_wait(&cq_pub->cond, &cq_pub->mutex);
     pthread_mutex_unlock(&cq_pub->mutex);
     if (cq_pub->channel) --cq_pub->channel->refcnt;
-    release_pd(cq->parent);
+    release_pd(cq->parent ? pd_of(cq->parent) : nullptr);  // a parent domain, held
     unmap_ring(cq->ring);
     delete cq;
     return 0;

@@ -13,12 +13,14 @@ namespace {
 constexpr size_t kAlign = 64;  // a cache line: what the data path touches per WQE
 }
 
-void hold_pd(ibv_pd* pd) {
-    if (pd && pd_of(pd)->contained) pd_of(pd)->users.fetch_add(1, std::memory_order_relaxed);
+Pd* hold_pd(ibv_pd* pd) {
+    if (!pd || !pd_of(pd)->contained) return nullptr;
+    pd_of(pd)->users.fetch_add(1, std::memory_order_relaxed);
+    return pd_of(pd);
 }
 
-void release_pd(ibv_pd* pd) {
-    if (pd && pd_of(pd)->contained) pd_of(pd)->users.fetch_sub(1, std::memory_order_relaxed);
+void release_pd(Pd* parent) {
+    if (parent) parent->users.fetch_sub(1, std::memory_order_relaxed);
 }
 
 void* take_mem(ibv_pd* pd, size_t size, uint64_t type, bool* custom) {

@@ -67,7 +67,7 @@ ibv_qp* create_qp(ibv_context* context, ibv_pd* pd, ibv_qp_init_attr* attr, uint
     q.qp_type = attr->qp_type;
     pthread_mutex_init(&q.mutex, nullptr);
     pthread_cond_init(&q.cond, nullptr);
-    hold_pd(pd);
+    qp->parent = hold_pd(pd);
     track(ctx, qp);
     return &q;
 }
@@ -148,7 +148,7 @@ int ibv_destroy_qp(ibv_qp* qp) {
         q->stage->~WrStage();
         give_mem(qp->pd, q->stage, q->stage_custom, kResQpStage);
     }
-    release_pd(qp->pd);
+    release_pd(q->parent);
     delete q;
     return 0;
 }

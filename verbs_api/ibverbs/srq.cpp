@@ -55,7 +55,7 @@ ibv_srq* create_srq(ibv_context* context, ibv_pd* pd, ibv_srq_type type, uint32_
     pthread_mutex_init(&s.mutex, nullptr);
     pthread_cond_init(&s.cond, nullptr);
     srq->xrc_cq = cq;
-    hold_pd(pd);
+    srq->parent = hold_pd(pd);
     track(ctx_of(context), srq);
     return &s;
 }
@@ -101,7 +101,7 @@ int ibv_destroy_srq(ibv_srq* srq) {
     while (srq->events_completed != s->events_reported) pthread_cond_wait(&srq->cond, &srq->mutex);
     pthread_mutex_unlock(&srq->mutex);
     unmap_ring(s->ring);
-    release_pd(srq->pd);
+    release_pd(s->parent);
     delete s;
     return 0;
 }
