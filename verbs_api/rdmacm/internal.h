@@ -115,10 +115,10 @@ struct Event {
 inline Id* id_of(rdma_cm_id* id) { return reinterpret_cast<Id*>(id); }
 inline Channel* chan_of(rdma_event_channel* c) { return reinterpret_cast<Channel*>(c); }
 
-// Device table (cma.cpp). Refreshes it from the running devices; false when there is none.
+// Device table (cma_devices.cpp). Refreshes it from the running devices; false when there is none.
 bool sync_devices();
 
-// Has device_gone(d) (cma.cpp) run once d's device has gone away (device_removal.cpp: on
+// Has device_gone(d) (cma_devices.cpp) run once d's device has gone away (device_removal.cpp: on
 // libibverbs' watcher thread, or at once if it is gone already). d->verbs must be open.
 void watch_device(DevConn* d);
 void device_gone(DevConn* d);

@@ -1,0 +1,98 @@
+// What the cma_*.cpp files of the drop-in librdmacm share: the tables of devices and ids, and
+// the helpers more than one of them calls. The objects themselves are in internal.h.
+#pragma once
+
+#include <netinet/in.h>
+#include <sys/socket.h>
+
+#include <atomic>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "emu/abi/cm_protocol.h"
+#include "verbs_api/rdmacm/internal.h"
+
+namespace uroce::rdmacm {
+
+constexpr uint32_t kLocalTag = 0xffffffff;  // dev_tag of events the library writes itself
+constexpr uint8_t kHopLimit = 64;
+constexpr uint8_t kPacketLifeTime = 16;  // as the kernel's RDMA CM reports for RoCE
+constexpr uint8_t kRate = 16;            // 100 Gb/s (IB rate enum), what the port reports
+// An application's event channel may collect many events before it reads (a listener's
+// connection requests): room for about 3,000. A synchronous id's own channel holds its one
+// pending event, so the default pipe does.
+constexpr int kChannelPipeBytes = 1 << 20;
+constexpr uint32_t kMcastQpn = 0xffffff;  // the QPN of a multicast group's UD parameters
+
+// The tables (cma_devices.cpp), guarded by g_mu: the devices, and the ids by
+// (dev_tag, handle) (and by (kLocalTag, lid) for the events the library makes itself).
+extern std::mutex g_mu;
+extern std::vector<std::unique_ptr<DevConn>>& g_devs;
+extern std::map<uint64_t, Id*>& g_ids;
+extern uint32_t g_next_lid;
+extern std::atomic<uint32_t> g_next_chan;
+extern std::mutex g_chan_mu;  // ensure_channel
+
+inline uint64_t key(uint32_t tag, uint32_t handle) { return (uint64_t(tag) << 32) | handle; }
+int fail(int e);  // errno = e, -1
+inline bool is_ud(const Id* id) { return id->id.qp_type == IBV_QPT_UD; }
+uint32_t random_psn();
+
+// Devices (cma_devices.cpp).
+DevConn* dev_by_tag(uint32_t tag);
+DevConn* dev_by_ip(uint32_t ip);
+std::vector<DevConn*> all_devs();
+int ensure_open(DevConn& d);
+ibv_xrcd* dev_xrcd(DevConn& d);
+int cm_call(DevConn& d, abi::CmReq& r, abi::CmResp* out = nullptr, int fd_in = -1);
+abi::CmReq cm_req(abi::CmOp op, uint32_t handle = 0);
+
+// Channels and events (cma_channels.cpp).
+Channel* new_channel(int pipe_size);
+void unref_channel(Channel* c);
+void free_channel(Channel* c);
+int ensure_channel(Channel* c, DevConn* d);
+void write_local(Channel* c, const abi::CmEventRec& rec);
+void post_local(Id* id, rdma_cm_event_type type, int status);
+int read_record(Channel* c, abi::CmEventRec* rec);
+void fill_ud(Event* e, Id* id, const abi::CmEventRec& rec);
+void fill_conn(Event* e, const abi::CmEventRec& rec);
+Id* make_child(Id* l, const abi::CmEventRec& rec);
+
+// Ids and addresses (cma_ids.cpp).
+void register_key(uint32_t tag, uint32_t handle, Id* id);
+Id* new_id(Channel* chan, void* context, rdma_port_space ps, ibv_qp_type qp_type);
+bool to_ipv4(const sockaddr* sa, uint32_t* ip, uint16_t* port);
+socklen_t addr_len(const sockaddr* sa);
+void set_sin(sockaddr_storage* ss, uint32_t ip, uint16_t port);
+void set_port(sockaddr_storage* ss, uint16_t port);
+void v4_gid(uint32_t ip, ibv_gid* gid);
+void attach(Id* id, DevConn* d);
+void set_path(Id* id, uint32_t local_ip, uint32_t remote_ip);
+int bind_on(Id* id, DevConn* d, uint32_t ip, uint16_t port);
+uint16_t random_port();
+bool local_address(uint32_t ip);
+DevConn* route_dev(uint32_t dst, int* why);
+bool default_source(sockaddr_in* sa);
+
+// QP transitions (cma_qp.cpp).
+int modify_to(Id* id, ibv_qp_state st, uint8_t resp_res, uint8_t init_depth);
+int modify_rtr(Id* id, uint8_t resp_res);
+int modify_rts(Id* id, uint8_t init_depth);
+int modify_err(Id* id);
+int init_ud_qp(Id* id, ibv_qp* qp);
+int init_conn_qp(Id* id, ibv_qp* qp);
+int complete(Id* id);
+
+// Connections (cma_connect.cpp).
+int establish(Id* id);
+
+// Multicast (cma_mcast.cpp).
+int join_multicast(Id* id, const sockaddr* addr, socklen_t len, uint16_t flags, void* context);
+Mcast* take_mcast_event(Id* id, uint32_t serial);
+void fill_mcast(Event* e, const Id* id, const Mcast& mc);
+
+}  // namespace uroce::rdmacm
