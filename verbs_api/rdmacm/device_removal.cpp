@@ -1,6 +1,7 @@
 // librdmacm learns that a device went away from libibverbs: the verbs context's watcher sees
 // the device's control socket hang up (verbs_api/ibverbs/device_gone.cpp) and, once the
-// flush completions are written, runs this hook, which tells the ids (device_gone, cma_devices.cpp).
+// flush completions are written, runs this hook, which tells the ids (device_gone,
+// cma_devices.cpp).
 #include "verbs_api/ibverbs/internal.h"
 #include "verbs_api/rdmacm/internal.h"
 
