@@ -36,21 +36,14 @@ port=$(tcp_port)
 lddir=$UROCE_RUNTIME_DIR/ld
 mkdir -p "$lddir"
 
-# run_pair (lib.sh), except that the client starts once the server listens on its TCP
-# port rather than after a fixed pause: perftest's client does not retry its connect,
-# and a loaded 2-CPU host can take longer than half a second to start the server.
-listening() { ss -Hltn "sport = :$port" 2>/dev/null | grep -q .; }
+# run_pair (lib.sh), with LD_DEBUG on both sides and the device's counters on failure.
 timeout_s=${PAIR_TIMEOUT:-60}
 slog=$UROCE_RUNTIME_DIR/server.out
 clog=$UROCE_RUNTIME_DIR/client.out
 ld_debug=(LD_DEBUG=libs "LD_DEBUG_OUTPUT=$lddir/ld")
 verbs "${ld_debug[@]}" timeout "$timeout_s" "$prog" "${sdev[@]}" -p "$port" "$@" >"$slog" 2>&1 &
 spid=$!
-for _ in $(seq 100); do
-    listening && break
-    kill -0 $spid 2>/dev/null || break
-    sleep 0.1
-done
+tcp_port_ready "$port" $spid  # perftest's client does not retry its connect
 verbs "${ld_debug[@]}" timeout "$timeout_s" "$prog" "${cdev[@]}" -p "$port" "$@" 127.0.0.1 >"$clog" 2>&1
 crc=$?
 wait $spid

@@ -100,10 +100,7 @@ ibv_cq_ex* create_cq_ex(ibv_context* c, ibv_cq_init_attr_ex* attr) {
     }
     Cq* cq = create_cq(c, int(attr->cqe), attr->cq_context, attr->channel, int(attr->comp_vector));
     if (!cq) return nullptr;
-    if (with_pd) {
-        cq->parent = attr->parent_domain;
-        hold_pd(cq->parent);
-    }
+    if (with_pd) cq->parent = hold_pd(attr->parent_domain);
     cq->single_threaded = (attr->comp_mask & IBV_CQ_INIT_ATTR_MASK_FLAGS) &&
                           (attr->flags & IBV_CREATE_CQ_ATTR_SINGLE_THREADED);
     ibv_cq_ex& x = cq->cqx;

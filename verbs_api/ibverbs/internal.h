@@ -176,7 +176,7 @@ struct Cq {
     // The device is gone and the CQ was armed when device_gone wrote its flush completions:
     // ibv_get_cq_event hands out this event in the device's stead. Guarded by objs_mu.
     bool gone_event = false;
-    ibv_pd* parent = nullptr;  // IBV_CQ_INIT_ATTR_MASK_PD: the parent domain it was made on
+    Pd* parent = nullptr;  // IBV_CQ_INIT_ATTR_MASK_PD: the parent domain it was made on (hold_pd)
 };
 
 struct Srq {

@@ -44,6 +44,34 @@ pthread_mutex_t* public_mutex(Cq* c) { return &c->cq.mutex; }
 pthread_mutex_t* public_mutex(Qp* q) { return &q->qpx.qp_base.mutex; }
 pthread_mutex_t* public_mutex(Srq* s) { return &s->srq.mutex; }
 
+// Which member of ibv_async_event.element an event names.
+enum class Element { kCq, kQp, kSrq, kPort };
+Element element_of(ibv_event_type t) {
+    switch (t) {
+    case IBV_EVENT_CQ_ERR: return Element::kCq;
+    case IBV_EVENT_QP_FATAL:
+    case IBV_EVENT_QP_REQ_ERR:
+    case IBV_EVENT_QP_ACCESS_ERR:
+    case IBV_EVENT_COMM_EST:
+    case IBV_EVENT_SQ_DRAINED:
+    case IBV_EVENT_PATH_MIG:
+    case IBV_EVENT_PATH_MIG_ERR:
+    case IBV_EVENT_QP_LAST_WQE_REACHED: return Element::kQp;
+    case IBV_EVENT_SRQ_ERR:
+    case IBV_EVENT_SRQ_LIMIT_REACHED: return Element::kSrq;
+    default: return Element::kPort;
+    }
+}
+
+// One event of the public object `o` acknowledged: its destroy may be waiting for it.
+template <typename Pub>
+void acked(Pub* o, uint32_t Pub::*completed) {
+    pthread_mutex_lock(&o->mutex);
+    ++(o->*completed);
+    pthread_cond_signal(&o->cond);
+    pthread_mutex_unlock(&o->mutex);
+}
+
 template <typename Obj>
 Obj* hand_out(Context* ctx, uint64_t cookie, uint32_t Obj::*reported) {
     std::lock_guard<std::mutex> live(ctx->conn->targets_mu);
@@ -285,7 +313,7 @@ int ibv_destroy_cq(ibv_cq* cq_pub) {
         pthread_cond_wait(&cq_pub->cond, &cq_pub->mutex);
     pthread_mutex_unlock(&cq_pub->mutex);
     if (cq_pub->channel) --cq_pub->channel->refcnt;
-    release_pd(cq->parent ? pd_of(cq->parent) : nullptr);  // a parent domain, held
+    release_pd(cq->parent);
     unmap_ring(cq->ring);
     delete cq;
     return 0;
@@ -353,74 +381,37 @@ int ibv_get_async_event(ibv_context* context, ibv_async_event* event) {
             return -1;
         }
         event->event_type = ibv_event_type(ev.event_type);
-        switch (event->event_type) {
-        case IBV_EVENT_CQ_ERR: {
+        switch (element_of(event->event_type)) {
+        case Element::kCq: {
             Cq* c = hand_out(ctx_of(context), ev.cookie, &Cq::async_events_reported);
             if (!c) continue;
             event->element.cq = &c->cq;
             break;
         }
-        case IBV_EVENT_QP_FATAL:
-        case IBV_EVENT_QP_REQ_ERR:
-        case IBV_EVENT_QP_ACCESS_ERR:
-        case IBV_EVENT_COMM_EST:
-        case IBV_EVENT_SQ_DRAINED:
-        case IBV_EVENT_PATH_MIG:
-        case IBV_EVENT_PATH_MIG_ERR:
-        case IBV_EVENT_QP_LAST_WQE_REACHED: {
+        case Element::kQp: {
             Qp* q = hand_out(ctx_of(context), ev.cookie, &Qp::events_reported);
             if (!q) continue;
             event->element.qp = &q->qpx.qp_base;
             break;
         }
-        case IBV_EVENT_SRQ_ERR:
-        case IBV_EVENT_SRQ_LIMIT_REACHED: {
+        case Element::kSrq: {
             Srq* q = hand_out(ctx_of(context), ev.cookie, &Srq::events_reported);
             if (!q) continue;
             event->element.srq = &q->srq;
             break;
         }
-        default: event->element.port_num = int(ev.cookie); break;
+        case Element::kPort: event->element.port_num = int(ev.cookie); break;
         }
         return 0;
     }
 }
 
 void ibv_ack_async_event(ibv_async_event* event) {
-    switch (event->event_type) {
-    case IBV_EVENT_CQ_ERR: {
-        ibv_cq* c = event->element.cq;
-        pthread_mutex_lock(&c->mutex);
-        ++c->async_events_completed;
-        pthread_cond_signal(&c->cond);
-        pthread_mutex_unlock(&c->mutex);
-        break;
-    }
-    case IBV_EVENT_QP_FATAL:
-    case IBV_EVENT_QP_REQ_ERR:
-    case IBV_EVENT_QP_ACCESS_ERR:
-    case IBV_EVENT_COMM_EST:
-    case IBV_EVENT_SQ_DRAINED:
-    case IBV_EVENT_PATH_MIG:
-    case IBV_EVENT_PATH_MIG_ERR:
-    case IBV_EVENT_QP_LAST_WQE_REACHED: {  // QP events: element.qp (not the SRQ case below)
-        ibv_qp* q = event->element.qp;
-        pthread_mutex_lock(&q->mutex);
-        ++q->events_completed;
-        pthread_cond_signal(&q->cond);
-        pthread_mutex_unlock(&q->mutex);
-        break;
-    }
-    case IBV_EVENT_SRQ_ERR:
-    case IBV_EVENT_SRQ_LIMIT_REACHED: {
-        ibv_srq* q = event->element.srq;
-        pthread_mutex_lock(&q->mutex);
-        ++q->events_completed;
-        pthread_cond_signal(&q->cond);
-        pthread_mutex_unlock(&q->mutex);
-        break;
-    }
-    default: break;
+    switch (element_of(event->event_type)) {
+    case Element::kCq: acked(event->element.cq, &ibv_cq::async_events_completed); break;
+    case Element::kQp: acked(event->element.qp, &ibv_qp::events_completed); break;
+    case Element::kSrq: acked(event->element.srq, &ibv_srq::events_completed); break;
+    case Element::kPort: break;
     }
 }
 

@@ -32,11 +32,6 @@ uint32_t g_next_lid = 1;
 std::atomic<uint32_t> g_next_chan{1};
 std::mutex g_chan_mu;
 
-int fail(int e) {
-    errno = e;
-    return -1;
-}
-
 uint32_t random_psn() {
     static std::mutex mu;
     static std::mt19937 rng{std::random_device{}()};

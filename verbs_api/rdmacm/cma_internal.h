@@ -37,7 +37,6 @@ extern std::atomic<uint32_t> g_next_chan;
 extern std::mutex g_chan_mu;  // ensure_channel
 
 inline uint64_t key(uint32_t tag, uint32_t handle) { return (uint64_t(tag) << 32) | handle; }
-int fail(int e);  // errno = e, -1
 inline bool is_ud(const Id* id) { return id->id.qp_type == IBV_QPT_UD; }
 uint32_t random_psn();
 

@@ -7,6 +7,7 @@
 #include <rdma/rdma_cma.h>
 
 #include <atomic>
+#include <cerrno>
 #include <condition_variable>
 #include <cstdint>
 #include <map>
@@ -111,6 +112,12 @@ struct Event {
     Id* owner = nullptr;  // whose counter rdma_ack_cm_event advances
     Mcast* mc = nullptr;  // a multicast event: its group's counter advances too
 };
+
+// The -1-and-errno answer of librdmacm's calls and of the rsocket calls.
+inline int fail(int e) {
+    errno = e;
+    return -1;
+}
 
 inline Id* id_of(rdma_cm_id* id) { return reinterpret_cast<Id*>(id); }
 inline Channel* chan_of(rdma_event_channel* c) { return reinterpret_cast<Channel*>(c); }

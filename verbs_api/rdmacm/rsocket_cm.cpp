@@ -26,11 +26,6 @@ int g_ch_errno = 0;
 // no event reaches a socket being freed; also guards listeners' accept queues.
 std::mutex g_cm_mu;
 
-int fail(int e) {
-    errno = e;
-    return -1;
-}
-
 // rdma-core's 8-bit scale for the iomap size: values above 128 keep their high bits.
 int value_to_scale(int v, int bits) {
     return v <= (1 << (bits - 1)) ? v : (1 << (bits - 1)) | (v >> bits);

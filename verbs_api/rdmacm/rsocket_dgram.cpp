@@ -54,11 +54,6 @@ constexpr uint32_t kGrh = 40;
 constexpr uint32_t kSlot = kSndLowat;  // bytes per datagram, header included
 constexpr uint8_t kHdrLen = 8, kUdpHdrLen = 16;
 
-int fail(int e) {
-    errno = e;
-    return -1;
-}
-
 // Inside, every address is IPv4; an AF_INET6 socket (dual-stack, as getaddrinfo's passive
 // answers often are) takes and reports IPv4-mapped addresses.
 int to_v4(const sockaddr* a, socklen_t len, sockaddr_in* out) {

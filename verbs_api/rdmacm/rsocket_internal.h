@@ -18,7 +18,11 @@
 #include <mutex>
 #include <vector>
 
+#include "verbs_api/rdmacm/internal.h"
+
 namespace uroce::rsock {
+
+using rdmacm::fail;
 
 // Sizes as rdma-core's defaults, so both ends start with the same windows.
 constexpr uint32_t kOlapStart = 2048;  // first transfer of a large send; doubles from there

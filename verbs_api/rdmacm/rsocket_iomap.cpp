@@ -14,11 +14,6 @@
 namespace uroce::rsock {
 namespace {
 
-int fail(int e) {
-    errno = e;
-    return -1;
-}
-
 IomapMr* free_slot(Rsocket* rs) {
     if (rs->remote_iomappings.empty()) {
         rs->remote_iomappings.resize(rs->remote_iomap.length);

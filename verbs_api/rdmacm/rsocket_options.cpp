@@ -21,11 +21,6 @@
 namespace uroce::rsock {
 namespace {
 
-int fail(int e) {
-    errno = e;
-    return -1;
-}
-
 int scale_value(int v) {  // RDMA_IOMAPSIZE rounds to what the 8-bit scale can carry
     int s = v <= 128 ? v : 128 | (v >> 8);
     return s <= 128 ? s : (s & ~128) << 8;

@@ -14,11 +14,6 @@
 namespace uroce::rsock {
 namespace {
 
-int fail(int e) {
-    errno = e;
-    return -1;
-}
-
 short revents_of(Rsocket* rs, short events) {
     if (rs->dg) return dgram_revents(rs, events);
     int st = rs->state;

@@ -18,11 +18,6 @@
 namespace uroce::rsock {
 namespace {
 
-int fail(int e) {
-    errno = e;
-    return -1;
-}
-
 uint64_t polling_time_us() {
     uint64_t us = 10;
     if (const char* env = getenv("RS_POLLING_TIME")) return strtoull(env, nullptr, 10);

@@ -21,11 +21,6 @@ constexpr int kChunkBits = 10, kChunk = 1 << kChunkBits, kChunks = 1024;
 std::atomic<Rsocket*>* g_chunks[kChunks];
 std::mutex g_table_mu;  // making chunks
 
-int fail(int e) {
-    errno = e;
-    return -1;
-}
-
 void copy_addr(sockaddr* dst, const sockaddr* src, socklen_t* len) {
     socklen_t size = src->sa_family == AF_INET6 ? sizeof(sockaddr_in6) : sizeof(sockaddr_in);
     memcpy(dst, src, std::min(*len, size));
