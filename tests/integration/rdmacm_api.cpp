@@ -15,7 +15,8 @@
 //   - a channel's fd is one file that poll() reports readable when an event waits;
 //     rdma_destroy_event_channel while another thread is blocked in rdma_get_cm_event on it
 //     wakes nobody (as with the kernel: that thread stays blocked), and fds opened after it
-//     are not disturbed;
+//     are not disturbed; a thread that calls it just after the destroy is answered as if it
+//     had called a moment earlier (rping's race);
 //   - a loopback address no device has binds as a wildcard (no device, every device
 //     listens); rdma_getaddrinfo fails with -1 and getaddrinfo's code in errno.
 // usage: rdmacm_api ADDR
@@ -384,6 +385,15 @@ void test_misc() {
     rdma_destroy_event_channel(ch);
 }
 
+// A detached thread that reads one event from ch and says how it returned: 1 an event, 2 an
+// error; *out stays 0 while it waits.
+void read_in_thread(rdma_event_channel* ch, std::atomic<int>* out) {
+    std::thread([ch, out] {
+        rdma_cm_event* e = nullptr;
+        *out = rdma_get_cm_event(ch, &e) == 0 ? 1 : 2;
+    }).detach();
+}
+
 void test_channel_fd() {
     std::printf("channel fd: poll, destroy under a blocked reader\n");
     rdma_event_channel* ch = rdma_create_event_channel();
@@ -412,11 +422,7 @@ void test_channel_fd() {
     any.sin_port = 0;
     CHECK(rdma_bind_addr(id, reinterpret_cast<sockaddr*>(&any)) == 0);
     static std::atomic<int> returned{0};
-    std::thread([blocked] {
-        rdma_cm_event* e = nullptr;
-        int r = rdma_get_cm_event(blocked, &e);
-        returned = r == 0 ? 1 : 2;
-    }).detach();
+    read_in_thread(blocked, &returned);
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
     CHECK(rdma_destroy_id(id) == 0);
     rdma_destroy_event_channel(blocked);
@@ -429,8 +435,23 @@ void test_channel_fd() {
     CHECK(rdma_ack_cm_event(ev) == 0);
     CHECK(rdma_destroy_id(id) == 0);
     rdma_destroy_event_channel(next);
+    // rping's race (rdma-core before 61): its CM thread acknowledges the last event and calls
+    // rdma_get_cm_event again after main has destroyed the channel. It is answered as a call a
+    // moment earlier would have been: blocked, or EAGAIN on an O_NONBLOCK channel.
+    rdma_event_channel* late = rdma_create_event_channel();
+    CHECK(late);
+    rdma_destroy_event_channel(late);
+    static std::atomic<int> late_returned{0};
+    read_in_thread(late, &late_returned);
+    rdma_event_channel* late_nb = rdma_create_event_channel();
+    CHECK(late_nb);
+    CHECK(fcntl(late_nb->fd, F_SETFL, fcntl(late_nb->fd, F_GETFL) | O_NONBLOCK) == 0);
+    rdma_destroy_event_channel(late_nb);
+    errno = 0;
+    CHECK(rdma_get_cm_event(late_nb, &ev) == -1 && errno == EAGAIN);
     std::this_thread::sleep_for(std::chrono::milliseconds(300));
     CHECK(returned == 0);  // still blocked: neither an event nor an error (EBADF) woke it
+    CHECK(late_returned == 0);
 }
 
 // The kernel makes every loopback address a wildcard (cma_any_addr): libfabric binds

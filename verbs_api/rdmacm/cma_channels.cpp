@@ -13,6 +13,7 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <deque>
 #include <memory>
 #include <random>
 
@@ -53,11 +54,44 @@ Channel* new_channel(int pipe_size) {
     return c;
 }
 
+// Released channels, newest last, whose memory is freed only when kReleasedKept newer ones
+// follow. A thread can call rdma_get_cm_event on a channel another thread has just destroyed:
+// rping before rdma-core 61 does, between acknowledging its last event and reading again while
+// its main thread exits. The kernel closes the file under it (EBADF, and rping fails a good
+// run, rdma-core commit f3ae6534a); a released channel here still answers, as if the call had
+// come a moment earlier, while the thread's process exits.
+namespace {
+constexpr size_t kReleasedKept = 64;
+std::mutex g_released_mu;
+std::deque<Channel*> g_released;
+}  // namespace
+
+bool try_ref_channel(Channel* c) {
+    int r = c->refs.load(std::memory_order_acquire);
+    do {
+        if (r <= 0) return false;
+    } while (!c->refs.compare_exchange_weak(r, r + 1, std::memory_order_acq_rel,
+                                            std::memory_order_acquire));
+    return true;
+}
+
 void unref_channel(Channel* c) {
     if (c->refs.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
+    int fl = fcntl(c->rd, F_GETFL);
+    c->was_nonblocking = fl >= 0 && (fl & O_NONBLOCK);
     close(c->rd);
     close(c->wr);
-    delete c;
+    c->rd = c->wr = -1;
+    Channel* oldest = nullptr;
+    {
+        std::lock_guard<std::mutex> g(g_released_mu);
+        g_released.push_back(c);
+        if (g_released.size() > kReleasedKept) {
+            oldest = g_released.front();
+            g_released.pop_front();
+        }
+    }
+    delete oldest;
 }
 
 // The application's end of the channel: the devices drop their write ends and ch.fd closes.
@@ -229,7 +263,11 @@ int rdma_get_cm_event(rdma_event_channel* channel, rdma_cm_event** event) {
     Channel* c = chan_of(channel);
     // Held while this thread uses the channel, so rdma_destroy_event_channel from another
     // thread leaves it blocked (as the kernel does) instead of freeing what it reads.
-    c->refs.fetch_add(1, std::memory_order_relaxed);
+    if (!try_ref_channel(c)) {
+        // Released already (unref_channel): what a read begun a moment earlier would do.
+        if (c->was_nonblocking) return fail(EAGAIN);
+        for (;;) pause();
+    }
     struct Unref {
         Channel* c;
         ~Unref() { unref_channel(c); }
@@ -239,10 +277,28 @@ int rdma_get_cm_event(rdma_event_channel* channel, rdma_cm_event** event) {
         if (int e = read_record(c, &rec)) return fail(e);
         Id* id = nullptr;
         {
+            // Counted as handed out while the id is certainly alive, so an rdma_destroy_id
+            // racing this read waits for the event instead of freeing the id under it.
             std::lock_guard<std::mutex> g(g_mu);
             auto it = g_ids.find(key(rec.dev_tag, rec.handle));
-            if (it != g_ids.end()) id = it->second;
+            if (it != g_ids.end()) {
+                id = it->second;
+                std::lock_guard<std::mutex> l(id->mu);
+                ++id->reported;
+            }
         }
+        // An event dropped below counts as acknowledged at once.
+        struct Dropped {
+            Id* id;
+            ~Dropped() {
+                if (!id) return;
+                {
+                    std::lock_guard<std::mutex> l(id->mu);
+                    ++id->completed;
+                }
+                id->cv.notify_all();
+            }
+        } dropped{id};
         if (!id) {
             // The id is gone. A request for a listener that is gone must not linger.
             if (rec.event == RDMA_CM_EVENT_CONNECT_REQUEST)
@@ -343,10 +399,7 @@ int rdma_get_cm_event(rdma_event_channel* channel, rdma_cm_event** event) {
         }
         default: break;
         }
-        {
-            std::lock_guard<std::mutex> g(ev->owner->mu);
-            ++ev->owner->reported;
-        }
+        dropped.id = nullptr;
         *event = &ev.release()->ev;
         return 0;
     }

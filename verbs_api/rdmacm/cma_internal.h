@@ -51,6 +51,7 @@ abi::CmReq cm_req(abi::CmOp op, uint32_t handle = 0);
 
 // Channels and events (cma_channels.cpp).
 Channel* new_channel(int pipe_size);
+bool try_ref_channel(Channel* c);
 void unref_channel(Channel* c);
 void free_channel(Channel* c);
 int ensure_channel(Channel* c, DevConn* d);

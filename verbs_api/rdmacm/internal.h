@@ -54,8 +54,10 @@ struct Channel {
     // The application's reference (dropped by rdma_destroy_event_channel) plus one per
     // thread inside rdma_get_cm_event. While a thread is blocked reading, the write end stays
     // open, so destroying the channel wakes nobody and frees nothing it uses (the kernel's
-    // file stays open under a blocked read the same way).
+    // file stays open under a blocked read the same way). At zero the channel is released
+    // for good: never referenced again (try_ref_channel), its memory kept a while.
     std::atomic<int> refs{1};
+    bool was_nonblocking = false;  // O_NONBLOCK when released (what a late reader gets)
 };
 
 // A multicast group an id joined (rdma_join_multicast): the address as the application gave
