@@ -6,8 +6,8 @@
 #   rping          rping -C 1000 -v -V over one device (127.0.0.1)
 #   rping_many N   N short rping pairs one after another over one device (127.0.0.1); every
 #                  one must pass (rping's client destroys its event channel while its CM
-#                  thread is blocked in rdma_get_cm_event: nothing may wake or fail), and
-#                  the device holds no object afterwards
+#                  thread is blocked in rdma_get_cm_event, or about to call it again: nothing
+#                  may wake or fail; docs/cm.md), and the device holds no object afterwards
 #   rping_two      rping between two devices: server on 127.0.0.2, client on 127.0.0.3
 #   rdma_server    rdma_server / rdma_client (synchronous ids, rdma_create_ep, get_request)
 #   ucmatose       ucmatose -c 10 server and client (10 connections on one event channel)

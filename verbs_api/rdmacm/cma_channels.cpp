@@ -292,11 +292,9 @@ int rdma_get_cm_event(rdma_event_channel* channel, rdma_cm_event** event) {
             Id* id;
             ~Dropped() {
                 if (!id) return;
-                {
-                    std::lock_guard<std::mutex> l(id->mu);
-                    ++id->completed;
-                }
-                id->cv.notify_all();
+                std::lock_guard<std::mutex> l(id->mu);
+                ++id->completed;
+                id->cv.notify_all();  // under the lock: see rdma_ack_cm_event
             }
         } dropped{id};
         if (!id) {
@@ -412,8 +410,10 @@ int rdma_ack_cm_event(rdma_cm_event* event) {
         std::lock_guard<std::mutex> g(ev->owner->mu);
         ++ev->owner->completed;
         if (ev->mc) ++ev->mc->completed;
+        // Under the lock: the waiter (rdma_destroy_id) frees the id, cv and all, as soon as it
+        // can see the count, which must not be before this call is done with the cv.
+        ev->owner->cv.notify_all();
     }
-    ev->owner->cv.notify_all();
     delete ev;
     return 0;
 }

@@ -84,7 +84,9 @@ struct Id {
     bool bound = false;  // rdma_bind_addr (or an implicit bind) happened
     bool listening = false;
     bool addr_resolved = false, route_resolved = false;
-    bool conn_req = false;   // created by a connection request, not answered yet
+    // Created by a connection request, not answered yet. Atomic: the CM thread's ESTABLISHED
+    // and the thread in rdma_accept may both clear it.
+    std::atomic<bool> conn_req{false};
     bool have_conn = false;  // the peer's parameters are known (REQ or REP seen)
     bool connect_error = false;
     bool srq_cq = false;    // id.recv_cq and its channel were made for the XRC SRQ
