@@ -13,7 +13,6 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
-#include <deque>
 #include <memory>
 #include <random>
 
@@ -54,16 +53,19 @@ Channel* new_channel(int pipe_size) {
     return c;
 }
 
-// Released channels, newest last, whose memory is freed only when kReleasedKept newer ones
-// follow. A thread can call rdma_get_cm_event on a channel another thread has just destroyed:
+// The last kReleasedKept channels released, whose memory is freed only when that many newer
+// ones follow. A thread can call rdma_get_cm_event on a channel another thread has just destroyed:
 // rping before rdma-core 61 does, between acknowledging its last event and reading again while
 // its main thread exits. The kernel closes the file under it (EBADF, and rping fails a good
 // run, rdma-core commit f3ae6534a); a released channel here still answers, as if the call had
 // come a moment earlier, while the thread's process exits.
+// A plain array, not a container: static destructors run before LeakSanitizer looks, and
+// what they freed would leave the kept channels unreachable.
 namespace {
 constexpr size_t kReleasedKept = 64;
 std::mutex g_released_mu;
-std::deque<Channel*> g_released;
+Channel* g_released[kReleasedKept];
+size_t g_released_next = 0;  // the oldest, replaced next
 }  // namespace
 
 bool try_ref_channel(Channel* c) {
@@ -82,14 +84,12 @@ void unref_channel(Channel* c) {
     close(c->rd);
     close(c->wr);
     c->rd = c->wr = -1;
-    Channel* oldest = nullptr;
+    Channel* oldest;
     {
         std::lock_guard<std::mutex> g(g_released_mu);
-        g_released.push_back(c);
-        if (g_released.size() > kReleasedKept) {
-            oldest = g_released.front();
-            g_released.pop_front();
-        }
+        oldest = g_released[g_released_next];
+        g_released[g_released_next] = c;
+        g_released_next = (g_released_next + 1) % kReleasedKept;
     }
     delete oldest;
 }
