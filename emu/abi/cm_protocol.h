@@ -1,5 +1,5 @@
 // Connection manager messages between librdmacm (verbs_api/rdmacm/) and the device's CM
-// agent (emu/cm_agent.*). See docs/cm.md.
+// agent (emu/cm/cm_agent.*). See docs/cm.md.
 //
 // The library opens its own control connection to each device it uses for connections
 // (kOpen, as ibv_open_device does) and sends CmReq messages (op = Op::kCm) on it; the device

@@ -124,7 +124,7 @@ struct TraceReq {
 
 // What ibv_query_port learns from the device; the rest of ibv_port_attr is fixed.
 struct PortResp {
-    uint32_t active_mtu;  // enum ibv_mtu, from the interface's MTU (emu/port_mtu.h)
+    uint32_t active_mtu;  // enum ibv_mtu, from the interface's MTU (emu/engine/port_mtu.h)
     uint32_t reserved;
 };
 

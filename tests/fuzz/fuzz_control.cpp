@@ -36,8 +36,8 @@
 #include "emu/abi/doorbell.h"
 #include "emu/abi/protocol.h"
 #include "emu/abi/rings.h"
-#include "emu/control_dispatch.h"
-#include "emu/device.h"
+#include "emu/control/control_dispatch.h"
+#include "emu/engine/device.h"
 #include "tests/fuzz/control_ops.h"
 
 using namespace uroce;
@@ -536,7 +536,7 @@ private:
     }
 
     // What a transition into `st` needs for a QP type (0 RC, 1 UC, 2 UD, 3 XRC_SEND,
-    // 4 XRC_RECV; emu/qp_state.cpp has the whole table): a type given another's attributes
+    // 4 XRC_RECV; emu/verbs/qp_state.cpp has the whole table): a type given another's attributes
     // is refused, which is worth trying too.
     static uint64_t required_attrs(uint8_t type, ibv_qp_state st) {
         type %= 5;

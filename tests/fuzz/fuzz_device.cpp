@@ -42,7 +42,7 @@
 
 #include "emu/abi/protocol.h"
 #include "emu/abi/rings.h"
-#include "emu/device.h"
+#include "emu/engine/device.h"
 #include "net/byteorder.h"
 #include "net/headers.h"
 #include "net/icrc.h"

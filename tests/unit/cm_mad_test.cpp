@@ -1,7 +1,7 @@
-// The IB CM MAD codec (emu/cm_mad.*): field placement against IBTA vol. 1 chapter 12 (byte
+// The IB CM MAD codec (emu/cm/cm_mad.*): field placement against IBTA vol. 1 chapter 12 (byte
 // offsets within the 256-byte MAD, sub-byte fields packed from the most significant bit),
 // and encode/decode round trips.
-#include "emu/cm_mad.h"
+#include "emu/cm/cm_mad.h"
 
 #include <arpa/inet.h>
 #include <gtest/gtest.h>

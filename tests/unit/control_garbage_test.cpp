@@ -15,8 +15,8 @@
 
 #include "emu/abi/cm_protocol.h"
 #include "emu/abi/protocol.h"
-#include "emu/control_dispatch.h"
-#include "emu/device.h"
+#include "emu/control/control_dispatch.h"
+#include "emu/engine/device.h"
 #include "net/headers.h"
 #include "net/icrc.h"
 #include "net/opcodes.h"

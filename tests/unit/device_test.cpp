@@ -1,4 +1,4 @@
-// Tests for the in-process device engine (emu/device.h): argument checks of the control
+// Tests for the in-process device engine (emu/engine/device.h): argument checks of the control
 // verbs, MR bounds and access checks on the data path, and the device's handling of the
 // rings it shares with applications.
 //
@@ -7,7 +7,7 @@
 // write WQEs exactly as verbs_api/ibverbs/datapath.cpp does. Because the session's pid is
 // our own, the device's "DMA" is a memcpy, so MRs are plain local buffers whose every
 // byte (including guard bytes around what the device may touch) we can inspect.
-#include "emu/device.h"
+#include "emu/engine/device.h"
 
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -34,7 +34,7 @@
 #include "emu/abi/protocol.h"
 #include "emu/abi/rings.h"
 #include "emu/abi/runtime.h"
-#include "emu/shared_region.h"
+#include "emu/verbs/shared_region.h"
 #include "net/headers.h"
 #include "net/icrc.h"
 #include "net/opcodes.h"

@@ -1,7 +1,7 @@
-// The receive-side write batch (emu/dma_write_batch.h): payload bytes staged in order, one
+// The receive-side write batch (emu/engine/dma_write_batch.h): payload bytes staged in order, one
 // entry per packet, adjacent remote ranges joined into one iovec, and the limits that make
 // the device flush before it adds more.
-#include "emu/dma_write_batch.h"
+#include "emu/engine/dma_write_batch.h"
 
 #include <gtest/gtest.h>
 

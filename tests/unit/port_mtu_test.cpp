@@ -1,6 +1,6 @@
-// The port MTU from the interface MTU (emu/port_mtu.h): the IB MTU whose packets, with the
+// The port MTU from the interface MTU (emu/engine/port_mtu.h): the IB MTU whose packets, with the
 // largest headers, fit the interface; and the interface found from the device's address.
-#include "emu/port_mtu.h"
+#include "emu/engine/port_mtu.h"
 
 #include <arpa/inet.h>
 #include <gtest/gtest.h>

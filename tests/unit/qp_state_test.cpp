@@ -1,10 +1,10 @@
-// Tests for the QP state machine attribute-mask rules (emu/qp_state.h).
+// Tests for the QP state machine attribute-mask rules (emu/verbs/qp_state.h).
 //
 // The expectation is written independently of the implementation's table: the table is organised
 // per transition with one cell per QP type, while the description here is organised per
 // attribute ("where is QKEY required, where is it optional, for which types"), plus a separate
 // list of legal state edges. A copying mistake would have to be made twice, transposed, to hide.
-#include "emu/qp_state.h"
+#include "emu/verbs/qp_state.h"
 
 #include <gtest/gtest.h>
 

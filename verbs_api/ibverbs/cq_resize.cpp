@@ -1,5 +1,5 @@
 // ibv_resize_cq: the library makes the new CQ ring and hands it to the device, which moves
-// the completions not yet polled into it (emu/cq_resize.cpp) and from its answer on writes
+// the completions not yet polled into it (emu/verbs/cq_resize.cpp) and from its answer on writes
 // only there. Until the answer nothing may consume from the CQ or arm it (the device copies
 // the consumer index and the arm), so the call holds the CQ's lock throughout, as
 // ibv_poll_cq, ibv_start_poll..ibv_end_poll and ibv_req_notify_cq take it; and the

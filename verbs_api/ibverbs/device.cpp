@@ -211,7 +211,7 @@ void give_back(Context* ctx, abi::Op destroy_op, uint32_t handle) {
 int query_port(ibv_context* c, uint8_t port, ibv_port_attr* attr, size_t len) {
     if (device_is_gone(c)) return EIO;  // as the kernel's after disassociation
     if (port != 1) return EINVAL;
-    // The active MTU is the device's, from its interface's MTU (emu/port_mtu.h).
+    // The active MTU is the device's, from its interface's MTU (emu/engine/port_mtu.h).
     abi::Request req{};
     req.op = abi::Op::kQueryPort;
     abi::Response resp{};

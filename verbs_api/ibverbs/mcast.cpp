@@ -1,4 +1,4 @@
-// UD multicast: attaching a QP to a group is the device's business (emu/mcast.cpp,
+// UD multicast: attaching a QP to a group is the device's business (emu/verbs/mcast.cpp,
 // docs/multicast.md); the library passes the GID and LID on.
 #include <cstring>
 

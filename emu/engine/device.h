@@ -1,0 +1,391 @@
+// One uroce HCA: a RoCEv2 port on an IPv4 address, its object tables, transport and
+// packet I/O. Every object lives on the engine thread; other threads reach the device
+// only through call(), which runs a function on that thread and waits.
+#pragma once
+
+#include <netinet/in.h>
+
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "emu/abi/caps.h"
+#include "emu/abi/protocol.h"
+#include "emu/cm/cm_agent.h"
+#include "emu/control/trace.h"
+#include "emu/engine/dma_write_batch.h"
+#include "emu/engine/self_link.h"
+#include "emu/engine/tx_batch.h"
+#include "emu/verbs/handle_table.h"
+#include "emu/verbs/objects.h"
+#include "net/fault_injector.h"
+#include "net/headers.h"
+#include "net/opcodes.h"
+#include "net/pcap_tap.h"
+#include "net/udp_uring.h"
+
+namespace uroce::emu {
+
+uint64_t now_ns();
+
+struct DeviceConfig {
+    std::string name = "uroce0";
+    uint32_t ipv4_be = 0;  // network order
+    uint16_t port = 4791;
+    std::string pcap;       // capture file, empty: none
+    uint64_t pcap_max = 0;  // rotation size in bytes, 0: unlimited
+    net::FaultSpec faults;  // fault injection from the start (docs/faults.md)
+};
+
+struct DeviceCounters {
+    uint64_t tx_pkts = 0, rx_pkts = 0, tx_bytes = 0, rx_bytes = 0;
+    uint64_t drops[size_t(net::DropReason::kCount)] = {};
+    uint64_t retransmits = 0, tx_stalls = 0;
+    uint64_t xrc_bad_srqn = 0;  // XRC requests naming an SRQ outside the TGT QP's domain
+    // Multicast: packets sent to a group, received for a group, and copies handed to
+    // attached QPs (docs/multicast.md).
+    uint64_t mcast_tx_pkts = 0, mcast_rx_pkts = 0, mcast_deliveries = 0;
+    // By opcode (counters_op lines of `uroce counters`). rx counts every datagram of at least
+    // one byte under its first byte, dropped ones included, as rx_pkts does.
+    OpCounters tx_op, rx_op;
+};
+
+// How many objects of each kind the device holds (Device::objects()): a session that has
+// closed leaves none of its own behind, which the tests and the control fuzzer check.
+struct DeviceObjects {
+    uint32_t sessions = 0, pds = 0, mrs = 0, mws = 0, channels = 0, cqs = 0, qps = 0, srqs = 0,
+             xrcds = 0, xrcd_handles = 0;
+    size_t mcast_groups = 0;
+    size_t ready = 0, timers = 0, awake = 0;  // engine lists that point at QPs and sessions
+    CmAgent::Objects cm;
+    bool operator==(const DeviceObjects&) const = default;
+};
+
+class Device : private net::UdpUring::Handler {
+public:
+    explicit Device(DeviceConfig cfg);
+    ~Device() override;
+
+    int start();  // binds the port and starts the engine thread; 0 or errno
+    // Binds the port but starts no thread: the caller runs the engine with turn() and calls
+    // everything else directly (call() runs inline). For reproducible tests and fuzzing.
+    int start_manual();
+    // One turn of the engine loop that never sleeps (after start_manual() only).
+    void turn();
+    void stop();
+    const DeviceConfig& config() const { return cfg_; }
+    uint64_t guid() const { return guid_; }
+    // The port's active MTU (emu/engine/port_mtu.h): read from the interface at start, and again
+    // by refresh_port_mtu() (ibv_open_device, ibv_query_port), which follows a change of
+    // the interface's MTU. port_mtu(): engine thread only.
+    ibv_mtu port_mtu() const { return port_mtu_; }
+    ibv_mtu refresh_port_mtu();  // not on the engine thread: it makes system calls
+
+    // Runs fn on the engine thread and waits for it.
+    void call(const std::function<void()>& fn);
+
+    // Engine thread only (wrap in call()).
+    // fds_out: the doorbell eventfd, the async event pipe, the doorbell page (abi::OpenResp).
+    Session* open_session(pid_t pid, int fds_out[3], int* err);
+    void close_session(Session* s);
+    // `in_fd` is an fd that came with the request (or -1); the caller closes it.
+    void handle(Session& s, const abi::Request& req, abi::Response& resp, std::vector<int>& fds,
+                int in_fd = -1);
+    std::string dump() const;
+    DeviceObjects objects() const;
+    // Starts (path non-empty; replaces a running capture) or stops the capture. 0 or errno.
+    int set_capture(const std::string& path, uint64_t max_bytes);
+    // Packets written by the current (or last) capture, rotated files included.
+    uint64_t capture_packets() const;
+    // Replaces the fault injection spec (off: !spec.any()). Returns the seed in use.
+    uint64_t set_faults(const net::FaultSpec& spec);
+    // The connection manager agent (emu/cm/cm_agent.h). Engine thread only.
+    CmAgent& cm() { return cm_; }
+    // Trace lines after `since` (docs/trace.md), at most max_bytes; returns the last one's
+    // number. Engine thread only.
+    uint64_t read_trace(uint64_t since, std::string* out, size_t max_bytes) const {
+        return trace_.read(since, out, max_bytes);
+    }
+
+private:
+    // Control operations (device_verbs.cpp).
+    int alloc_pd(Session& s, uint32_t* pd);
+    int dealloc_pd(Session& s, uint32_t pd);
+    int reg_mr(Session& s, const abi::RegMrReq& r, abi::RegMrResp* out);
+    int rereg_mr(Session& s, const abi::ReregMrReq& r, abi::RegMrResp* out);
+    int dereg_mr(Session& s, uint32_t handle);
+    // ibv_import_pd, ibv_import_mr: the session's object of that handle (ENOENT: none).
+    int query_pd(Session& s, uint32_t pd, abi::PdResp* out);
+    int query_mr(Session& s, uint32_t handle, abi::QueryMrResp* out);
+    int advise_mr(Session& s, const abi::AdviseMrReq& r, abi::AdviseMrResp* out);
+    int create_channel(Session& s, uint32_t* handle, int* fd);
+    int destroy_channel(Session& s, uint32_t handle);
+    int create_cq(Session& s, const abi::CreateCqReq& r, abi::CreateCqResp* out, int* fd);
+    int destroy_cq(Session& s, uint32_t handle);
+    int resize_cq(Session& s, const abi::ResizeCqReq& r, int fd, abi::ResizeCqResp* out);
+    int create_qp(Session& s, const abi::CreateQpReq& r, abi::CreateQpResp* out, int fds[2]);
+    int modify_qp(Session& s, const abi::ModifyQpReq& r);
+    int query_qp(Session& s, const abi::QueryQpReq& r, abi::QueryQpResp* out);
+    int destroy_qp(Session& s, uint32_t qpn, uint64_t cookie = 0);
+    int create_srq(Session& s, const abi::CreateSrqReq& r, abi::CreateSrqResp* out, int* fd);
+    int modify_srq(Session& s, const abi::ModifySrqReq& r);
+    int query_srq(Session& s, uint32_t handle, abi::QuerySrqResp* out);
+    int destroy_srq(Session& s, uint32_t handle);
+    // XRC (xrc.cpp).
+    int open_xrcd(Session& s, int fd, int oflags, uint32_t* handle);
+    int close_xrcd(Session& s, uint32_t handle);
+    int open_qp(Session& s, const abi::OpenQpReq& r, abi::OpenQpResp* out);
+    bool holds(const Session& s, const Qp* qp) const;
+    // Multicast (mcast.cpp).
+    int attach_mcast(Session& s, const abi::McastReq& r);
+    int detach_mcast(Session& s, const abi::McastReq& r);
+    void detach_all_mcast(uint32_t qpn);  // the QP is being destroyed
+    void mcast_receive(const net::Packet& p, const sockaddr_in& from, uint32_t group_be,
+                       size_t len);
+    bool mcast_member(uint32_t group_be) const;
+    std::string mcast_lines() const;  // the "mcast" lines of dump()
+    // Memory windows and invalidation (memory_windows.cpp).
+    int alloc_mw(Session& s, const abi::MwReq& r, abi::MwResp* out);
+    int dealloc_mw(Session& s, uint32_t handle);
+    void unbind(Mw& mw);
+    void unbind_qp_windows(const Qp& qp);
+    Mw* mw_for_key(uint32_t rkey) const;
+    ibv_wc_status bind_mw(Qp& qp, uint32_t index);
+    ibv_wc_status local_invalidate(Qp& qp, uint32_t rkey);
+    Mw* remote_invalidatable(const Qp& qp, uint32_t rkey) const;
+    uint64_t mw_target(const Qp& qp, uint32_t rkey, uint64_t va, uint64_t len, uint32_t access,
+                       Session** owner) const;
+    // A handle lets go (cookie 0: any of the session's); the last destroys the QP.
+    void release_qp(Session& s, uint32_t qpn, uint64_t cookie = 0);
+    const Qp::Holder* find_hold(const Session& s, const Qp& qp, uint64_t cookie) const;
+    void xrc_object_gone(uint32_t xrcd, uint32_t handle);
+    void xrc_srq_gone(uint32_t srqn);  // TGT QPs drop a message in progress on it
+    void xrc_receive(Qp& qp, const net::Packet& p);
+    void post_qp_async(Qp& qp, ibv_event_type type);  // to every holder
+    void destroy_qp_now(uint32_t qpn);
+    // One trace line for a control call (device_trace.cpp); `before`: the QP's state before
+    // a kModifyQp.
+    void trace_call(const Session& s, const abi::Request& req, const abi::Response& resp,
+                    ibv_qp_state before);
+    template <typename T>
+    static bool owned(const Session& s, const T* obj) {
+        return obj && obj->owner == &s;
+    }
+
+    // Engine loop (device.cpp).
+    int open_io();  // start()'s part before the thread
+    void loop();
+    void run_turn(bool may_sleep);
+    void on_packet(const sockaddr_in& from, uint32_t to_be, uint8_t* data, size_t len) override;
+    // Where a packet enters the device, from the socket or from self_link_: the fault
+    // injector, then receive().
+    void arrive(const sockaddr_in& from, uint32_t to_be, uint8_t* data, size_t len);
+    // Receives what this device sent to itself, until nothing is left (what that answers
+    // to itself included); sets looped_ if there was anything.
+    void deliver_to_self();
+    void release_idle_memory();
+    // The receive path after the fault injector: checks, counts, captures, dispatches.
+    // `to_be`: the address the packet was sent to (the device's, or a multicast group's).
+    // `icrc_unset`: a packet from this device to itself whose ICRC nobody needed (transmit).
+    void receive(const sockaddr_in& from, uint32_t to_be, uint8_t* data, size_t len,
+                 bool icrc_unset = false);
+    // Hands a finished packet to the socket, or to self_link_ if it is for this device
+    // (loopback pacing counts the multicast ones that come back).
+    void wire_send(uint32_t slot, size_t len, const sockaddr_in& to, bool icrc = true);
+    // Whether anything outside the engine can see a packet's bytes: a capture, or the fault
+    // injector (which corrupts packets for the ICRC check to find).
+    bool packets_observed() const {
+        return pcap_.is_open() || faults_.armed(net::kFaultTx) || faults_.armed(net::kFaultRx);
+    }
+    void on_eventfd(uint64_t tag) override;
+    bool take_doorbells(Session& s);  // false: the page named nothing
+    // The pages of the sessions served lately, read every turn (emu/abi/doorbell.h); and,
+    // before the engine sleeps, their `awake` flags cleared and the pages read once more.
+    // True if anything was found then.
+    void poll_doorbells();
+    bool doze();
+    void run_commands();
+    void run_ready();
+    void run_timers(uint64_t now);
+    uint64_t next_timeout(uint64_t now) const;
+    void mark_ready(Qp& qp);
+    void arm_timer(Qp& qp, uint64_t deadline);
+
+    // Packet helpers (device.cpp).
+    uint8_t* tx_begin(uint32_t* slot);
+    // Appends the ICRC, records the packet in the capture, and queues it. `qp`: the QP that
+    // sends it, for its per-opcode counters (nullptr: the device's counters only).
+    void transmit(uint32_t slot, size_t len_no_icrc, const sockaddr_in& to, Qp* qp = nullptr);
+    void count_drop(net::DropReason r) { ++counters_.drops[size_t(r)]; }
+    // Fault injection (device_faults.cpp): false when the packet must go no further.
+    bool fault_rx(const sockaddr_in& from, uint32_t to_be, uint8_t* data, size_t len);
+    bool fault_tx(uint32_t slot, size_t len, const sockaddr_in& to);
+    void release_faults(uint64_t now);
+    std::string fault_lines() const;  // the "faults ..." lines of dump()
+    // A drop once the packet has reached a QP: counted for the device and for the QP.
+    void count_drop(net::DropReason r, Qp& qp) {
+        ++counters_.drops[size_t(r)];
+        ++qp.drops[size_t(r)];
+    }
+
+    // DMA into the QP owner's memory. A failure because the process has exited marks
+    // its session dead: from then on its QPs neither answer nor report errors, as
+    // hardware whose QPs the kernel is tearing down (completion.cpp).
+    bool dma_read(Session* s, void* dst, const iovec* remote, int n, size_t total);
+    bool dma_write(Session* s, const void* src, const iovec* remote, int n, size_t total);
+    bool dma_store64(Session* s, uint64_t addr, uint64_t value);  // after every pending write
+    bool dma_readv(Session* s, const iovec* local, int nlocal, const iovec* remote, int nremote,
+                   size_t total);
+    // Received payloads are written later, many packets with one system call; the ordering
+    // rules are in dma_write_batch.cpp. dma_flush() lands what is pending (cheap when
+    // nothing is); dma_settle() too, and says whether `qp` is still fine (no write of its
+    // failed and brought its error path).
+    void dma_write_later(Session* s, const void* src, const iovec* remote, int n, size_t total,
+                         uint32_t qpn, uint32_t psn, DmaWriteBatch::Path path);
+    void dma_flush() {
+        if (!wb_.empty()) dma_flush_now();
+    }
+    void dma_flush_now();
+    bool dma_settle(Qp& qp);
+    void dma_write_failed(const DmaWriteBatch::Failure& f);
+
+    // Completion and error paths (completion.cpp).
+    void push_cqe(uint32_t cq_handle, const abi::Cqe& cqe, bool solicited);
+    void fire_cq_event(Cq& cq);
+    void notify_if_pending(Cq& cq);
+    void complete_send(Qp& qp, uint32_t index, ibv_wc_status status);
+    void qp_to_error(Qp& qp);
+    void send_queue_error(Qp& qp);  // UC/UD: SQE; RC/XRC: ERR
+    void last_wqe_reached(Qp& qp);
+    void comm_established(Qp& qp);  // recv_common.cpp
+    void flush_queues(Qp& qp);
+    void flush_send_queue(Qp& qp);
+    // `what`/`id` name the object for the trace ("qp", qpn); what == nullptr: the port.
+    void post_async(Session* s, ibv_event_type type, uint64_t cookie, const char* what = nullptr,
+                    uint32_t id = 0);
+    Mr* mr_for_key(uint32_t key) const;
+    // Checks keys, PD, access and bounds of an SGE list and rewrites each address
+    // from the MR's iova space to the owning process's address space.
+    bool check_local_sges(const Session* owner, uint32_t pd, abi::Sge* sge, uint32_t n, bool write,
+                          uint64_t* total) const;
+
+    // RC transport.
+    void requester_progress(Qp& qp);                        // rc_requester.cpp
+    void requester_build(Qp& qp);                           // rc_requester.cpp
+    void tx_flush(Qp& qp);                                  // rc_requester.cpp
+    bool fetch_send_wqe(Qp& qp);                            // rc_requester.cpp
+    void go_back(Qp& qp, uint32_t psn);                     // rc_requester.cpp
+    void complete_blocked(Qp& qp);                          // rc_requester.cpp
+    void complete_local_ops(Qp& qp);                        // rc_requester.cpp
+    void responder_receive(Qp& qp, const net::Packet& p);   // rc_responder.cpp
+    void send_ack(Qp& qp, uint8_t syndrome, uint32_t psn);  // rc_responder.cpp
+    uint64_t remote_target(const Qp& qp, uint32_t rkey, uint64_t va, uint64_t len, uint32_t access,
+                           Session** owner) const;                      // rc_responder.cpp
+    void execute_read(Qp& qp, const net::Packet& p, bool duplicate);    // rc_responder.cpp
+    void execute_atomic(Qp& qp, const net::Packet& p, bool duplicate);  // rc_responder.cpp
+    void execute_write(Qp& qp, const net::Packet& p, const net::OpInfo* info);
+    void send_ack_response(Qp& qp, uint8_t op, uint32_t psn, uint64_t orig);  // rc_responder.cpp
+    void execute_atomic_write(Qp& qp, const net::Packet& p, bool duplicate);  // rc_responder.cpp
+    void responder_error(Qp& qp, ibv_wc_status status, uint8_t nak, uint32_t psn,
+                         ibv_event_type event);  // rc_responder.cpp
+    // Receive side shared by the transports (recv_common.cpp).
+    bool take_recv(Qp& qp);
+    void place_payload(Qp& qp, const net::Packet& p, DmaWriteBatch::Path path);
+    void complete_recv(Qp& qp, const net::Packet& p, ibv_wc_status status);
+    void uc_responder_receive(Qp& qp, const net::Packet& p);  // uc_responder.cpp
+    void uc_write(Qp& qp, const net::Packet& p, bool first, bool last, bool imm);
+    void ud_requester_progress(Qp& qp);  // ud_transport.cpp
+    void ud_receive(Qp& qp, const net::Packet& p, const sockaddr_in& from,
+                    uint32_t to_be);                             // ud_transport.cpp
+    void completer_receive(Qp& qp, const net::Packet& p);        // rc_completer.cpp
+    void ack_upto(Qp& qp, uint32_t psn, bool implicit = false);  // rc_completer.cpp
+    void after_progress(Qp& qp, bool rerequest);                 // rc_completer.cpp
+    void read_atomic_response(Qp& qp, const net::Packet& p);     // rc_completer.cpp
+    void fail_oldest(Qp& qp, ibv_wc_status status);              // rc_completer.cpp
+    void retransmit_timeout(Qp& qp);                             // rc_completer.cpp
+
+    DeviceConfig cfg_;
+    uint64_t guid_ = 0;
+    ibv_mtu port_mtu_ = IBV_MTU_4096;
+    uint32_t port_mtu_bytes_ = 4096;  // the largest UD message
+    sockaddr_in self_{};
+    net::UdpUring io_;
+    net::PcapTap pcap_;
+    net::FaultInjector faults_;
+
+    HandleTable<Session> sessions_{4096};
+    HandleTable<Pd> pds_{abi::kMaxPd};
+    HandleTable<Mr> mrs_{abi::kMaxMr};
+    HandleTable<Mw> mws_{abi::kMaxMw};
+    HandleTable<CompChannel> channels_{abi::kMaxChannels};
+    HandleTable<Cq> cqs_{abi::kMaxCq};
+    HandleTable<Qp> qps_{abi::kMaxQp, abi::kFirstQpn};
+    HandleTable<Srq> srqs_{abi::kMaxSrq};
+    HandleTable<Xrcd> xrcds_{abi::kMaxXrcd};
+    HandleTable<XrcdHandle> xrcd_handles_{abi::kMaxXrcd * 4};
+    uint8_t key_gen_ = 0;            // low byte of MR keys, bumped per registration
+    std::vector<McastGroup> mcast_;  // few: looked up by scanning
+
+    std::vector<Qp*> ready_;       // QPs with send work to push
+    std::vector<uint32_t> awake_;  // sessions whose doorbell page says the device is awake
+    TxBatch txb_;                  // requester_progress's packets until their payloads are read
+    DmaWriteBatch wb_;             // received payloads until they are written (dma_write_batch.cpp)
+    std::vector<Qp*> timers_;      // QPs with a deadline
+    DeviceCounters counters_;
+    Trace trace_;
+    SelfLink self_link_;   // unicast packets to this device's own address
+    bool looped_ = false;  // this engine turn received packets from self_link_
+    // The last session closed: release_idle_memory() runs once nothing is in flight.
+    bool trim_pending_ = false;
+    // Multicast packets this device sent to groups it is a member of that it has not
+    // received back yet. They sit in its own group sockets' receive buffers, so UD requesters
+    // pause at a budget that fits there instead of overrunning it (a loopback link has no
+    // PFC to push back).
+    uint32_t self_inflight_ = 0;
+    uint32_t self_budget_ = 64;
+    uint64_t last_self_rx_ns_ = 0;
+    // Engine loop turns, and the turn that last received a packet from this device itself:
+    // a count is only stale when turns went by without one (a descheduled engine finds its
+    // packets still queued when it runs again, however long it was away).
+    uint64_t turn_ = 0, self_rx_turn_ = 0;
+    bool to_self(const sockaddr_in& to) const {
+        return to.sin_port == self_.sin_port && to.sin_addr.s_addr == cfg_.ipv4_be;
+    }
+    bool loops_back(const sockaddr_in& to) const {
+        return to.sin_port == self_.sin_port && net::is_ipv4_multicast(to.sin_addr.s_addr) &&
+               mcast_member(to.sin_addr.s_addr);
+    }
+
+public:
+    // True when a requester should wait before sending more to `to`. A count that
+    // stops moving (the kernel dropped some of them after all) is forgotten after 2 ms
+    // and 4 engine turns without one of them arriving.
+    bool self_paced(const sockaddr_in& to) {
+        if (self_inflight_ < self_budget_ || !loops_back(to)) return false;
+        if (turn_ - self_rx_turn_ < 4 || now_ns() - last_self_rx_ns_ < 2000000) return true;
+        self_inflight_ = 0;
+        return false;
+    }
+
+private:
+    std::thread thread_;
+    bool running_ = false;
+    bool manual_ = false;  // start_manual(): no thread, turn() runs the loop
+    bool stop_requested_ = false;
+    int cmd_fd_ = -1;
+    std::mutex cmd_mu_;
+    std::deque<std::function<void()>> cmds_;
+
+    // Last: it holds a reference to the device and uses its packet I/O.
+    friend class CmAgent;
+    CmAgent cm_{*this};
+};
+
+uint64_t now_ns();
+
+}  // namespace uroce::emu

@@ -1,0 +1,142 @@
+// uroced: one process = one uroce HCA. Usually started by `uroce start` (or by the
+// verbs library when no device is running); runs in the foreground.
+#include <arpa/inet.h>
+#include <signal.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <asio.hpp>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <string>
+
+#include "emu/abi/runtime.h"
+#include "emu/control/control_server.h"
+#include "emu/engine/device.h"
+#include "emu/engine/port_mtu.h"
+
+using namespace uroce;
+
+static void usage() {
+    std::fprintf(stderr,
+                 "usage: uroced [--name NAME] [--addr IPV4] [--port UDP_PORT]\n"
+                 "              [--pcap FILE] [--pcap-max BYTES] [--faults SPEC] [--nice N]\n");
+}
+
+// The device stands for hardware: its peers' ACK timers (4.096 us x 2^timeout, retry_cnt
+// times) assume it answers. On a loaded host the scheduler let a device's engine wait over a
+// second behind compile jobs, with the packets its peer retransmitted queued in its socket,
+// while the peer's QP spent every retry (timeout 14, retry_cnt 7: 0.54 s) and failed with
+// IBV_WC_RETRY_EXC_ERR (docs/faults.md, "A loaded host"). So the device's threads run at a
+// higher priority: their nice value, and, when the device leads its own session (`uroce start`
+// makes it one), its autogroup's, which is what the scheduler weighs against other sessions.
+// Only where the process may (CAP_SYS_NICE, RLIMIT_NICE); otherwise it says so and runs as is.
+static void raise_priority(int nice) {
+    if (nice == 0) return;
+    bool ok = setpriority(PRIO_PROCESS, 0, nice) == 0;  // threads started later inherit it
+    int err = errno;
+    if (ok && getsid(0) == getpid()) {
+        std::ofstream ag("/proc/self/autogroup");
+        if (ag) {
+            ag << nice << std::flush;
+            if (!ag) ok = false, err = errno;
+        }
+    }
+    if (!ok)
+        std::fprintf(stderr, "uroced: running at the default priority (nice %d refused: %s)\n",
+                     nice, std::strerror(err));
+}
+
+int main(int argc, char** argv) {
+    emu::DeviceConfig cfg;
+    std::string addr = "127.0.0.1";
+    int nice = -10;
+    for (int i = 1; i < argc; ++i) {
+        std::string a = argv[i];
+        auto val = [&]() -> const char* {
+            if (i + 1 >= argc) {
+                usage();
+                std::exit(2);
+            }
+            return argv[++i];
+        };
+        if (a == "--name")
+            cfg.name = val();
+        else if (a == "--addr")
+            addr = val();
+        else if (a == "--port")
+            cfg.port = uint16_t(std::strtoul(val(), nullptr, 10));
+        else if (a == "--pcap")
+            cfg.pcap = val();
+        else if (a == "--pcap-max")
+            cfg.pcap_max = std::strtoull(val(), nullptr, 10);
+        else if (a == "--faults") {
+            std::string why;
+            if (!net::parse_fault_spec(val(), &cfg.faults, &why)) {
+                std::fprintf(stderr, "uroced: bad --faults: %s\n", why.c_str());
+                return 2;
+            }
+        } else if (a == "--nice") {
+            nice = std::atoi(val());
+            if (nice < -20 || nice > 19) {
+                std::fprintf(stderr, "uroced: --nice %d is not in -20..19\n", nice);
+                return 2;
+            }
+        } else {
+            usage();
+            return 2;
+        }
+    }
+    in_addr ia{};
+    if (inet_pton(AF_INET, addr.c_str(), &ia) != 1) {
+        std::fprintf(stderr, "uroced: bad IPv4 address %s\n", addr.c_str());
+        return 2;
+    }
+    cfg.ipv4_be = ia.s_addr;
+    signal(SIGPIPE, SIG_IGN);
+    if (std::string why = abi::check_runtime_dir(true); !why.empty()) {
+        std::fprintf(stderr, "%s\n", why.c_str());
+        return 1;
+    }
+    raise_priority(nice);
+
+    emu::Device dev(cfg);
+    if (int e = dev.start()) {
+        std::fprintf(stderr, "uroced: cannot start %s on %s:%u: %s\n", cfg.name.c_str(),
+                     addr.c_str(), cfg.port, std::strerror(e));
+        return 1;
+    }
+    asio::io_context io;
+    emu::ControlServer server(io, dev);
+    std::string sock = abi::socket_path(cfg.name);
+    if (int e = server.listen(sock)) {
+        std::fprintf(stderr, "uroced: cannot listen on %s: %s\n", sock.c_str(), std::strerror(e));
+        return 1;
+    }
+    abi::DeviceInfo info;
+    info.name = cfg.name;
+    info.addr = addr;
+    info.port = cfg.port;
+    info.pid = getpid();
+    info.guid = dev.guid();
+    info.pcap = cfg.pcap;
+    if (!abi::write_info(info)) {
+        std::fprintf(stderr, "uroced: cannot write %s\n", abi::info_path(cfg.name).c_str());
+        return 1;
+    }
+    asio::signal_set signals(io, SIGINT, SIGTERM);
+    signals.async_wait([&](asio::error_code, int) { io.stop(); });
+    ibv_mtu mtu = dev.refresh_port_mtu();
+    std::fprintf(stderr, "uroced: %s up on %s:%u (pid %d), active MTU %u\n", cfg.name.c_str(),
+                 addr.c_str(), cfg.port, int(getpid()), emu::mtu_bytes(mtu));
+    if (dev.config().faults.any())  // with the seed the device chose, so a run can be replayed
+        std::fprintf(stderr, "uroced: faults %s\n",
+                     net::format_fault_spec(dev.config().faults).c_str());
+    io.run();
+    unlink(abi::info_path(cfg.name).c_str());
+    unlink(sock.c_str());
+    dev.stop();
+    return 0;
+}

@@ -1,0 +1,141 @@
+// UD multicast (docs/multicast.md): ibv_attach_mcast/ibv_detach_mcast and the delivery of a
+// packet sent to a group to every QP of this device attached to it. A group with an
+// IPv4-mapped GID (::ffff:224.0.0.0/4) is a real IPv4 multicast group: the device joins it on
+// its interface with a socket of its own (net/udp_uring.h), so the kernel hands every device
+// of the host (and of the link) that joined it a copy, and captures show the group address.
+#include <arpa/inet.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <sstream>
+
+#include "emu/engine/device.h"
+
+namespace uroce::emu {
+
+namespace {
+
+const uint8_t kV4Prefix[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+
+// The kernel's rdma_is_multicast_addr: an IPv6 multicast GID, or an IPv4-mapped one whose
+// IPv4 address is multicast.
+bool multicast_gid(const uint8_t* gid, uint32_t* ipv4_be) {
+    *ipv4_be = 0;
+    if (gid[0] == 0xff) return true;
+    if (std::memcmp(gid, kV4Prefix, sizeof kV4Prefix) != 0) return false;
+    std::memcpy(ipv4_be, gid + 12, 4);
+    return net::is_ipv4_multicast(*ipv4_be);
+}
+
+}  // namespace
+
+bool Device::mcast_member(uint32_t group_be) const {
+    for (const McastGroup& g : mcast_)
+        if (g.ipv4_be == group_be) return true;
+    return false;
+}
+
+int Device::attach_mcast(Session& s, const abi::McastReq& r) {
+    Qp* qp = qps_.get(r.qpn);
+    uint32_t ipv4 = 0;
+    // As ib_attach_mcast: UD QPs only, a multicast GID; the LID is ignored on RoCE.
+    if (!holds(s, qp) || qp->type != IBV_QPT_UD || !multicast_gid(r.gid, &ipv4)) return EINVAL;
+    auto g = std::find_if(mcast_.begin(), mcast_.end(), [&](const McastGroup& x) {
+        return std::memcmp(x.gid, r.gid, sizeof x.gid) == 0;
+    });
+    if (g == mcast_.end()) {
+        if (mcast_.size() >= abi::kMaxMcastGrp) return ENOMEM;
+        McastGroup ng;
+        std::memcpy(ng.gid, r.gid, sizeof ng.gid);
+        ng.ipv4_be = ipv4;
+        if (ipv4) {
+            int sock = io_.open_group(ipv4);
+            if (sock < 0) return -sock;
+            ng.sock = sock;
+        }
+        mcast_.push_back(std::move(ng));
+        g = mcast_.end() - 1;
+    }
+    // Attaching a QP twice is no error and changes nothing (uverbs and rxe).
+    for (const auto& m : g->members)
+        if (m.qpn == r.qpn) return 0;
+    if (g->members.size() >= abi::kMaxMcastQpAttach) return ENOMEM;
+    g->members.push_back({r.qpn, r.lid});
+    return 0;
+}
+
+int Device::detach_mcast(Session& s, const abi::McastReq& r) {
+    Qp* qp = qps_.get(r.qpn);
+    uint32_t ipv4;
+    if (!holds(s, qp) || qp->type != IBV_QPT_UD || !multicast_gid(r.gid, &ipv4)) return EINVAL;
+    for (McastGroup& g : mcast_) {
+        if (std::memcmp(g.gid, r.gid, sizeof g.gid) != 0) continue;
+        // uverbs finds the attachment by GID and LID: another LID is not attached.
+        auto m = std::find_if(g.members.begin(), g.members.end(),
+                              [&](const McastGroup::Member& x) { return x.qpn == r.qpn; });
+        if (m == g.members.end() || m->lid != r.lid) return EINVAL;
+        g.members.erase(m);
+        if (g.members.empty()) {
+            io_.close_group(g.sock);
+            mcast_.erase(mcast_.begin() + (&g - mcast_.data()));
+        }
+        return 0;
+    }
+    return EINVAL;
+}
+
+void Device::detach_all_mcast(uint32_t qpn) {
+    for (size_t i = mcast_.size(); i-- > 0;) {
+        McastGroup& g = mcast_[i];
+        std::erase_if(g.members, [&](const McastGroup::Member& m) { return m.qpn == qpn; });
+        if (g.members.empty()) {
+            io_.close_group(g.sock);
+            mcast_.erase(mcast_.begin() + ptrdiff_t(i));
+        }
+    }
+}
+
+// A packet that came in on a group socket: one copy for each attached QP, each checked
+// (state, Q_Key, a posted receive) as a unicast UD packet to it would be.
+void Device::mcast_receive(const net::Packet& p, const sockaddr_in& from, uint32_t group_be,
+                           size_t len) {
+    ++counters_.mcast_rx_pkts;
+    // IBTA 9.6.1.1: a multicast packet names the multicast QP, and only UD sends are one.
+    if (p.bth.dqpn != net::kMcastQpn) return count_drop(net::DropReason::kBadQp);
+    if (net::op_info(p.bth.opcode)->cls != net::QpClass::UD)
+        return count_drop(net::DropReason::kOpNotForQp);
+    const McastGroup* g = nullptr;
+    for (const McastGroup& x : mcast_)
+        if (x.ipv4_be == group_be) g = &x;
+    if (!g) return count_drop(net::DropReason::kNoMcastGroup);
+    bool any = false;
+    for (const auto& m : g->members) {
+        Qp* qp = qps_.get(m.qpn);
+        if (!qp || qp->owner->dead) continue;
+        any = true;
+        ++counters_.mcast_deliveries;
+        ++qp->rx_pkts;
+        qp->rx_op.add(p.bth.opcode, len);
+        ud_receive(*qp, p, from, group_be);
+    }
+    if (!any) count_drop(net::DropReason::kNoMcastGroup);
+}
+
+// "mcast GID ipv4 A.B.C.D qps 0xQPN..." for each group; "counters_mcast ..." totals.
+std::string Device::mcast_lines() const {
+    std::ostringstream o;
+    for (const McastGroup& g : mcast_) {
+        char gid[INET6_ADDRSTRLEN], ip[INET_ADDRSTRLEN] = "-";
+        inet_ntop(AF_INET6, g.gid, gid, sizeof gid);
+        if (g.ipv4_be) inet_ntop(AF_INET, &g.ipv4_be, ip, sizeof ip);
+        o << "mcast " << gid << " ipv4 " << ip << " qps";
+        for (const auto& m : g.members) o << " 0x" << std::hex << m.qpn << std::dec;
+        o << "\n";
+    }
+    o << "counters_mcast tx_pkts " << counters_.mcast_tx_pkts << " rx_pkts "
+      << counters_.mcast_rx_pkts << " deliveries " << counters_.mcast_deliveries << "\n";
+    return o.str();
+}
+
+}  // namespace uroce::emu
