@@ -454,9 +454,9 @@ void Device::receive(const sockaddr_in& from, uint32_t to_be, uint8_t* data, siz
     else if (ud)
         ud_receive(*qp, p, from, to_be);
     else if (uc)
-        uc_responder_receive(*qp, p);
+        uc_responder_.receive(*qp, p);
     else if (info->flags & net::kRequest)
-        responder_receive(*qp, p);
+        responder_.receive(*qp, p);
     else
         completer_receive(*qp, p);
 }

@@ -21,6 +21,9 @@
 #include "emu/engine/dma_write_batch.h"
 #include "emu/engine/self_link.h"
 #include "emu/engine/tx_batch.h"
+#include "emu/transport/rc_responder.h"
+#include "emu/transport/recv_common.h"
+#include "emu/transport/uc_responder.h"
 #include "emu/verbs/handle_table.h"
 #include "emu/verbs/objects.h"
 #include "net/fault_injector.h"
@@ -262,7 +265,6 @@ private:
     void qp_to_error(Qp& qp);
     void send_queue_error(Qp& qp);  // UC/UD: SQE; RC/XRC: ERR
     void last_wqe_reached(Qp& qp);
-    void comm_established(Qp& qp);  // recv_common.cpp
     void flush_queues(Qp& qp);
     void flush_send_queue(Qp& qp);
     // `what`/`id` name the object for the trace ("qp", qpn); what == nullptr: the port.
@@ -275,30 +277,32 @@ private:
                           uint64_t* total) const;
 
     // RC transport.
-    void requester_progress(Qp& qp);                        // rc_requester.cpp
-    void requester_build(Qp& qp);                           // rc_requester.cpp
-    void tx_flush(Qp& qp);                                  // rc_requester.cpp
-    bool fetch_send_wqe(Qp& qp);                            // rc_requester.cpp
-    void go_back(Qp& qp, uint32_t psn);                     // rc_requester.cpp
-    void complete_blocked(Qp& qp);                          // rc_requester.cpp
-    void complete_local_ops(Qp& qp);                        // rc_requester.cpp
-    void responder_receive(Qp& qp, const net::Packet& p);   // rc_responder.cpp
-    void send_ack(Qp& qp, uint8_t syndrome, uint32_t psn);  // rc_responder.cpp
+    void requester_progress(Qp& qp);     // rc_requester.cpp
+    void requester_build(Qp& qp);        // rc_requester.cpp
+    void tx_flush(Qp& qp);               // rc_requester.cpp
+    bool fetch_send_wqe(Qp& qp);         // rc_requester.cpp
+    void go_back(Qp& qp, uint32_t psn);  // rc_requester.cpp
+    void complete_blocked(Qp& qp);       // rc_requester.cpp
+    void complete_local_ops(Qp& qp);     // rc_requester.cpp
+    // The receive-side stages (emu/transport/rc_responder.h, uc_responder.h, recv_common.h),
+    // for the code outside them.
+    void responder_receive(Qp& qp, const net::Packet& p) { responder_.receive(qp, p); }
     uint64_t remote_target(const Qp& qp, uint32_t rkey, uint64_t va, uint64_t len, uint32_t access,
-                           Session** owner) const;                      // rc_responder.cpp
-    void execute_read(Qp& qp, const net::Packet& p, bool duplicate);    // rc_responder.cpp
-    void execute_atomic(Qp& qp, const net::Packet& p, bool duplicate);  // rc_responder.cpp
-    void execute_write(Qp& qp, const net::Packet& p, const net::OpInfo* info);
-    void send_ack_response(Qp& qp, uint8_t op, uint32_t psn, uint64_t orig);  // rc_responder.cpp
-    void execute_atomic_write(Qp& qp, const net::Packet& p, bool duplicate);  // rc_responder.cpp
+                           Session** owner) const {
+        return responder_.remote_target(qp, rkey, va, len, access, owner);
+    }
     void responder_error(Qp& qp, ibv_wc_status status, uint8_t nak, uint32_t psn,
-                         ibv_event_type event);  // rc_responder.cpp
-    // Receive side shared by the transports (recv_common.cpp).
-    bool take_recv(Qp& qp);
-    void place_payload(Qp& qp, const net::Packet& p, DmaWriteBatch::Path path);
-    void complete_recv(Qp& qp, const net::Packet& p, ibv_wc_status status);
-    void uc_responder_receive(Qp& qp, const net::Packet& p);  // uc_responder.cpp
-    void uc_write(Qp& qp, const net::Packet& p, bool first, bool last, bool imm);
+                         ibv_event_type event) {
+        responder_.error(qp, status, nak, psn, event);
+    }
+    void comm_established(Qp& qp) { recv_.comm_established(qp); }
+    bool take_recv(Qp& qp) { return recv_.take(qp); }
+    void place_payload(Qp& qp, const net::Packet& p, DmaWriteBatch::Path path) {
+        recv_.place_payload(qp, p, path);
+    }
+    void complete_recv(Qp& qp, const net::Packet& p, ibv_wc_status status) {
+        recv_.complete(qp, p, status);
+    }
     void ud_requester_progress(Qp& qp);  // ud_transport.cpp
     void ud_receive(Qp& qp, const net::Packet& p, const sockaddr_in& from,
                     uint32_t to_be);                             // ud_transport.cpp
@@ -373,6 +377,22 @@ public:
     }
 
 private:
+    // The transport stages' environment: what they use of the device's data.
+    Trace& trace() { return trace_; }
+    void tx_free(uint32_t slot) { io_.tx_free(slot); }
+    Srq* srq(uint32_t handle) { return srqs_.get(handle); }
+
+    // The receive-side stages: they reach the device through its member functions.
+    template <class>
+    friend class RcResponder;
+    template <class>
+    friend class UcResponder;
+    template <class>
+    friend class RecvPath;
+    RecvPath<Device> recv_{*this};
+    RcResponder<Device> responder_{*this};
+    UcResponder<Device> uc_responder_{*this};
+
     std::thread thread_;
     bool running_ = false;
     bool manual_ = false;  // start_manual(): no thread, turn() runs the loop

@@ -1,0 +1,59 @@
+// The RC (and XRC target) responder stage: checks request PSNs, executes SEND, RDMA WRITE,
+// RDMA READ, ATOMIC and ATOMIC WRITE, and answers with ACKs, sequence NAKs, RNR NAKs and
+// error NAKs. A template over its environment so that a test can drive it without a device
+// (tests/unit/rc_responder_test.cpp); in the daemon Env is Device (rc_responder.cpp).
+//
+// What the Env offers (Device's names): tx_begin, transmit, tx_free(slot); the receive path
+// (comm_established, take_recv, place_payload, complete_recv); DMA (dma_read, dma_readv,
+// dma_write, dma_store64, dma_write_later, dma_settle); keys and windows (mr_for_key,
+// mw_target, remote_invalidatable, unbind); errors (post_qp_async, qp_to_error,
+// count_drop(reason, qp)); and trace().
+#pragma once
+
+#include <infiniband/verbs.h>
+
+#include <cstdint>
+
+#include "emu/verbs/objects.h"
+#include "net/headers.h"
+#include "net/opcodes.h"
+
+namespace uroce::emu {
+
+template <class Env>
+class RcResponder {
+public:
+    explicit RcResponder(Env& env) : env_(env) {}
+
+    // A request packet for `qp` (an RC QP, or an XRC TGT QP once its SRQ is resolved).
+    void receive(Qp& qp, const net::Packet& p);
+    // An rkey resolved for remote access (0: denied); the UC responder uses it too.
+    uint64_t remote_target(const Qp& qp, uint32_t rkey, uint64_t va, uint64_t len, uint32_t access,
+                           Session** owner) const;
+    // A responder-side error (NAK `nak`, the QP to error); the engine's DMA path and XRC
+    // use it too.
+    void error(Qp& qp, ibv_wc_status status, uint8_t nak, uint32_t psn, ibv_event_type event);
+
+private:
+    // AETH syndromes (IBTA 9.7.5.2): ACK with "credits not used", RNR NAK, NAK codes.
+    static constexpr uint8_t kAckUnlimited = 0x1f;
+    static constexpr uint8_t kRnrNak = 0x20;
+    static constexpr uint8_t kNakSeqErr = 0x60;
+    static constexpr uint8_t kNakInvReq = 0x61;
+    static constexpr uint8_t kNakRemAccess = 0x62;
+    static constexpr uint8_t kNakRemOp = 0x63;
+
+    static uint32_t replay_slots(const Qp& qp);
+    static const Qp::AtomicReplay* find_replay(const Qp& qp, uint32_t psn);
+    static void record_executed(Qp& qp, uint32_t psn, uint64_t orig);
+    void send_ack(Qp& qp, uint8_t syndrome, uint32_t psn);
+    void execute_read(Qp& qp, const net::Packet& p, bool duplicate);
+    void execute_atomic(Qp& qp, const net::Packet& p, bool duplicate);
+    void execute_atomic_write(Qp& qp, const net::Packet& p, bool duplicate);
+    void execute_write(Qp& qp, const net::Packet& p, const net::OpInfo* info);
+    void send_ack_response(Qp& qp, uint8_t op, uint32_t psn, uint64_t orig);
+
+    Env& env_;
+};
+
+}  // namespace uroce::emu

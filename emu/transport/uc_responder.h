@@ -1,0 +1,30 @@
+// The UC responder stage: like RC without ACKs. A PSN gap loses the message in progress (its
+// receive is reused for the next message, as IBTA 9.7.6 describes) and the responder
+// resynchronizes on the next FIRST or ONLY packet. A message with no receive posted is
+// dropped, as is an RDMA WRITE the MR does not allow. A template over its environment, as
+// the RC responder (rc_responder.h); in the daemon Env is Device (uc_responder.cpp).
+//
+// What the Env offers (Device's names): the receive path (comm_established, take_recv,
+// place_payload, complete_recv), remote_target, dma_write_later, dma_settle,
+// post_qp_async, qp_to_error and count_drop(reason, qp).
+#pragma once
+
+#include "emu/verbs/objects.h"
+#include "net/headers.h"
+
+namespace uroce::emu {
+
+template <class Env>
+class UcResponder {
+public:
+    explicit UcResponder(Env& env) : env_(env) {}
+
+    void receive(Qp& qp, const net::Packet& p);  // a UC request packet for `qp`
+
+private:
+    void execute_write(Qp& qp, const net::Packet& p, bool first, bool last, bool imm);
+
+    Env& env_;
+};
+
+}  // namespace uroce::emu
