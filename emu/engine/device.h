@@ -20,10 +20,12 @@
 #include "emu/control/trace.h"
 #include "emu/engine/dma_write_batch.h"
 #include "emu/engine/self_link.h"
-#include "emu/engine/tx_batch.h"
+#include "emu/transport/rc_completer.h"
+#include "emu/transport/rc_requester.h"
 #include "emu/transport/rc_responder.h"
 #include "emu/transport/recv_common.h"
 #include "emu/transport/uc_responder.h"
+#include "emu/transport/ud_transport.h"
 #include "emu/verbs/handle_table.h"
 #include "emu/verbs/objects.h"
 #include "net/fault_injector.h"
@@ -276,14 +278,29 @@ private:
     bool check_local_sges(const Session* owner, uint32_t pd, abi::Sge* sge, uint32_t n, bool write,
                           uint64_t* total) const;
 
-    // RC transport.
-    void requester_progress(Qp& qp);     // rc_requester.cpp
-    void requester_build(Qp& qp);        // rc_requester.cpp
-    void tx_flush(Qp& qp);               // rc_requester.cpp
-    bool fetch_send_wqe(Qp& qp);         // rc_requester.cpp
-    void go_back(Qp& qp, uint32_t psn);  // rc_requester.cpp
-    void complete_blocked(Qp& qp);       // rc_requester.cpp
-    void complete_local_ops(Qp& qp);     // rc_requester.cpp
+    // The transport stages' environment: what they use of the device's data.
+    DeviceCounters& counters() { return counters_; }
+    Trace& trace() { return trace_; }
+    void tx_free(uint32_t slot) { io_.tx_free(slot); }
+    Srq* srq(uint32_t handle) { return srqs_.get(handle); }
+    uint32_t port_mtu_bytes() const { return port_mtu_bytes_; }
+    static uint64_t now_ns() { return emu::now_ns(); }
+
+    // The send side's stages (emu/transport/rc_requester.h, rc_completer.h, ud_transport.h):
+    // what the engine, the receive side and the verbs call of them.
+    void requester_progress(Qp& qp) { requester_.progress(qp); }
+    bool fetch_send_wqe(Qp& qp) { return requester_.fetch_send_wqe(qp); }
+    void go_back(Qp& qp, uint32_t psn) { requester_.go_back(qp, psn); }
+    void complete_blocked(Qp& qp) { requester_.complete_blocked(qp); }
+    void complete_local_ops(Qp& qp) { requester_.complete_local_ops(qp); }
+    void completer_receive(Qp& qp, const net::Packet& p) { completer_.receive(qp, p); }
+    void fail_oldest(Qp& qp, ibv_wc_status s) { completer_.fail_oldest(qp, s); }
+    void retransmit_timeout(Qp& qp) { completer_.retransmit_timeout(qp); }
+    void ud_requester_progress(Qp& qp) { ud_.requester_progress(qp); }
+    void ud_receive(Qp& qp, const net::Packet& p, const sockaddr_in& from, uint32_t to_be) {
+        ud_.receive(qp, p, from, to_be);
+    }
+
     // The receive-side stages (emu/transport/rc_responder.h, uc_responder.h, recv_common.h),
     // for the code outside them.
     void responder_receive(Qp& qp, const net::Packet& p) { responder_.receive(qp, p); }
@@ -303,15 +320,6 @@ private:
     void complete_recv(Qp& qp, const net::Packet& p, ibv_wc_status status) {
         recv_.complete(qp, p, status);
     }
-    void ud_requester_progress(Qp& qp);  // ud_transport.cpp
-    void ud_receive(Qp& qp, const net::Packet& p, const sockaddr_in& from,
-                    uint32_t to_be);                             // ud_transport.cpp
-    void completer_receive(Qp& qp, const net::Packet& p);        // rc_completer.cpp
-    void ack_upto(Qp& qp, uint32_t psn, bool implicit = false);  // rc_completer.cpp
-    void after_progress(Qp& qp, bool rerequest);                 // rc_completer.cpp
-    void read_atomic_response(Qp& qp, const net::Packet& p);     // rc_completer.cpp
-    void fail_oldest(Qp& qp, ibv_wc_status status);              // rc_completer.cpp
-    void retransmit_timeout(Qp& qp);                             // rc_completer.cpp
 
     DeviceConfig cfg_;
     uint64_t guid_ = 0;
@@ -337,7 +345,6 @@ private:
 
     std::vector<Qp*> ready_;       // QPs with send work to push
     std::vector<uint32_t> awake_;  // sessions whose doorbell page says the device is awake
-    TxBatch txb_;                  // requester_progress's packets until their payloads are read
     DmaWriteBatch wb_;             // received payloads until they are written (dma_write_batch.cpp)
     std::vector<Qp*> timers_;      // QPs with a deadline
     DeviceCounters counters_;
@@ -377,22 +384,6 @@ public:
     }
 
 private:
-    // The transport stages' environment: what they use of the device's data.
-    Trace& trace() { return trace_; }
-    void tx_free(uint32_t slot) { io_.tx_free(slot); }
-    Srq* srq(uint32_t handle) { return srqs_.get(handle); }
-
-    // The receive-side stages: they reach the device through its member functions.
-    template <class>
-    friend class RcResponder;
-    template <class>
-    friend class UcResponder;
-    template <class>
-    friend class RecvPath;
-    RecvPath<Device> recv_{*this};
-    RcResponder<Device> responder_{*this};
-    UcResponder<Device> uc_responder_{*this};
-
     std::thread thread_;
     bool running_ = false;
     bool manual_ = false;  // start_manual(): no thread, turn() runs the loop
@@ -400,6 +391,27 @@ private:
     int cmd_fd_ = -1;
     std::mutex cmd_mu_;
     std::deque<std::function<void()>> cmds_;
+
+    // The transport stages (emu/transport/): they reach the device through the private
+    // members above (their environment), with direct calls: templates, no virtual functions.
+    template <class>
+    friend class RecvPath;
+    template <class>
+    friend class RcResponder;
+    template <class>
+    friend class UcResponder;
+    template <class>
+    friend class RcRequester;
+    template <class>
+    friend class RcCompleter;
+    template <class>
+    friend class UdTransport;
+    RecvPath<Device> recv_{*this};
+    RcResponder<Device> responder_{*this};
+    UcResponder<Device> uc_responder_{*this};
+    RcRequester<Device> requester_{*this};
+    RcCompleter<Device> completer_{*this};
+    UdTransport<Device> ud_{*this};
 
     // Last: it holds a reference to the device and uses its packet I/O.
     friend class CmAgent;

@@ -1,6 +1,6 @@
-// Request packets one requester_progress() call builds, sent together once their payloads
+// Request packets one RcRequester::progress() call builds, sent together once their payloads
 // are read from the application with a single process_vm_readv (an iovec per packet and
-// per SGE piece) instead of one system call per packet (rc_requester.cpp).
+// per SGE piece) instead of one system call per packet (emu/transport/rc_requester_impl.h).
 #pragma once
 
 #include <sys/uio.h>

@@ -1,0 +1,34 @@
+// UD stage: single-packet SEND messages with a DETH, addressed per WQE (the AH gives the
+// destination IPv4 address), no acknowledgements. Receives start with the 40-byte GRH
+// area; for RoCEv2 over IPv4 its last 20 bytes hold the IPv4 header, as mlx5 does.
+//
+// Env (emu::Device in production) offers: fetch_send_wqe and complete_blocked (the
+// requester stage), config() (a DeviceConfig: the UDP port), self_paced, tx_begin,
+// transmit, tx_free(slot), dma_read, complete_send, count_drop(reason, qp), take_recv,
+// complete_recv, place_payload, dma_write_later, dma_settle and push_cqe.
+#pragma once
+
+#include <netinet/in.h>
+
+#include <cstdint>
+
+#include "emu/verbs/objects.h"
+#include "net/headers.h"
+
+namespace uroce::emu {
+
+template <class Env>
+class UdTransport {
+public:
+    explicit UdTransport(Env& env) : env_(env) {}
+
+    // Sends the QP's send WQEs, one packet each, as far as the transmit buffers allow.
+    void requester_progress(Qp& qp);
+    // A UD SEND for `qp`, from `from`, sent to `to_be` (the device's address or a group's).
+    void receive(Qp& qp, const net::Packet& p, const sockaddr_in& from, uint32_t to_be);
+
+private:
+    Env& env_;
+};
+
+}  // namespace uroce::emu

@@ -1,0 +1,137 @@
+// UdTransport's member functions (emu/transport/ud_transport.h). Included by one
+// translation unit per Env: ud_transport.cpp for the device.
+#pragma once
+
+#include <arpa/inet.h>
+
+#include <cstring>
+
+#include "emu/engine/dma_write_batch.h"
+#include "emu/engine/sge_iov.h"
+#include "emu/transport/ud_transport.h"
+#include "net/opcodes.h"
+
+namespace uroce::emu {
+
+namespace ud_detail {
+inline constexpr uint32_t kGrhLen = 40;
+// wc.sl of a UD receive: the kernel's RDMA_NETWORK_IPV4 (enum rdma_network_type).
+inline constexpr uint8_t kWcSlNetworkIpv4 = 2;
+
+// The IPv4 header the packet arrived with, as uroce sends it (see net/icrc.h).
+inline void ipv4_header(uint8_t* h, uint32_t src_be, uint32_t dst_be, size_t udp_payload_len) {
+    uint16_t total = uint16_t(20 + 8 + udp_payload_len);
+    uint8_t v[20] = {0x45, 0, uint8_t(total >> 8), uint8_t(total), 0, 0, 0x40, 0, 64, 17, 0, 0};
+    std::memcpy(v + 12, &src_be, 4);
+    std::memcpy(v + 16, &dst_be, 4);
+    uint32_t sum = 0;
+    for (int i = 0; i < 20; i += 2) sum += uint32_t(v[i] << 8 | v[i + 1]);
+    while (sum >> 16) sum = (sum & 0xffff) + (sum >> 16);
+    uint16_t csum = uint16_t(~sum);
+    v[10] = uint8_t(csum >> 8);
+    v[11] = uint8_t(csum);
+    std::memcpy(h, v, 20);
+}
+}  // namespace ud_detail
+
+template <class Env>
+void UdTransport<Env>::requester_progress(Qp& qp) {
+    for (;;) {
+        if (qp.sq_send == qp.sq_fetch && !env_.fetch_send_wqe(qp)) break;
+        if (qp.state == IBV_QPS_ERR || qp.state == IBV_QPS_SQE) return;
+        SendWr& w = qp.swr[qp.sq_send & qp.sq_mask];
+        if (w.status != IBV_WC_SUCCESS) {
+            env_.complete_blocked(qp);
+            return;
+        }
+        sockaddr_in to{};
+        to.sin_family = AF_INET;
+        to.sin_addr.s_addr = w.ud_ip;
+        to.sin_port = htons(env_.config().port);
+        if (env_.self_paced(to)) {
+            env_.mark_ready(qp);
+            break;
+        }
+        uint32_t slot;
+        uint8_t* buf = env_.tx_begin(&slot);
+        if (!buf) {
+            env_.mark_ready(qp);
+            break;
+        }
+        net::Packet p{};
+        bool imm = w.opcode == IBV_WR_SEND_WITH_IMM;
+        p.bth.opcode = imm ? net::kUdSendOnlyImm : net::kUdSendOnly;
+        p.bth.se = (w.flags & IBV_SEND_SOLICITED) != 0;
+        p.bth.pad = net::pad_for(w.length);
+        p.bth.pkey = net::kDefaultPkey;
+        p.bth.dqpn = w.ud_qpn;
+        p.bth.psn = qp.next_psn;
+        // A Q_Key with the high bit set means "use the QP's own" (IBTA 10.2.5).
+        p.deth.qkey = (w.ud_qkey & 0x80000000u) ? qp.attr.qkey : w.ud_qkey;
+        p.deth.src_qpn = qp.qpn;
+        p.imm = be32toh(w.imm);
+        size_t hdr = net::encode_headers(p, buf);
+        if (w.is_inline) {
+            std::memcpy(buf + hdr, qp.sq_inline(qp.sq_send), w.length);
+        } else if (w.length) {
+            iovec iov[abi::kMaxSge];
+            int n = sge_iov(w.sge, w.num_sge, 0, w.length, iov);
+            if (!env_.dma_read(qp.owner, buf + hdr, iov, n, w.length)) {
+                env_.tx_free(slot);
+                w.status = IBV_WC_LOC_PROT_ERR;
+                env_.complete_blocked(qp);
+                return;
+            }
+        }
+        std::memset(buf + hdr + w.length, 0, p.bth.pad);
+        env_.transmit(slot, hdr + w.length + p.bth.pad, to, &qp);
+        ++qp.tx_pkts;
+        qp.next_psn = qp.una_psn = net::psn_add(qp.next_psn, 1);
+        ++qp.sq_send;
+        env_.complete_send(qp, qp.sq_done, IBV_WC_SUCCESS);
+    }
+}
+
+template <class Env>
+void UdTransport<Env>::receive(Qp& qp, const net::Packet& p, const sockaddr_in& from,
+                               uint32_t to_be) {
+    if (qp.state != IBV_QPS_RTR && qp.state != IBV_QPS_RTS && qp.state != IBV_QPS_SQD &&
+        qp.state != IBV_QPS_SQE)
+        return env_.count_drop(net::DropReason::kBadQp, qp);
+    if (p.deth.qkey != qp.attr.qkey) return env_.count_drop(net::DropReason::kBadQkey, qp);
+    if (!env_.take_recv(qp)) return env_.count_drop(net::DropReason::kNoRecv, qp);
+    if (!qp.rwr_ok || ud_detail::kGrhLen + p.payload_len > qp.rwr.length) {
+        env_.complete_recv(qp, p, qp.rwr_ok ? IBV_WC_LOC_LEN_ERR : IBV_WC_LOC_PROT_ERR);
+        return;
+    }
+    uint8_t grh[ud_detail::kGrhLen] = {};
+    ud_detail::ipv4_header(grh + 20, from.sin_addr.s_addr, to_be,
+                           net::op_info(p.bth.opcode)->hdr_len + p.payload_len + p.bth.pad + 4);
+    iovec iov[abi::kMaxSge];
+    int n = sge_iov(qp.rwr.sge, qp.rwr.num_sge, 0, ud_detail::kGrhLen, iov);
+    // GRH and payload with one write; a failure completes the receive with LOC_PROT_ERR.
+    env_.dma_write_later(qp.rx_owner, grh, iov, n, ud_detail::kGrhLen, qp.qpn, p.bth.psn,
+                         DmaWriteBatch::Path::kUdRecv);
+    qp.rwr_off = ud_detail::kGrhLen;
+    env_.place_payload(qp, p, DmaWriteBatch::Path::kUdRecv);
+    if (!env_.dma_settle(qp)) return;
+    abi::Cqe c{};
+    c.wr_id = qp.rwr.wr_id;
+    c.status = IBV_WC_SUCCESS;
+    c.opcode = IBV_WC_RECV;
+    c.byte_len = qp.rwr_off;
+    c.qp_num = qp.qpn;
+    c.src_qp = p.deth.src_qpn;
+    c.wc_flags = IBV_WC_GRH;
+    // The network header type (the kernel's RDMA_NETWORK_IPV4), where mlx5 reports it: UCX
+    // reads wc.sl to find the source address in the GRH area.
+    c.sl = ud_detail::kWcSlNetworkIpv4;
+    if (p.bth.opcode == net::kUdSendOnlyImm) {
+        c.imm_data = htobe32(p.imm);
+        c.wc_flags |= IBV_WC_WITH_IMM;
+    }
+    env_.push_cqe(qp.rx_cq, c, p.bth.se);
+    qp.have_rwr = false;
+}
+
+}  // namespace uroce::emu
