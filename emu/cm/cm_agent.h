@@ -2,7 +2,8 @@
 // RoCEv2, on behalf of librdmacm. It owns the CM ids of every session (listeners, connection
 // requests, connections), sends and retransmits REQ/REP/RTU/REJ/MRA/DREQ/DREP and
 // SIDR_REQ/SIDR_REP MADs, and reports what happens as rdma_cm events written into the
-// sessions' event channel pipes. Everything here runs on the engine thread. See docs/cm.md.
+// sessions' event channel pipes. Everything here runs on the engine thread. See docs/cm.md;
+// cm_agent.cpp says which file holds which part.
 #pragma once
 
 #include <netinet/in.h>
@@ -15,6 +16,7 @@
 #include <vector>
 
 #include "emu/abi/cm_protocol.h"
+#include "emu/cm/cm_id_table.h"
 #include "net/headers.h"
 
 namespace uroce::emu {
@@ -27,7 +29,7 @@ public:
     // MAD retransmission: every request MAD (REQ, REP, DREQ, SIDR_REQ) is sent again after
     // kMadTimeoutNs without an answer, kMadRetries times; then the operation fails (REQ:
     // RDMA_CM_EVENT_UNREACHABLE, 2.5 s after rdma_connect). An MRA stretches the wait.
-    static constexpr uint64_t kMadTimeoutNs = 500'000'000;
+    static constexpr uint64_t kMadTimeoutNs = kCmMadTimeoutNs;  // 500 ms
     static constexpr int kMadRetries = 4;
     static constexpr uint8_t kMadTimeoutCode = 17;     // 4.096 us * 2^17 = 537 ms, as sent in REQ
     static constexpr uint8_t kMraServiceTimeout = 20;  // 4.3 s: what we ask for in an MRA
@@ -69,54 +71,14 @@ public:
     Objects objects() const;
 
 private:
-    enum class St : uint8_t {
-        kIdle,
-        kListen,
-        kReqSent,
-        kMraReqRcvd,  // REQ sent, the peer asked for more time
-        kReqRcvd,     // reported to the application, not answered yet
-        kRepSent,
-        kRepRcvd,  // reported to the application, RTU not sent yet
-        kEstablished,
-        kDreqSent,
-        kDreqRcvd,
-        kTimewait,
-        kSidrReqSent,
-        kSidrReqRcvd,
-        kSidrDone,
-        kParked,  // a request for a port with no listener yet: mad holds it
-    };
-    struct Id {
-        uint32_t handle = 0;
-        Session* owner = nullptr;  // nullptr: destroyed by the application, finishing the protocol
-        uint32_t channel = 0;
-        uint32_t ps = 0, qp_type = 0;
-        St st = St::kIdle;
-        bool bound = false;
-        uint32_t local_ip = 0, remote_ip = 0;      // network order
-        uint16_t local_port = 0, remote_port = 0;  // network order
-        int backlog = 0;
-        uint32_t pending = 0;   // listener: requests not yet established or failed
-        uint32_t listener = 0;  // connection request: the listening id
-        uint32_t local_comm_id = 0, remote_comm_id = 0;
-        uint32_t local_qpn = 0, remote_qpn = 0, local_psn = 0, remote_psn = 0, qkey = 0;
-        uint8_t resp_res = 0, init_depth = 0, flow = 0, retry = 0, rnr_retry = 0, srq = 0;
-        uint8_t mtu = 3;
-        uint64_t tid = 0;
-        // The last request MAD, for retransmission (and the last SIDR_REP, for duplicates).
-        uint8_t mad[256] = {};
-        int retries_left = 0;
-        uint64_t wait_ns = kMadTimeoutNs;
-        uint64_t deadline = 0;  // 0: no timer
-    };
+    // Ids and their table are in cm_id_table.h; the protocol code names them as before.
+    using St = CmState;
+    using Id = CmId;
     struct Channel {
         int fd = -1;
         uint32_t dev_tag = 0;
     };
 
-    Id* find(Session& s, uint32_t handle);
-    Id* by_comm(uint32_t comm_id);
-    uint32_t new_comm_id();
     uint64_t new_tid();
     int bind(Session& s, const abi::CmReq& r, abi::CmResp& out);
     int connect(Id& id, const abi::CmReq& r);
@@ -124,9 +86,6 @@ private:
     int reject(Id& id, const abi::CmReq& r);
     int disconnect(Id& id);
     void destroy(Id& id);
-    void erase(uint32_t handle);
-    void release_port(Id& id);
-    void leave_pending(Id& id);
 
     void send_mad(uint32_t ip_be, const uint8_t* mad);
     void trace_request(const Session& s, const abi::CmReq& r, const abi::CmResp& out);
@@ -156,15 +115,9 @@ private:
     void post(const Id& id, abi::CmEventRec& ev);
 
     Device& dev_;
-    std::map<uint32_t, std::unique_ptr<Id>> ids_;
-    std::map<uint32_t, uint32_t> comm_;  // local comm ID -> handle
-    std::map<std::pair<uint32_t, uint32_t>, uint32_t>
-        remote_;  // (peer IP, peer comm ID/request ID)
+    CmIdTable table_;
     std::map<std::pair<const Session*, uint32_t>, Channel> channels_;
-    std::map<std::pair<uint32_t, uint16_t>, uint32_t> ports_;  // (ps, port host order) -> handle
     std::multimap<uint64_t, uint32_t> timers_;  // deadline -> handle (stale entries skipped)
-    uint32_t next_handle_ = 1;
-    uint32_t next_comm_ = 0;
     uint64_t tid_hi_ = 0;
     uint32_t tid_lo_ = 0;
     uint32_t gsi_psn_ = 0;

@@ -1,6 +1,6 @@
 // IB Communication Management MADs (IBTA vol. 1, chapter 12) as uroce's CM agent sends and
 // receives them on QP1: 256-byte MADs, base version 1, management class 0x07, class version 2,
-// method Send. Pure encode/decode, no state: cm_agent.cpp holds the protocol.
+// method Send. Pure encode/decode, no state: the agent (cm_agent.h) holds the protocol.
 //
 // Field offsets are within the CM message, which follows the 24-byte MAD header. Sub-byte
 // fields are packed from the most significant bit, as the spec draws them.

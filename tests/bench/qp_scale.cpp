@@ -16,6 +16,8 @@
 //   - destroys every QP (and reads the device's memory once more).
 //   --exit-connected: exits (status 0) once every QP is connected, leaving the QPs to the
 //   device's cleanup of a dead process.
+// It drives a device of its own by design (scale_test.sh): it measures that uroced's memory
+// and the cleanup of a dead process; the QP set-up is tests/transport/verbs_util.h's.
 // Prints key=value lines; exits 0 when every step worked.
 #include <infiniband/verbs.h>
 #include <unistd.h>
@@ -60,39 +62,13 @@ Mem read_mem(pid_t pid) {
 }
 
 void to_rts(ibv_qp* qp, uint32_t dest_qpn, const ibv_gid& gid) {
-    ibv_qp_attr a{};
-    a.qp_state = IBV_QPS_INIT;
-    a.port_num = 1;
-    a.qp_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
-    int e =
-        ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS);
-    REQUIRE(e == 0, "QP 0x%x to INIT: %s", qp->qp_num, std::strerror(e));
-    a = {};
-    a.qp_state = IBV_QPS_RTR;
-    a.path_mtu = IBV_MTU_4096;
-    a.dest_qp_num = dest_qpn;
-    a.rq_psn = 0;
-    a.max_dest_rd_atomic = 1;
-    a.min_rnr_timer = 1;
-    a.ah_attr.is_global = 1;
-    a.ah_attr.grh.dgid = gid;
-    a.ah_attr.grh.hop_limit = 64;
-    a.ah_attr.port_num = 1;
-    e = ibv_modify_qp(qp, &a,
-                      IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
-                          IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER);
-    REQUIRE(e == 0, "QP 0x%x to RTR: %s", qp->qp_num, std::strerror(e));
-    a = {};
-    a.qp_state = IBV_QPS_RTS;
-    a.timeout = 14;
-    a.retry_cnt = 7;
-    a.rnr_retry = 7;
-    a.sq_psn = 0;
-    a.max_rd_atomic = 1;
-    e = ibv_modify_qp(qp, &a,
-                      IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
-                          IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC);
-    REQUIRE(e == 0, "QP 0x%x to RTS: %s", qp->qp_num, std::strerror(e));
+    uroce::verbs_util::PathAttrs p;
+    p.access = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
+    p.mtu = IBV_MTU_4096;
+    ibv_qp_state failed = IBV_QPS_RESET;
+    int e = uroce::verbs_util::connect_qp(qp, IBV_QPT_RC, gid, dest_qpn, 0, 0, p, true, &failed);
+    REQUIRE(e == 0, "QP 0x%x to %s: %s", qp->qp_num, uroce::verbs_util::qp_state_name(failed),
+            std::strerror(e));
 }
 
 void print_mem(const char* what, const Mem& m) {

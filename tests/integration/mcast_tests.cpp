@@ -7,6 +7,9 @@
 //             to another group, or on another Q_Key; destroying a QP detaches it.
 //   Rdmacm.*  rdma_join_multicast(_ex)/rdma_leave_multicast: the kernel's and rdma-core's
 //             errno values, the MULTICAST_JOIN event's fields, send-only joins, leave.
+// It runs against devices of its own by design (mcast_test.sh): the script checks after the
+// run that no membership is left in the devices or in the kernel, and the Rdmacm tests bind
+// those devices' addresses. Set-up helpers are tests/transport/verbs_util.h's.
 // Environment: UROCE_BUILD (for the uroce CLI), UROCE_RUNTIME_DIR, UROCE_UDP_PORT.
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -15,13 +18,14 @@
 #include <poll.h>
 #include <rdma/rdma_cma.h>
 
-#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <string>
 #include <vector>
+
+#include "tests/transport/verbs_util.h"
 
 namespace {
 
@@ -46,24 +50,12 @@ uint32_t group(int n) {
     return ip_of(s);
 }
 
-ibv_gid mapped_gid(uint32_t ip_be) {
-    ibv_gid g{};
-    g.raw[10] = g.raw[11] = 0xff;
-    std::memcpy(&g.raw[12], &ip_be, 4);
-    return g;
-}
+ibv_gid mapped_gid(uint32_t ip_be) { return uroce::verbs_util::ipv4_gid(ip_be); }
 
 std::string cli(const std::string& args) {
     const char* build = std::getenv("UROCE_BUILD");
-    std::string cmd = std::string(build ? build : ".") + "/bin/uroce " + args + " 2>&1";
-    std::string out;
-    if (FILE* p = popen(cmd.c_str(), "r")) {
-        char buf[4096];
-        size_t n;
-        while ((n = fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
-        pclose(p);
-    }
-    return out;
+    return uroce::verbs_util::command_output(std::string(build ? build : ".") + "/bin/uroce " +
+                                             args + " 2>&1");
 }
 
 // The QPs the device lists as attached to `mgid` ("mcast GID ipv4 A qps 0x.. 0x.."), or -1
@@ -124,17 +116,8 @@ protected:
     std::vector<ibv_ah*> ahs_;
 
     void SetUp() override {
-        int n = 0;
-        ibv_device** list = ibv_get_device_list(&n);
-        ASSERT_NE(list, nullptr);
-        for (int i = 0; i < n; ++i) {
-            for (Dev* d : {&a_, &b_}) {
-                if (std::strcmp(ibv_get_device_name(list[i]), d->name) == 0)
-                    d->ctx = ibv_open_device(list[i]);
-            }
-        }
-        ibv_free_device_list(list);
         for (Dev* d : {&a_, &b_}) {
+            d->ctx = uroce::verbs_util::open_device(d->name);
             ASSERT_NE(d->ctx, nullptr) << d->name << " is not running";
             d->pd = ibv_alloc_pd(d->ctx);
             ASSERT_NE(d->pd, nullptr);
@@ -255,13 +238,7 @@ protected:
     }
 
     static bool poll(Ud& u, ibv_wc* wc, int ms) {
-        auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(ms);
-        do {
-            int n = ibv_poll_cq(u.cq, 1, wc);
-            if (n < 0) return false;
-            if (n == 1) return true;
-        } while (std::chrono::steady_clock::now() < end);
-        return false;
+        return uroce::verbs_util::poll_one(u.cq, wc, ms / 1000.0) == 1;
     }
 
     // The receive of datagram `seq` from `from`: every wc field, the GRH, the bytes.
@@ -601,12 +578,7 @@ TEST_F(Rdmacm, JoinEventAttachesAndLeaveDetaches) {
     sw.wr.ud.remote_qkey = remote_qkey;
     ASSERT_EQ(ibv_post_send(tx->qp, &sw, &sbad), 0);
     ibv_wc wc{};
-    auto wait = [&](ibv_cq* cq) {
-        auto end = std::chrono::steady_clock::now() + std::chrono::seconds(5);
-        while (std::chrono::steady_clock::now() < end)
-            if (ibv_poll_cq(cq, 1, &wc) == 1) return true;
-        return false;
-    };
+    auto wait = [&](ibv_cq* cq) { return uroce::verbs_util::poll_one(cq, &wc, 5.0) == 1; };
     ASSERT_TRUE(wait(tx->send_cq));
     EXPECT_EQ(wc.status, IBV_WC_SUCCESS);
     ASSERT_TRUE(wait(id->recv_cq)) << "the joined id's QP received nothing";

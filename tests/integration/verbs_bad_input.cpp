@@ -3,6 +3,9 @@
 // Each wrong call must fail the way the man pages and rdma-core/hardware say, leave the
 // object as it was, and disturb nothing: at the end a loopback RC SEND between two QPs of
 // this process must still work, and every object must be destroyable.
+// It runs against a device of its own by design (verbs_bad_input_test.sh): the script checks
+// afterwards that the device process survived and holds no object. Set-up helpers are
+// tests/transport/verbs_util.h's.
 //
 // usage: verbs_bad_input DEVICE UROCE_CLI
 // Exits 0 when every check holds; otherwise prints each mismatch and exits 1.
@@ -19,22 +22,19 @@
 #include <string>
 #include <vector>
 
+#include "tests/transport/verbs_util.h"
 #include "verbs_checks.h"
 
 namespace {
 
-const char* state_name(int s) {
-    static const char* kNames[] = {"RESET", "INIT", "RTR", "RTS", "SQD", "SQE", "ERR"};
-    return s >= 0 && s <= 6 ? kNames[s] : "?";
-}
+using uroce::verbs_util::qp_state_name;
 
 // The QP's state as the device reports it.
 int device_state(ibv_qp* qp) {
-    ibv_qp_attr attr{};
-    ibv_qp_init_attr init{};
-    int e = ibv_query_qp(qp, &attr, IBV_QP_STATE, &init);
+    int e = 0;
+    int s = uroce::verbs_util::query_qp_state(qp, &e);
     CHECK(e == 0, "ibv_query_qp: %s", std::strerror(e));
-    return e ? -1 : int(attr.qp_state);
+    return s;
 }
 
 constexpr int kInitMask = IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS;
@@ -79,30 +79,20 @@ ibv_qp_attr rts_attr() {
     return a;
 }
 
-bool poll_one(ibv_cq* cq, ibv_wc* wc) {
-    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
-    while (std::chrono::steady_clock::now() < deadline) {
-        int n = ibv_poll_cq(cq, 1, wc);
-        if (n < 0) return false;
-        if (n == 1) return true;
-    }
-    return false;
-}
+bool poll_one(ibv_cq* cq, ibv_wc* wc) { return uroce::verbs_util::poll_one(cq, wc, 5.0) == 1; }
 
 // Object counts from `uroce res`: every "counts" pair, e.g. {"sessions", 1}, {"qps", 0}.
 std::vector<std::pair<std::string, long>> device_counts(const std::string& cli) {
     std::vector<std::pair<std::string, long>> out;
-    FILE* p = popen((cli + " res").c_str(), "r");
-    if (!p) return out;
-    char line[1024];
-    while (std::fgets(line, sizeof line, p)) {
-        if (std::strncmp(line, "counts ", 7) != 0) continue;
-        std::istringstream in(line + 7);
+    std::istringstream lines(uroce::verbs_util::command_output(cli + " res"));
+    std::string line;
+    while (std::getline(lines, line)) {
+        if (line.rfind("counts ", 0) != 0) continue;
+        std::istringstream in(line.substr(7));
         std::string name;
         long n;
         while (in >> name >> n) out.emplace_back(name, n);
     }
-    pclose(p);
     return out;
 }
 
@@ -196,7 +186,7 @@ int main(int argc, char** argv) {
     ibv_qp_init_attr qia2 = qia;
     ibv_qp* qp = ibv_create_qp(pd, &qia);
     REQUIRE(qp, "ibv_create_qp: %s", std::strerror(errno));
-    CHECK(device_state(qp) == IBV_QPS_RESET, "a new QP is %s", state_name(device_state(qp)));
+    CHECK(device_state(qp) == IBV_QPS_RESET, "a new QP is %s", qp_state_name(device_state(qp)));
 
     // Source (first page) and destination (second page) of the final SEND.
     const size_t page = size_t(sysconf(_SC_PAGESIZE));
@@ -235,26 +225,26 @@ int main(int argc, char** argv) {
     e = ibv_modify_qp(qp, &a, kInitMask & ~IBV_QP_PORT);
     CHECK(e == EINVAL, "RESET->INIT without IBV_QP_PORT returned %d, want EINVAL", e);
     // The library's cached state must not have moved either (before query_qp refreshes it).
-    CHECK(qp->state == IBV_QPS_RESET, "ibv_qp.state is %s", state_name(qp->state));
+    CHECK(qp->state == IBV_QPS_RESET, "ibv_qp.state is %s", qp_state_name(qp->state));
     CHECK(device_state(qp) == IBV_QPS_RESET, "after a failed modify the QP is %s",
-          state_name(device_state(qp)));
+          qp_state_name(device_state(qp)));
     a = init_attr();
     a.sq_psn = 7;
     e = ibv_modify_qp(qp, &a, kInitMask | IBV_QP_SQ_PSN);
     CHECK(e == EINVAL, "RESET->INIT with an extra IBV_QP_SQ_PSN returned %d, want EINVAL", e);
     CHECK(device_state(qp) == IBV_QPS_RESET, "after a failed modify the QP is %s",
-          state_name(device_state(qp)));
+          qp_state_name(device_state(qp)));
     a = init_attr();
     a.port_num = 2;  // the device has one port
     e = ibv_modify_qp(qp, &a, kInitMask);
     CHECK(e == EINVAL, "RESET->INIT to port 2 returned %d, want EINVAL", e);
     CHECK(device_state(qp) == IBV_QPS_RESET, "after a failed modify the QP is %s",
-          state_name(device_state(qp)));
+          qp_state_name(device_state(qp)));
     a = rtr_attr(qp->qp_num, gid);
     e = ibv_modify_qp(qp, &a, kRtrMask);
     CHECK(e == EINVAL, "RESET->RTR returned %d, want EINVAL", e);
     CHECK(device_state(qp) == IBV_QPS_RESET, "after RESET->RTR the QP is %s",
-          state_name(device_state(qp)));
+          qp_state_name(device_state(qp)));
 
     // INIT, then RTR with an address that has no GRH: RoCE cannot route it.
     a = init_attr();
@@ -266,13 +256,13 @@ int main(int argc, char** argv) {
     e = ibv_modify_qp(qp, &a, kRtrMask);
     CHECK(e == EINVAL, "RTR with is_global=0 returned %d, want EINVAL", e);
     CHECK(device_state(qp) == IBV_QPS_INIT, "after a failed RTR the QP is %s",
-          state_name(device_state(qp)));
+          qp_state_name(device_state(qp)));
     a = rtr_attr(qp->qp_num, gid);
     a.ah_attr.grh.sgid_index = 1;  // no such GID
     e = ibv_modify_qp(qp, &a, kRtrMask);
     CHECK(e == EINVAL, "RTR with sgid_index 1 returned %d, want EINVAL", e);
     CHECK(device_state(qp) == IBV_QPS_INIT, "after a failed RTR the QP is %s",
-          state_name(device_state(qp)));
+          qp_state_name(device_state(qp)));
 
     // Registering memory that is not mapped fails at registration with EFAULT, as the
     // kernel's page pinning does: a fully unmapped range, and one with a hole.
@@ -388,7 +378,7 @@ int main(int argc, char** argv) {
         CHECK(false, "no completion for a SEND from unmapped memory");
     }
     CHECK(device_state(qp) == IBV_QPS_ERR, "after LOC_PROT_ERR the QP is %s",
-          state_name(device_state(qp)));
+          qp_state_name(device_state(qp)));
     CHECK((e = ibv_dereg_mr(mr_holey)) == 0, "dereg_mr: %s", std::strerror(e));
     munmap(holey, 4 * page);
 

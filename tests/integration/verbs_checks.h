@@ -11,6 +11,8 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "tests/transport/verbs_util.h"
+
 inline int g_failures = 0;              // CHECKs that failed
 inline const char* g_role = nullptr;    // shown in each message when set (a forked role)
 inline void (*g_on_fatal)() = nullptr;  // runs before a failed REQUIRE exits
@@ -45,13 +47,7 @@ inline void check_report(const char* kind, const char* file, int line, const cha
 
 // Opens the device called `want` (ibv_get_device_name), or ends the program.
 inline ibv_context* open_by_name(const char* want) {
-    int n = 0;
-    ibv_device** list = ibv_get_device_list(&n);
-    REQUIRE(list, "ibv_get_device_list: %s", std::strerror(errno));
-    ibv_context* ctx = nullptr;
-    for (int i = 0; i < n; ++i)
-        if (std::strcmp(ibv_get_device_name(list[i]), want) == 0) ctx = ibv_open_device(list[i]);
-    ibv_free_device_list(list);
-    REQUIRE(ctx, "cannot open device %s", want);
+    ibv_context* ctx = uroce::verbs_util::open_device(want);
+    REQUIRE(ctx, "cannot open device %s: %s", want, std::strerror(errno));
     return ctx;
 }

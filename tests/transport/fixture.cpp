@@ -6,14 +6,14 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <sys/mman.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <sstream>
+
+#include "tests/transport/verbs_util.h"
 
 namespace uroce::transport_test {
 
@@ -39,10 +39,7 @@ uint8_t pattern_byte(uint32_t seed, size_t i) {
     return v == kPoison ? uint8_t(v ^ 0x5a) : v;
 }
 
-const char* state_name(int s) {
-    static const char* kStates[] = {"RESET", "INIT", "RTR", "RTS", "SQD", "SQE", "ERR"};
-    return s >= 0 && s <= 6 ? kStates[s] : "?";
-}
+const char* state_name(int s) { return verbs_util::qp_state_name(s); }
 
 void Buffer::fill(uint32_t seed, size_t off, size_t n) {
     if (n == SIZE_MAX) n = len - off;
@@ -109,13 +106,8 @@ bool wc_matches(const ibv_wc& wc, const WcWant& w, const char* what) {
 
 void TransportTest::open_side(Side& s, const char* name) {
     s.name = name;
-    int n = 0;
-    ibv_device** list = ibv_get_device_list(&n);
-    ASSERT_NE(list, nullptr) << "ibv_get_device_list: " << std::strerror(errno);
-    for (int i = 0; i < n; ++i)
-        if (std::strcmp(ibv_get_device_name(list[i]), name) == 0) s.ctx = ibv_open_device(list[i]);
-    ibv_free_device_list(list);
-    ASSERT_NE(s.ctx, nullptr) << "cannot open " << name;
+    s.ctx = verbs_util::open_device(name);
+    ASSERT_NE(s.ctx, nullptr) << "cannot open " << name << ": " << std::strerror(errno);
     ASSERT_EQ(ibv_query_gid(s.ctx, 1, 0, &s.gid), 0);
     std::memcpy(&s.ipv4_be, s.gid.raw + 12, 4);
     // Async events are read without blocking (try_async polls the fd).
@@ -294,46 +286,21 @@ void TransportTest::destroy_qp(Endpoint& e) {
 
 void TransportTest::connect_qp(Endpoint& e, const Side& to, uint32_t dest_qpn, const QpOpts& o,
                                uint32_t my_psn, uint32_t peer_psn, bool to_rts) {
-    // The attributes each type needs (the IBTA's table): an RC QP and an XRC TGT QP are
-    // responders, an RC QP and an XRC INI QP requesters.
-    bool rc = o.type == IBV_QPT_RC;
-    bool responder = rc || o.type == IBV_QPT_XRC_RECV;
-    bool requester = rc || o.type == IBV_QPT_XRC_SEND;
-    ibv_qp_attr a{};
-    a.qp_state = IBV_QPS_INIT;
-    a.port_num = 1;
-    a.qp_access_flags = responder ? o.access : (o.access & IBV_ACCESS_REMOTE_WRITE);
-    ASSERT_EQ(ibv_modify_qp(e.qp, &a,
-                            IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS),
-              0);
-    a = {};
-    a.qp_state = IBV_QPS_RTR;
-    a.path_mtu = o.mtu;
-    a.dest_qp_num = dest_qpn;
-    a.rq_psn = peer_psn;
-    a.max_dest_rd_atomic = o.max_dest_rd_atomic;
-    a.min_rnr_timer = o.min_rnr_timer;
-    a.ah_attr.is_global = 1;
-    a.ah_attr.grh.dgid = to.gid;
-    a.ah_attr.grh.hop_limit = 64;
-    a.ah_attr.port_num = 1;
-    int mask = IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN;
-    if (responder) mask |= IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER;
-    ASSERT_EQ(ibv_modify_qp(e.qp, &a, mask), 0);
-    if (!to_rts) return;
-    a = {};
-    a.qp_state = IBV_QPS_RTS;
-    a.timeout = o.timeout;
-    a.retry_cnt = o.retry_cnt;
-    a.rnr_retry = o.rnr_retry;
-    a.sq_psn = my_psn;
-    a.max_rd_atomic = o.max_rd_atomic;
-    mask = IBV_QP_STATE | IBV_QP_SQ_PSN;
-    if (requester)
-        mask |= IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC;
-    else if (responder)
-        mask |= IBV_QP_TIMEOUT;  // XRC TGT
-    ASSERT_EQ(ibv_modify_qp(e.qp, &a, mask), 0);
+    // An RC QP and an XRC TGT QP are responders; the others take no remote rights but write.
+    bool responder = o.type == IBV_QPT_RC || o.type == IBV_QPT_XRC_RECV;
+    verbs_util::PathAttrs p;
+    p.access = responder ? o.access : (o.access & IBV_ACCESS_REMOTE_WRITE);
+    p.mtu = o.mtu;
+    p.timeout = o.timeout;
+    p.retry_cnt = o.retry_cnt;
+    p.rnr_retry = o.rnr_retry;
+    p.min_rnr_timer = o.min_rnr_timer;
+    p.max_rd_atomic = o.max_rd_atomic;
+    p.max_dest_rd_atomic = o.max_dest_rd_atomic;
+    ibv_qp_state failed = IBV_QPS_RESET;
+    int err = verbs_util::connect_qp(e.qp, o.type, to.gid, dest_qpn, my_psn, peer_psn, p, to_rts,
+                                     &failed);
+    ASSERT_EQ(err, 0) << "QP 0x" << std::hex << e.qp->qp_num << " to " << state_name(failed);
 }
 
 Pair TransportTest::connect_pair(const QpOpts& o) {
@@ -409,8 +376,7 @@ int TransportTest::post(ibv_qp* qp, ibv_send_wr& w, ibv_send_wr** bad) {
     return e;
 }
 
-ibv_send_wr TransportTest::wr(uint64_t wr_id, ibv_wr_opcode op, std::vector<ibv_sge>& sges,
-                              unsigned flags) {
+ibv_send_wr wr(uint64_t wr_id, ibv_wr_opcode op, std::vector<ibv_sge>& sges, unsigned flags) {
     ibv_send_wr w{};
     w.wr_id = wr_id;
     w.opcode = op;
@@ -420,17 +386,16 @@ ibv_send_wr TransportTest::wr(uint64_t wr_id, ibv_wr_opcode op, std::vector<ibv_
     return w;
 }
 
-ibv_send_wr TransportTest::rdma_wr(uint64_t wr_id, ibv_wr_opcode op, std::vector<ibv_sge>& sges,
-                                   uint64_t remote_addr, uint32_t rkey, unsigned flags) {
+ibv_send_wr rdma_wr(uint64_t wr_id, ibv_wr_opcode op, std::vector<ibv_sge>& sges,
+                    uint64_t remote_addr, uint32_t rkey, unsigned flags) {
     ibv_send_wr w = wr(wr_id, op, sges, flags);
     w.wr.rdma.remote_addr = remote_addr;
     w.wr.rdma.rkey = rkey;
     return w;
 }
 
-ibv_send_wr TransportTest::atomic_wr(uint64_t wr_id, ibv_wr_opcode op, std::vector<ibv_sge>& sges,
-                                     uint64_t remote_addr, uint32_t rkey, uint64_t compare_add,
-                                     uint64_t swap) {
+ibv_send_wr atomic_wr(uint64_t wr_id, ibv_wr_opcode op, std::vector<ibv_sge>& sges,
+                      uint64_t remote_addr, uint32_t rkey, uint64_t compare_add, uint64_t swap) {
     ibv_send_wr w = wr(wr_id, op, sges);
     w.wr.atomic.remote_addr = remote_addr;
     w.wr.atomic.rkey = rkey;
@@ -440,19 +405,9 @@ ibv_send_wr TransportTest::atomic_wr(uint64_t wr_id, ibv_wr_opcode op, std::vect
 }
 
 bool TransportTest::try_poll(ibv_cq* cq, ibv_wc* wc, double timeout) {
-    auto start = Clock::now();
-    for (uint32_t empty = 0;; ++empty) {
-        int n = ibv_poll_cq(cq, 1, wc);
-        EXPECT_GE(n, 0) << "ibv_poll_cq";
-        if (n == 1) return true;
-        if (n < 0) return false;
-        if (empty > 32) {
-            // The devices need the CPU more than this poller does.
-            timespec ts{0, 50000};
-            nanosleep(&ts, nullptr);
-            if (secs_since(start) > timeout) return false;
-        }
-    }
+    int n = verbs_util::poll_one(cq, wc, timeout);
+    EXPECT_GE(n, 0) << "ibv_poll_cq";
+    return n == 1;
 }
 
 ibv_wc TransportTest::poll1(ibv_cq* cq, double timeout) {
@@ -505,11 +460,10 @@ void TransportTest::expect_empty(ibv_cq* cq, int ms) {
 }
 
 int TransportTest::qp_state(ibv_qp* qp) {
-    ibv_qp_attr attr{};
-    ibv_qp_init_attr init{};
-    int e = ibv_query_qp(qp, &attr, IBV_QP_STATE, &init);
+    int e = 0;
+    int s = verbs_util::query_qp_state(qp, &e);
     EXPECT_EQ(e, 0) << "ibv_query_qp: " << std::strerror(e);
-    return e ? -1 : int(attr.qp_state);
+    return s;
 }
 
 bool TransportTest::wait_state(ibv_qp* qp, int state) {
@@ -564,26 +518,18 @@ void TransportTest::expect_no_async(Side& s, int ms) {
         ADD_FAILURE() << s.name << ": unexpected async event " << ibv_event_type_str(ev.event_type);
 }
 
-std::string TransportTest::cli(const std::string& args) {
-    std::string cmd = "'" + cli_path() + "' " + args + " 2>&1";
-    std::string out;
-    if (FILE* f = popen(cmd.c_str(), "r")) {
-        char buf[4096];
-        size_t n;
-        while ((n = fread(buf, 1, sizeof buf, f)) > 0) out.append(buf, n);
-        pclose(f);
-    }
-    return out;
+std::string cli(const std::string& args) {
+    return verbs_util::command_output("'" + cli_path() + "' " + args + " 2>&1");
 }
 
-long TransportTest::qp_drops(const Side& s, uint32_t qpn, const char* reason) {
+long qp_drops(const Side& s, uint32_t qpn, const char* reason) {
     char prefix[64];
     std::snprintf(prefix, sizeof prefix, "qp_counters 0x%x drop %s ", qpn, reason);
     long n = counter(cli(std::string("counters ") + s.name), prefix, reason);
     return n < 0 ? 0 : n;
 }
 
-long TransportTest::wait_qp_drops(const Side& s, uint32_t qpn, const char* reason, long want) {
+long wait_qp_drops(const Side& s, uint32_t qpn, const char* reason, long want) {
     long n = qp_drops(s, qpn, reason);
     for (int i = 0; i < 100 && n < want; ++i) {
         usleep(10000);
@@ -592,19 +538,8 @@ long TransportTest::wait_qp_drops(const Side& s, uint32_t qpn, const char* reaso
     return n;
 }
 
-long TransportTest::counter(const std::string& dump, const std::string& line_prefix,
-                            const std::string& key) {
-    std::istringstream in(dump);
-    std::string line;
-    while (std::getline(in, line)) {
-        if (line.rfind(line_prefix, 0) != 0) continue;
-        std::istringstream words(line);
-        std::string w;
-        while (words >> w)
-            if (w == key && (words >> w)) return std::atol(w.c_str());
-        return -1;
-    }
-    return -1;
+long counter(const std::string& dump, const std::string& line_prefix, const std::string& key) {
+    return verbs_util::counter(dump, line_prefix, key);
 }
 
 }  // namespace uroce::transport_test

@@ -135,6 +135,26 @@ std::string wc_str(const ibv_wc& wc);
 // Compares every field (non-fatal EXPECTs); returns true if all matched.
 bool wc_matches(const ibv_wc& wc, const WcWant& want, const char* what = "");
 
+// Work requests for post().
+// A signaled WR of `op` over `sges` (the vector must outlive the post).
+ibv_send_wr wr(uint64_t wr_id, ibv_wr_opcode op, std::vector<ibv_sge>& sges,
+               unsigned flags = IBV_SEND_SIGNALED);
+ibv_send_wr rdma_wr(uint64_t wr_id, ibv_wr_opcode op, std::vector<ibv_sge>& sges,
+                    uint64_t remote_addr, uint32_t rkey, unsigned flags = IBV_SEND_SIGNALED);
+ibv_send_wr atomic_wr(uint64_t wr_id, ibv_wr_opcode op, std::vector<ibv_sge>& sges,
+                      uint64_t remote_addr, uint32_t rkey, uint64_t compare_add, uint64_t swap = 0);
+
+// What the devices say about themselves (the `uroce` CLI).
+// Packets the device of `s` dropped at QP `qpn` for `reason` (`uroce counters`, e.g.
+// "bad_qkey"); 0 if none.
+long qp_drops(const Side& s, uint32_t qpn, const char* reason);
+// Waits (up to a second) until that count reaches `want`; returns the count.
+long wait_qp_drops(const Side& s, uint32_t qpn, const char* reason, long want);
+// `uroce res NAME` / `uroce counters NAME` output, and the number after `key` on the
+// first line starting with `line_prefix` (-1 if none).
+std::string cli(const std::string& args);
+long counter(const std::string& dump, const std::string& line_prefix, const std::string& key);
+
 class TransportTest : public ::testing::Test {
 protected:
     void SetUp() override;
@@ -180,15 +200,6 @@ protected:
     Buffer& post_recvs(const Endpoint& e, uint64_t first, size_t n, size_t each,
                        ibv_srq* srq = nullptr);
     int post(ibv_qp* qp, ibv_send_wr& wr, ibv_send_wr** bad = nullptr);
-    // A signaled WR of `op` over `sges` (the vector must outlive the post).
-    static ibv_send_wr wr(uint64_t wr_id, ibv_wr_opcode op, std::vector<ibv_sge>& sges,
-                          unsigned flags = IBV_SEND_SIGNALED);
-    static ibv_send_wr rdma_wr(uint64_t wr_id, ibv_wr_opcode op, std::vector<ibv_sge>& sges,
-                               uint64_t remote_addr, uint32_t rkey,
-                               unsigned flags = IBV_SEND_SIGNALED);
-    static ibv_send_wr atomic_wr(uint64_t wr_id, ibv_wr_opcode op, std::vector<ibv_sge>& sges,
-                                 uint64_t remote_addr, uint32_t rkey, uint64_t compare_add,
-                                 uint64_t swap = 0);
 
     // The next completion of `cq`; fails the test (fatal) when none comes in kWaitSeconds.
     ibv_wc poll1(ibv_cq* cq, double timeout = kWaitSeconds);
@@ -223,17 +234,6 @@ protected:
     ibv_async_event next_async(Side& s, double timeout = kWaitSeconds);
     bool try_async(Side& s, ibv_async_event* ev, double timeout);
     void expect_no_async(Side& s, int ms = 50);
-
-    // Packets the device of `s` dropped at QP `qpn` for `reason` (`uroce counters`, e.g.
-    // "bad_qkey"); 0 if none.
-    static long qp_drops(const Side& s, uint32_t qpn, const char* reason);
-    // Waits (up to a second) until that count reaches `want`; returns the count.
-    static long wait_qp_drops(const Side& s, uint32_t qpn, const char* reason, long want);
-    // `uroce res NAME` / `uroce counters NAME` output, and the number after `key` on the
-    // first line starting with `line_prefix` (-1 if none).
-    static std::string cli(const std::string& args);
-    static long counter(const std::string& dump, const std::string& line_prefix,
-                        const std::string& key);
 
 private:
     // What TearDown destroys, newest first (an object only depends on older ones).

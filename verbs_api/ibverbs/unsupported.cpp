@@ -430,7 +430,7 @@ int ibv_read_ibdev_sysfs_file(char* buf, size_t size, void* sysfs_dev, const cha
 void __verbs_log(struct verbs_context* ctx, uint32_t level, const char* fmt, ...) {}
 
 // ===========================================================================
-// Public verbs uroce does not support (yet). Each one answers like rdma-core
+// Public verbs uroce does not support. Each one answers like rdma-core
 // with a provider that lacks the operation.
 // ===========================================================================
 

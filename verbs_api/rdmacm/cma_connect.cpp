@@ -1,6 +1,6 @@
 // librdmacm over uroce, connections: connect, listen, accept, reject, disconnect, establish,
 // and the synchronous endpoints of rdma_create_ep. The IB CM protocol itself runs in the
-// device (emu/cm/cm_agent.cpp). docs/cm.md.
+// device (emu/cm/cm_agent.h). docs/cm.md.
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>

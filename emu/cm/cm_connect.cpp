@@ -1,0 +1,227 @@
+// The CM agent's connection establishment MADs received: REQ, REP, RTU, REJ and MRA.
+#include <arpa/inet.h>
+#include <rdma/rdma_cma.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "emu/cm/cm_agent.h"
+#include "emu/cm/cm_mad.h"
+#include "emu/engine/device.h"
+
+namespace uroce::emu {
+
+namespace {
+
+// The QP type a REQ asks the passive side for (the kernel's cm_req_get_qp_type); 0: none.
+uint32_t req_qp_type(const cm::Req& m) {
+    if (m.transport == cm::kTransportRc) return IBV_QPT_RC;
+    if (m.transport == cm::kTransportUc) return IBV_QPT_UC;
+    if (m.transport == cm::kTransportExtended && m.ext_transport == cm::kExtTransportXrc)
+        return IBV_QPT_XRC_RECV;
+    return 0;
+}
+
+}  // namespace
+
+void CmAgent::on_req(const sockaddr_in& from, const uint8_t* mad, uint64_t tid, bool may_park) {
+    cm::Req m;
+    cm::decode(mad, &m);
+    uint32_t peer = from.sin_addr.s_addr;
+    // A repeated REQ: the answer was lost or is late.
+    auto dup = table_.remote.find({peer, m.local_comm_id});
+    if (dup != table_.remote.end()) {
+        auto it = table_.ids.find(dup->second);
+        if (it != table_.ids.end()) {
+            Id& id = *it->second;
+            if (id.st == St::kReqRcvd) {
+                cm::Mra mra;
+                mra.local_comm_id = id.local_comm_id;
+                mra.remote_comm_id = id.remote_comm_id;
+                mra.msg_mraed = cm::kMsgReq;
+                mra.service_timeout = kMraServiceTimeout;
+                uint8_t out[cm::kMadLen];
+                cm::encode(mra, id.tid, out);
+                send_mad(peer, out);
+            } else if (id.st == St::kRepSent) {
+                send_mad(peer, id.mad);
+            }
+        }
+        return;
+    }
+    cm::IpHdr hdr;
+    Id* listener = nullptr;
+    bool ip_cm = cm::is_rdma_cm_service(m.service_id) && cm::get_ip_hdr(m.private_data, &hdr);
+    if (ip_cm) {
+        uint32_t ps = cm::service_ps(m.service_id);
+        auto it = table_.ports.find({ps, cm::service_port(m.service_id)});
+        if (it != table_.ports.end()) {
+            Id& l = *table_.ids[it->second];
+            if (l.st == St::kListen && l.owner && (!l.local_ip || l.local_ip == hdr.dst_ip))
+                listener = &l;
+        }
+    }
+    if (!listener && ip_cm && may_park &&
+        park(peer, mad, tid, cm::service_ps(m.service_id), cm::service_port(m.service_id),
+             m.local_comm_id))
+        return;
+    if (!listener) {
+        send_rej(peer, 0, m.local_comm_id, cm::kMsgReq, cm::kRejInvalidServiceId, tid, nullptr, 0,
+                 false);
+        return;
+    }
+    // The REQ's transport must be the listener's QP type (the kernel's
+    // cma_check_req_qp_type; a mismatch ends in a consumer REJ, as the kernel's does when
+    // the RDMA CM refuses the request).
+    uint32_t qp_type = req_qp_type(m);
+    if (qp_type != listener->qp_type || listener->pending >= uint32_t(listener->backlog)) {
+        send_rej(peer, 0, m.local_comm_id, cm::kMsgReq, cm::kRejConsumer, tid, nullptr, 0, false);
+        return;
+    }
+    auto c = std::make_unique<Id>();
+    Id& id = *c;
+    id.handle = table_.next_handle++;
+    if (table_.next_handle == 0) table_.next_handle = 1;
+    id.owner = listener->owner;
+    id.channel = listener->channel;
+    id.ps = listener->ps;
+    id.qp_type = qp_type;
+    id.st = St::kReqRcvd;
+    id.local_ip = hdr.dst_ip;
+    id.local_port = listener->local_port;
+    id.remote_ip = peer;
+    id.remote_port = hdr.src_port;
+    id.listener = listener->handle;
+    id.local_comm_id = table_.new_comm_id();
+    id.remote_comm_id = m.local_comm_id;
+    id.remote_qpn = m.local_qpn;
+    id.remote_psn = m.starting_psn;
+    // The REQ speaks for the active side; from here its initiator depth is our responder
+    // resources and the other way round.
+    id.resp_res = m.initiator_depth;
+    id.init_depth = m.responder_resources;
+    id.flow = m.flow_control;
+    id.retry = m.retry_count;
+    id.rnr_retry = m.rnr_retry_count;
+    id.srq = m.srq;
+    // The path MTU: the REQ's, but no more than this port carries (the active side chose
+    // its own port's).
+    id.mtu = std::min<uint8_t>(std::clamp<uint8_t>(m.path_mtu, IBV_MTU_256, IBV_MTU_4096),
+                               uint8_t(dev_.port_mtu_));
+    id.tid = tid;
+    table_.comm[id.local_comm_id] = id.handle;
+    table_.remote[{peer, id.remote_comm_id}] = id.handle;
+    ++listener->pending;
+    abi::CmEventRec ev = event_for(id, RDMA_CM_EVENT_CONNECT_REQUEST, 0);
+    ev.handle = listener->handle;
+    ev.new_handle = id.handle;
+    ev.private_data_len = abi::kCmReqUserPrivate;
+    std::memcpy(ev.private_data, m.private_data + cm::kIpHdrLen, abi::kCmReqUserPrivate);
+    table_.ids[id.handle] = std::move(c);
+    post(*table_.ids[id.handle], ev);
+}
+
+void CmAgent::on_rep(const uint8_t* mad, uint64_t tid) {
+    cm::Rep m;
+    cm::decode(mad, &m);
+    Id* id = table_.by_comm(m.remote_comm_id);
+    if (!id) return;
+    switch (id->st) {
+    case St::kReqSent:
+    case St::kMraReqRcvd: {
+        id->deadline = 0;
+        id->remote_comm_id = m.local_comm_id;
+        id->remote_qpn = id->qp_type == IBV_QPT_XRC_SEND ? m.local_eecn : m.local_qpn;
+        id->remote_psn = m.starting_psn;
+        // Seen from here, the passive side's initiator depth bounds our responder resources.
+        id->resp_res = m.initiator_depth;
+        id->init_depth = m.responder_resources;
+        id->flow = m.flow_control;
+        id->rnr_retry = m.rnr_retry_count;
+        id->srq = m.srq;
+        id->st = St::kRepRcvd;
+        table_.remote[{id->remote_ip, id->remote_comm_id}] = id->handle;
+        if (!id->owner) {  // destroyed meanwhile: refuse
+            send_rej(id->remote_ip, id->local_comm_id, id->remote_comm_id, cm::kMsgRep,
+                     cm::kRejConsumer, id->tid, nullptr, 0, false);
+            table_.erase(id->handle);
+            return;
+        }
+        abi::CmEventRec ev = event_for(*id, RDMA_CM_EVENT_CONNECT_RESPONSE, 0);
+        ev.private_data_len = abi::kCmRepPrivate;
+        std::memcpy(ev.private_data, m.private_data, abi::kCmRepPrivate);
+        post(*id, ev);
+        break;
+    }
+    case St::kRepRcvd: {
+        // The application has not established yet: ask the passive side for patience.
+        cm::Mra mra;
+        mra.local_comm_id = id->local_comm_id;
+        mra.remote_comm_id = id->remote_comm_id;
+        mra.msg_mraed = cm::kMsgRep;
+        mra.service_timeout = kMraServiceTimeout;
+        uint8_t out[cm::kMadLen];
+        cm::encode(mra, tid, out);
+        send_mad(id->remote_ip, out);
+        break;
+    }
+    case St::kEstablished:
+        send_mad(id->remote_ip, id->mad);  // our RTU was lost
+        break;
+    default: break;
+    }
+}
+
+void CmAgent::on_rtu(const uint8_t* mad) {
+    cm::Short m;
+    cm::decode_rtu(mad, &m);
+    Id* id = table_.by_comm(m.remote_comm_id);
+    if (!id || id->st != St::kRepSent) return;
+    id->deadline = 0;
+    id->st = St::kEstablished;
+    table_.leave_pending(*id);
+    abi::CmEventRec ev = event_for(*id, RDMA_CM_EVENT_ESTABLISHED, 0);
+    post(*id, ev);
+}
+
+void CmAgent::on_rej(const uint8_t* mad) {
+    cm::Rej m;
+    cm::decode(mad, &m);
+    Id* id = table_.by_comm(m.remote_comm_id);
+    if (!id) return;
+    switch (id->st) {
+    case St::kReqSent:
+    case St::kMraReqRcvd:
+    case St::kRepSent:
+    case St::kRepRcvd: {
+        id->deadline = 0;
+        id->st = St::kIdle;
+        table_.leave_pending(*id);
+        abi::CmEventRec ev = event_for(*id, RDMA_CM_EVENT_REJECTED, m.reason);
+        ev.private_data_len = abi::kCmRejPrivate;
+        std::memcpy(ev.private_data, m.private_data, abi::kCmRejPrivate);
+        post(*id, ev);
+        if (!id->owner) table_.erase(id->handle);
+        break;
+    }
+    default: break;
+    }
+}
+
+void CmAgent::on_mra(const uint8_t* mad) {
+    cm::Mra m;
+    cm::decode(mad, &m);
+    Id* id = table_.by_comm(m.remote_comm_id);
+    if (!id) return;
+    bool req = m.msg_mraed == cm::kMsgReq && (id->st == St::kReqSent || id->st == St::kMraReqRcvd);
+    bool rep = m.msg_mraed == cm::kMsgRep && id->st == St::kRepSent;
+    if (!req && !rep) return;
+    if (req) id->st = St::kMraReqRcvd;
+    // Wait the service timeout the peer asked for (plus one of our own timeouts for the
+    // round trip), with the retries counted afresh.
+    id->wait_ns = std::min(cm::timeout_ns(m.service_timeout), kMaxMraWaitNs) + kMadTimeoutNs;
+    id->retries_left = kMadRetries;
+    arm(*id, now_ns() + id->wait_ns);
+}
+
+}  // namespace uroce::emu

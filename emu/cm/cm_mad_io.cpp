@@ -1,0 +1,168 @@
+// QP1's packets for the CM agent: MADs out (with their trace lines, REJs among them), MADs in
+// by attribute, and requests parked until their listener comes.
+#include <arpa/inet.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "emu/cm/cm_agent.h"
+#include "emu/cm/cm_mad.h"
+#include "emu/engine/device.h"
+
+namespace uroce::emu {
+
+namespace {
+
+const char* attr_name(uint16_t attr) {
+    switch (attr) {
+    case cm::kAttrReq: return "REQ";
+    case cm::kAttrMra: return "MRA";
+    case cm::kAttrRej: return "REJ";
+    case cm::kAttrRep: return "REP";
+    case cm::kAttrRtu: return "RTU";
+    case cm::kAttrDreq: return "DREQ";
+    case cm::kAttrDrep: return "DREP";
+    case cm::kAttrSidrReq: return "SIDR_REQ";
+    case cm::kAttrSidrRep: return "SIDR_REP";
+    default: return "MAD";
+    }
+}
+
+}  // namespace
+
+// ---- packets ---------------------------------------------------------------------------------
+
+void CmAgent::send_mad(uint32_t ip_be, const uint8_t* mad) {
+    uint32_t slot;
+    uint8_t* buf = dev_.tx_begin(&slot);
+    if (!buf) return;  // every transmit buffer is in flight: the retransmit timer covers it
+    net::Packet p{};
+    p.bth.opcode = net::kUdSendOnly;
+    p.bth.pkey = net::kDefaultPkey;
+    p.bth.dqpn = cm::kGsiQpn;
+    p.bth.psn = gsi_psn_;
+    gsi_psn_ = (gsi_psn_ + 1) & 0xffffff;
+    p.deth.qkey = cm::kGsiQkey;
+    p.deth.src_qpn = cm::kGsiQpn;
+    size_t h = net::encode_headers(p, buf);
+    std::memcpy(buf + h, mad, cm::kMadLen);
+    sockaddr_in to{};
+    to.sin_family = AF_INET;
+    to.sin_addr.s_addr = ip_be;
+    to.sin_port = htons(dev_.cfg_.port);
+    ++mads_tx_;
+    trace_mad("tx", "to", ip_be, mad);
+    dev_.transmit(slot, h + cm::kMadLen, to);
+}
+
+// "cm tx REQ to 127.0.0.3 comm 0x... 0x..." (the first two words after the MAD header are
+// the local and remote communication IDs, or a SIDR request ID); a REJ adds its reason.
+void CmAgent::trace_mad(const char* dir, const char* prep, uint32_t peer_be, const uint8_t* mad) {
+    cm::MadHdr h;
+    if (!cm::parse_hdr(mad, &h)) return;
+    char ip[INET_ADDRSTRLEN];
+    inet_ntop(AF_INET, &peer_be, ip, sizeof ip);
+    uint32_t w[2];
+    std::memcpy(w, mad + 24, sizeof w);
+    if (h.attr_id == cm::kAttrRej) {
+        cm::Rej m;
+        cm::decode(mad, &m);
+        dev_.trace_.add("cm %s REJ %s %s comm 0x%x 0x%x reason %u", dir, prep, ip, ntohl(w[0]),
+                        ntohl(w[1]), m.reason);
+        return;
+    }
+    dev_.trace_.add("cm %s %s %s %s comm 0x%x 0x%x", dir, attr_name(h.attr_id), prep, ip,
+                    ntohl(w[0]), ntohl(w[1]));
+}
+
+void CmAgent::send_rej(uint32_t ip, uint32_t local_comm, uint32_t remote_comm, uint8_t msg,
+                       uint16_t reason, uint64_t tid, const uint8_t* pd, size_t pd_len,
+                       bool ari_guid) {
+    cm::Rej m;
+    m.local_comm_id = local_comm;
+    m.remote_comm_id = remote_comm;
+    m.msg_rejected = msg;
+    m.reason = reason;
+    if (ari_guid) {  // a timeout REJ names the CA that timed out
+        uint64_t g = htobe64(dev_.guid_);
+        std::memcpy(m.ari, &g, 8);
+        m.ari_len = 8;
+    }
+    if (pd && pd_len) std::memcpy(m.private_data, pd, std::min(pd_len, sizeof m.private_data));
+    uint8_t mad[cm::kMadLen];
+    cm::encode(m, tid, mad);
+    send_mad(ip, mad);
+}
+
+void CmAgent::on_mad(const sockaddr_in& from, const net::Packet& p) {
+    ++mads_rx_;
+    if (p.bth.opcode != net::kUdSendOnly) {
+        ++mads_bad_;
+        return dev_.count_drop(net::DropReason::kOpNotForQp);
+    }
+    if (p.deth.qkey != cm::kGsiQkey) {
+        ++mads_bad_;
+        return dev_.count_drop(net::DropReason::kBadQkey);
+    }
+    cm::MadHdr h;
+    if (p.payload_len < cm::kMadLen || !cm::parse_hdr(p.payload, &h)) {
+        ++mads_bad_;  // not a CM MAD we speak (other management classes are not served)
+        return dev_.count_drop(net::DropReason::kBadLength);
+    }
+    const uint8_t* mad = p.payload;
+    trace_mad("rx", "from", from.sin_addr.s_addr, mad);
+    switch (h.attr_id) {
+    case cm::kAttrReq: return on_req(from, mad, h.tid);
+    case cm::kAttrRep: return on_rep(mad, h.tid);
+    case cm::kAttrRtu: return on_rtu(mad);
+    case cm::kAttrRej: return on_rej(mad);
+    case cm::kAttrMra: return on_mra(mad);
+    case cm::kAttrDreq: return on_dreq(from, mad, h.tid);
+    case cm::kAttrDrep: return on_drep(mad);
+    case cm::kAttrSidrReq: return on_sidr_req(from, mad, h.tid);
+    case cm::kAttrSidrRep: return on_sidr_rep(mad);
+    default: ++mads_bad_; return;  // LAP/APR/ClassPortInfo: not supported, ignored
+    }
+}
+
+// Keeps a request for a port with no listener (as an id in state kParked, so duplicates of
+// it are recognised and its timer runs with the others) until a listener comes or kParkNs
+// pass. False when too many are waiting already.
+bool CmAgent::park(uint32_t peer, const uint8_t* mad, uint64_t tid, uint32_t ps, uint16_t port,
+                   uint32_t remote_id) {
+    if (parked_ >= kMaxParked) return false;
+    auto p = std::make_unique<Id>();
+    p->handle = table_.next_handle++;
+    if (table_.next_handle == 0) table_.next_handle = 1;
+    p->st = St::kParked;
+    p->ps = ps;
+    p->local_port = htons(port);
+    p->remote_ip = peer;
+    p->remote_comm_id = remote_id;
+    p->tid = tid;
+    std::memcpy(p->mad, mad, cm::kMadLen);
+    table_.remote[{peer, remote_id}] = p->handle;
+    arm(*p, now_ns() + kParkNs);
+    ++parked_;
+    table_.ids[p->handle] = std::move(p);
+    return true;
+}
+
+// A parked request is handled again, now without parking: a listener takes it, or the
+// sender gets the REJ (SIDR_REP) a request for nobody gets.
+void CmAgent::unpark(Id& id) {
+    uint8_t mad[cm::kMadLen];
+    std::memcpy(mad, id.mad, sizeof mad);
+    sockaddr_in from{};
+    from.sin_family = AF_INET;
+    from.sin_addr.s_addr = id.remote_ip;
+    uint64_t tid = id.tid;
+    --parked_;
+    table_.erase(id.handle);
+    cm::MadHdr h;
+    if (!cm::parse_hdr(mad, &h)) return;
+    if (h.attr_id == cm::kAttrReq) on_req(from, mad, tid, false);
+    if (h.attr_id == cm::kAttrSidrReq) on_sidr_req(from, mad, tid, false);
+}
+
+}  // namespace uroce::emu

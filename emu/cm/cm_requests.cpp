@@ -1,0 +1,408 @@
+// The CM agent's answers to librdmacm's calls (rdma_bind_addr, rdma_listen, rdma_connect,
+// rdma_accept, rdma_reject, rdma_destroy_id, ...), and their trace lines.
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <rdma/rdma_cma.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "emu/cm/cm_agent.h"
+#include "emu/cm/cm_mad.h"
+#include "emu/engine/device.h"
+
+namespace uroce::emu {
+
+namespace {
+
+bool known_ps(uint32_t ps) {
+    return ps == RDMA_PS_TCP || ps == RDMA_PS_UDP || ps == RDMA_PS_IB || ps == RDMA_PS_IPOIB;
+}
+
+void v4_gid(uint32_t ip_be, uint8_t* gid) {
+    std::memset(gid, 0, 16);
+    gid[10] = 0xff;
+    gid[11] = 0xff;
+    std::memcpy(gid + 12, &ip_be, 4);
+}
+
+}  // namespace
+
+// ---- requests from the library -------------------------------------------------------------
+
+void CmAgent::request(Session& s, const abi::CmReq& r, abi::CmResp& out, int in_fd) {
+    using abi::CmOp;
+    int err = 0;
+    Id* id = nullptr;
+    switch (r.cm_op) {
+    case CmOp::kChannel: {
+        // The library passes the write end of the channel's pipe (docs/cm.md); we keep a copy.
+        // Anything but a pipe is refused: we write to it from the engine's control path.
+        struct stat st {};
+        if (in_fd < 0 || fstat(in_fd, &st) != 0 || !S_ISFIFO(st.st_mode)) {
+            err = EINVAL;
+            break;
+        }
+        int fd = fcntl(in_fd, F_DUPFD_CLOEXEC, 0);
+        if (fd < 0) {
+            err = errno;
+            break;
+        }
+        fcntl(fd, F_SETFL, O_NONBLOCK);  // never block the engine on a slow reader
+        Channel& ch = channels_[{&s, r.channel}];
+        if (ch.fd >= 0) close(ch.fd);
+        ch.fd = fd;
+        ch.dev_tag = r.dev_tag;
+        break;
+    }
+    case CmOp::kChannelClose: {
+        auto it = channels_.find({&s, r.channel});
+        if (it == channels_.end()) {
+            err = EINVAL;
+            break;
+        }
+        close(it->second.fd);
+        channels_.erase(it);
+        break;
+    }
+    case CmOp::kBind: err = bind(s, r, out); break;
+    case CmOp::kListen:
+        if (!(id = table_.find(s, r.handle)) || !id->bound ||
+            (id->st != St::kIdle && id->st != St::kListen)) {
+            err = EINVAL;
+            break;
+        }
+        id->st = St::kListen;
+        id->backlog = r.backlog > 0 && r.backlog < kDefaultBacklog ? r.backlog : kDefaultBacklog;
+        {
+            // Requests that arrived for this port before the listener did.
+            std::vector<uint32_t> waiting;
+            for (auto& [h, p] : table_.ids)
+                if (p->st == St::kParked && p->ps == id->ps && p->local_port == id->local_port)
+                    waiting.push_back(h);
+            for (uint32_t h : waiting) unpark(*table_.ids[h]);
+        }
+        break;
+    case CmOp::kConnect: err = (id = table_.find(s, r.handle)) ? connect(*id, r) : EINVAL; break;
+    case CmOp::kAccept: err = (id = table_.find(s, r.handle)) ? accept(*id, r) : EINVAL; break;
+    case CmOp::kEstablish:
+        if (!(id = table_.find(s, r.handle)) || id->st != St::kRepRcvd) {
+            err = EINVAL;
+            break;
+        }
+        {
+            cm::Short rtu;
+            rtu.local_comm_id = id->local_comm_id;
+            rtu.remote_comm_id = id->remote_comm_id;
+            cm::encode_rtu(rtu, id->tid, id->mad);
+            send_mad(id->remote_ip, id->mad);
+            id->st = St::kEstablished;  // the RTU is kept in id->mad for a repeated REP
+        }
+        break;
+    case CmOp::kReject: err = (id = table_.find(s, r.handle)) ? reject(*id, r) : EINVAL; break;
+    case CmOp::kDisconnect: err = (id = table_.find(s, r.handle)) ? disconnect(*id) : EINVAL; break;
+    case CmOp::kDestroy:
+        if (!(id = table_.find(s, r.handle))) {
+            err = EINVAL;
+            break;
+        }
+        destroy(*id);
+        break;
+    case CmOp::kMigrate:
+        if (!(id = table_.find(s, r.handle)) || !channels_.count({&s, r.channel})) {
+            err = EINVAL;
+            break;
+        }
+        id->channel = r.channel;
+        break;
+    case CmOp::kNotify:
+        if (!(id = table_.find(s, r.handle))) {
+            err = EINVAL;
+            break;
+        }
+        // Traffic on a QP whose RTU was lost: the connection is established (IBTA 12.9.7).
+        if (r.event == IBV_EVENT_COMM_EST && id->st == St::kRepSent) {
+            id->st = St::kEstablished;
+            id->deadline = 0;
+            table_.leave_pending(*id);
+            abi::CmEventRec ev = event_for(*id, RDMA_CM_EVENT_ESTABLISHED, 0);
+            post(*id, ev);
+        }
+        break;
+    default: err = EOPNOTSUPP;
+    }
+    out.err = err;
+    trace_request(s, r, out);
+}
+
+// "cm pid P listen id N port X" and the like, for the calls that change a connection; every
+// failed call with its errno.
+void CmAgent::trace_request(const Session& s, const abi::CmReq& r, const abi::CmResp& out) {
+    using abi::CmOp;
+    const char* what = nullptr;
+    switch (r.cm_op) {
+    case CmOp::kBind: what = "bind"; break;
+    case CmOp::kListen: what = "listen"; break;
+    case CmOp::kConnect: what = "connect"; break;
+    case CmOp::kAccept: what = "accept"; break;
+    case CmOp::kEstablish: what = "establish"; break;
+    case CmOp::kReject: what = "reject"; break;
+    case CmOp::kDisconnect: what = "disconnect"; break;
+    case CmOp::kDestroy: what = "destroy"; break;
+    case CmOp::kMigrate: what = "migrate"; break;
+    case CmOp::kNotify: what = "notify"; break;
+    default:
+        if (!out.err) return;
+        what = "request";
+    }
+    const uint32_t handle = r.cm_op == CmOp::kBind ? out.handle : r.handle;
+    char ip[INET_ADDRSTRLEN];
+    if (out.err) {
+        dev_.trace_.add("cm pid %d %s id %u failed: %s", int(s.pid), what, handle,
+                        strerrorname_np(out.err) ? strerrorname_np(out.err) : "?");
+    } else if (r.cm_op == CmOp::kBind || r.cm_op == CmOp::kListen) {
+        auto it = table_.ids.find(handle);
+        const Id* id = it == table_.ids.end() ? nullptr : it->second.get();
+        inet_ntop(AF_INET, id ? &id->local_ip : &r.local_ip, ip, sizeof ip);
+        dev_.trace_.add("cm pid %d %s id %u %s:%u ps 0x%x", int(s.pid), what, handle, ip,
+                        id ? ntohs(id->local_port) : 0u, id ? id->ps : r.ps);
+    } else if (r.cm_op == CmOp::kConnect) {
+        inet_ntop(AF_INET, &r.remote_ip, ip, sizeof ip);
+        dev_.trace_.add("cm pid %d connect id %u to %s:%u qp 0x%x", int(s.pid), handle, ip,
+                        ntohs(r.remote_port), r.qpn);
+    } else {
+        dev_.trace_.add("cm pid %d %s id %u", int(s.pid), what, handle);
+    }
+}
+
+int CmAgent::bind(Session& s, const abi::CmReq& r, abi::CmResp& out) {
+    if (!known_ps(r.ps)) return EINVAL;
+    if (!channels_.count({&s, r.channel})) return EINVAL;
+    if (r.local_ip && r.local_ip != dev_.cfg_.ipv4_be) return EADDRNOTAVAIL;
+    uint16_t port = ntohs(r.local_port);
+    if (port == 0) {
+        // An ephemeral port, as the kernel picks them (ip_local_port_range's default).
+        constexpr uint32_t kLo = 32768, kHi = 60999;
+        uint32_t start = kLo + rng_() % (kHi - kLo + 1);
+        for (uint32_t i = 0; i <= kHi - kLo; ++i) {
+            uint32_t p = kLo + (start - kLo + i) % (kHi - kLo + 1);
+            if (!table_.ports.count({r.ps, uint16_t(p)})) {
+                port = uint16_t(p);
+                break;
+            }
+        }
+        if (port == 0) return EADDRINUSE;
+    } else if (table_.ports.count({r.ps, port})) {
+        return EADDRINUSE;
+    }
+    auto id = std::make_unique<Id>();
+    id->handle = table_.next_handle++;
+    if (table_.next_handle == 0) table_.next_handle = 1;
+    id->owner = &s;
+    id->channel = r.channel;
+    id->ps = r.ps;
+    id->qp_type = r.qp_type;
+    id->bound = true;
+    id->local_ip = r.local_ip;
+    id->local_port = htons(port);
+    table_.ports[{r.ps, port}] = id->handle;
+    out.handle = id->handle;
+    out.port = id->local_port;
+    table_.ids[id->handle] = std::move(id);
+    return 0;
+}
+
+int CmAgent::connect(Id& id, const abi::CmReq& r) {
+    if (id.st != St::kIdle || !id.bound || !r.remote_ip) return EINVAL;
+    if (r.private_data_len >
+        (r.qp_type == IBV_QPT_UD ? abi::kCmSidrReqUserPrivate : abi::kCmReqUserPrivate))
+        return EINVAL;
+    id.qp_type = r.qp_type;
+    id.remote_ip = r.remote_ip;
+    id.remote_port = r.remote_port;
+    id.local_qpn = r.qpn & 0xffffff;
+    id.local_psn = r.psn & 0xffffff;
+    id.resp_res = r.responder_resources;
+    id.init_depth = r.initiator_depth;
+    id.flow = r.flow_control;
+    id.retry = r.retry_count & 7;
+    id.rnr_retry = r.rnr_retry_count & 7;
+    id.srq = r.srq;
+    id.mtu = r.mtu >= IBV_MTU_256 && r.mtu <= IBV_MTU_4096 ? r.mtu : uint8_t(IBV_MTU_1024);
+    uint32_t src_ip = id.local_ip ? id.local_ip : dev_.cfg_.ipv4_be;
+    cm::IpHdr hdr{id.local_port, src_ip, r.remote_ip};
+    id.tid = new_tid();
+    uint64_t sid = cm::service_id(id.ps, ntohs(r.remote_port));
+    if (id.qp_type == IBV_QPT_UD) {
+        cm::SidrReq m;
+        id.local_comm_id = table_.new_comm_id();  // the SIDR request ID
+        table_.comm[id.local_comm_id] = id.handle;
+        m.request_id = id.local_comm_id;
+        m.service_id = sid;
+        cm::put_ip_hdr(hdr, m.private_data);
+        std::memcpy(m.private_data + cm::kIpHdrLen, r.private_data, r.private_data_len);
+        cm::encode(m, id.tid, id.mad);
+        id.st = St::kSidrReqSent;
+    } else {
+        cm::Req m;
+        id.local_comm_id = table_.new_comm_id();
+        table_.comm[id.local_comm_id] = id.handle;
+        m.local_comm_id = id.local_comm_id;
+        m.service_id = sid;
+        m.local_ca_guid = dev_.guid_;
+        m.local_qpn = id.local_qpn;
+        m.initiator_depth = id.init_depth;
+        m.remote_cm_response_timeout = kMadTimeoutCode;
+        m.flow_control = id.flow;
+        m.starting_psn = id.local_psn;
+        m.local_cm_response_timeout = kMadTimeoutCode;
+        m.path_mtu = id.mtu;
+        m.max_cm_retries = kMadRetries;
+        if (id.qp_type == IBV_QPT_XRC_SEND) {
+            // An XRC initiator has no receive side: no responder resources, retry counts
+            // or SRQ in its REQ (the kernel's cm_format_req).
+            m.transport = cm::kTransportExtended;
+            m.ext_transport = cm::kExtTransportXrc;
+        } else {
+            m.transport = id.qp_type == IBV_QPT_UC ? cm::kTransportUc : cm::kTransportRc;
+            m.responder_resources = id.resp_res;
+            m.retry_count = id.retry;
+            m.rnr_retry_count = id.rnr_retry;
+            m.srq = id.srq;
+        }
+        v4_gid(src_ip, m.local_gid);
+        v4_gid(r.remote_ip, m.remote_gid);
+        m.packet_rate = 16;  // 100 Gb/s, what the port reports
+        m.hop_limit = 64;
+        m.local_ack_timeout = 14;
+        cm::put_ip_hdr(hdr, m.private_data);
+        std::memcpy(m.private_data + cm::kIpHdrLen, r.private_data, r.private_data_len);
+        cm::encode(m, id.tid, id.mad);
+        id.st = St::kReqSent;
+    }
+    id.retries_left = kMadRetries;
+    id.wait_ns = kMadTimeoutNs;
+    send_request(id);
+    return 0;
+}
+
+int CmAgent::accept(Id& id, const abi::CmReq& r) {
+    if (id.st == St::kSidrReqRcvd) {
+        if (r.private_data_len > abi::kCmSidrRepPrivate) return EINVAL;
+        cm::SidrRep m;
+        m.request_id = id.remote_comm_id;
+        m.status = cm::kSidrOk;
+        m.qpn = r.qpn & 0xffffff;
+        m.service_id = cm::service_id(id.ps, ntohs(id.local_port));
+        m.qkey = r.qkey;
+        std::memcpy(m.private_data, r.private_data, r.private_data_len);
+        cm::encode(m, id.tid, id.mad);
+        send_mad(id.remote_ip, id.mad);
+        id.st = St::kSidrDone;  // id.mad answers a repeated SIDR_REQ
+        table_.leave_pending(id);
+        return 0;
+    }
+    if (id.st != St::kReqRcvd) return EINVAL;
+    if (r.private_data_len > abi::kCmRepPrivate) return EINVAL;
+    id.local_qpn = r.qpn & 0xffffff;
+    id.local_psn = r.psn & 0xffffff;
+    id.resp_res = r.responder_resources;
+    id.init_depth = r.initiator_depth;
+    cm::Rep m;
+    m.local_comm_id = id.local_comm_id;
+    m.remote_comm_id = id.remote_comm_id;
+    m.starting_psn = id.local_psn;
+    m.responder_resources = r.responder_resources;
+    m.target_ack_delay = 15;
+    m.failover_accepted = 0;
+    m.rnr_retry_count = r.rnr_retry_count & 7;
+    m.local_ca_guid = dev_.guid_;
+    if (id.qp_type == IBV_QPT_XRC_RECV) {
+        // An XRC target names its QP as the EE context and always receives through an
+        // SRQ (the kernel's cm_format_rep).
+        m.local_eecn = id.local_qpn;
+        m.srq = true;
+    } else {
+        m.local_qpn = id.local_qpn;
+        m.initiator_depth = r.initiator_depth;
+        m.flow_control = r.flow_control;
+        m.srq = r.srq;
+    }
+    std::memcpy(m.private_data, r.private_data, r.private_data_len);
+    cm::encode(m, id.tid, id.mad);
+    id.st = St::kRepSent;
+    id.retries_left = kMadRetries;
+    id.wait_ns = kMadTimeoutNs;
+    send_request(id);
+    return 0;
+}
+
+int CmAgent::reject(Id& id, const abi::CmReq& r) {
+    if (id.st == St::kSidrReqRcvd) {
+        if (r.private_data_len > abi::kCmSidrRepPrivate) return EINVAL;
+        cm::SidrRep m;
+        m.request_id = id.remote_comm_id;
+        m.status = cm::kSidrReject;
+        m.service_id = cm::service_id(id.ps, ntohs(id.local_port));
+        std::memcpy(m.private_data, r.private_data, r.private_data_len);
+        cm::encode(m, id.tid, id.mad);
+        send_mad(id.remote_ip, id.mad);
+        id.st = St::kSidrDone;
+        table_.leave_pending(id);
+        return 0;
+    }
+    if (id.st != St::kReqRcvd) return EINVAL;
+    if (r.private_data_len > abi::kCmRejPrivate) return EINVAL;
+    send_rej(id.remote_ip, id.local_comm_id, id.remote_comm_id, cm::kMsgReq, cm::kRejConsumer,
+             id.tid, r.private_data, r.private_data_len, false);
+    id.st = St::kIdle;
+    table_.leave_pending(id);
+    return 0;
+}
+
+void CmAgent::destroy(Id& id) {
+    uint32_t h = id.handle;
+    table_.release_port(id);
+    table_.leave_pending(id);
+    id.owner = nullptr;  // no more events
+    switch (id.st) {
+    case St::kReqSent:
+    case St::kMraReqRcvd:
+        send_rej(id.remote_ip, id.local_comm_id, id.remote_comm_id, cm::kMsgReq, cm::kRejTimeout,
+                 id.tid, nullptr, 0, true);
+        break;
+    case St::kReqRcvd:
+        send_rej(id.remote_ip, id.local_comm_id, id.remote_comm_id, cm::kMsgReq, cm::kRejConsumer,
+                 id.tid, nullptr, 0, false);
+        break;
+    case St::kRepSent:
+        send_rej(id.remote_ip, id.local_comm_id, id.remote_comm_id, cm::kMsgRep, cm::kRejConsumer,
+                 id.tid, nullptr, 0, false);
+        break;
+    case St::kRepRcvd:
+        send_rej(id.remote_ip, id.local_comm_id, id.remote_comm_id, cm::kMsgRep, cm::kRejConsumer,
+                 id.tid, nullptr, 0, false);
+        break;
+    case St::kSidrReqRcvd: {
+        cm::SidrRep m;
+        m.request_id = id.remote_comm_id;
+        m.status = cm::kSidrReject;
+        m.service_id = cm::service_id(id.ps, ntohs(id.local_port));
+        cm::encode(m, id.tid, id.mad);
+        send_mad(id.remote_ip, id.mad);
+        break;
+    }
+    case St::kEstablished:
+    case St::kDreqRcvd:
+        disconnect(id);  // DREQ (then retransmitted), or DREP and TimeWait
+        return;
+    case St::kDreqSent:
+    case St::kTimewait: return;  // the protocol finishes on its own; the id goes when it does
+    default: break;
+    }
+    table_.erase(h);
+}
+
+}  // namespace uroce::emu

@@ -1,0 +1,98 @@
+// The CM agent's UD service ID resolution: SIDR_REQ and SIDR_REP received.
+#include <arpa/inet.h>
+#include <rdma/rdma_cma.h>
+
+#include <cstring>
+
+#include "emu/cm/cm_agent.h"
+#include "emu/cm/cm_mad.h"
+#include "emu/engine/device.h"
+
+namespace uroce::emu {
+
+void CmAgent::on_sidr_req(const sockaddr_in& from, const uint8_t* mad, uint64_t tid,
+                          bool may_park) {
+    cm::SidrReq m;
+    cm::decode(mad, &m);
+    uint32_t peer = from.sin_addr.s_addr;
+    auto dup = table_.remote.find({peer, m.request_id});
+    if (dup != table_.remote.end()) {
+        auto it = table_.ids.find(dup->second);
+        if (it != table_.ids.end() && it->second->st == St::kSidrDone)
+            send_mad(peer, it->second->mad);
+        return;
+    }
+    cm::IpHdr hdr;
+    Id* listener = nullptr;
+    bool ip_cm = cm::is_rdma_cm_service(m.service_id) && cm::get_ip_hdr(m.private_data, &hdr);
+    if (ip_cm) {
+        auto it = table_.ports.find({cm::service_ps(m.service_id), cm::service_port(m.service_id)});
+        if (it != table_.ports.end()) {
+            Id& l = *table_.ids[it->second];
+            if (l.st == St::kListen && l.owner && (!l.local_ip || l.local_ip == hdr.dst_ip))
+                listener = &l;
+        }
+    }
+    if (!listener && ip_cm && may_park &&
+        park(peer, mad, tid, cm::service_ps(m.service_id), cm::service_port(m.service_id),
+             m.request_id))
+        return;
+    if (!listener || listener->pending >= uint32_t(listener->backlog)) {
+        cm::SidrRep rep;
+        rep.request_id = m.request_id;
+        rep.status = listener ? cm::kSidrReject : cm::kSidrNoService;
+        rep.service_id = m.service_id;
+        uint8_t out[cm::kMadLen];
+        cm::encode(rep, tid, out);
+        send_mad(peer, out);
+        return;
+    }
+    auto c = std::make_unique<Id>();
+    Id& id = *c;
+    id.handle = table_.next_handle++;
+    if (table_.next_handle == 0) table_.next_handle = 1;
+    id.owner = listener->owner;
+    id.channel = listener->channel;
+    id.ps = listener->ps;
+    id.qp_type = IBV_QPT_UD;
+    id.st = St::kSidrReqRcvd;
+    id.local_ip = hdr.dst_ip;
+    id.local_port = listener->local_port;
+    id.remote_ip = peer;
+    id.remote_port = hdr.src_port;
+    id.listener = listener->handle;
+    id.remote_comm_id = m.request_id;
+    id.tid = tid;
+    table_.remote[{peer, id.remote_comm_id}] = id.handle;
+    ++listener->pending;
+    abi::CmEventRec ev = event_for(id, RDMA_CM_EVENT_CONNECT_REQUEST, 0);
+    ev.handle = listener->handle;
+    ev.new_handle = id.handle;
+    ev.private_data_len = abi::kCmSidrReqUserPrivate;
+    std::memcpy(ev.private_data, m.private_data + cm::kIpHdrLen, abi::kCmSidrReqUserPrivate);
+    table_.ids[id.handle] = std::move(c);
+    post(*table_.ids[id.handle], ev);
+}
+
+void CmAgent::on_sidr_rep(const uint8_t* mad) {
+    cm::SidrRep m;
+    cm::decode(mad, &m);
+    Id* id = table_.by_comm(m.request_id);
+    if (!id || id->st != St::kSidrReqSent) return;
+    id->deadline = 0;
+    id->st = St::kSidrDone;
+    abi::CmEventRec ev;
+    if (m.status == cm::kSidrOk) {
+        id->remote_qpn = m.qpn;
+        id->qkey = m.qkey;
+        ev = event_for(*id, RDMA_CM_EVENT_ESTABLISHED, 0);
+        ev.private_data_len = abi::kCmSidrRepPrivate;
+        std::memcpy(ev.private_data, m.private_data, abi::kCmSidrRepPrivate);
+    } else {
+        ev = event_for(*id, RDMA_CM_EVENT_UNREACHABLE, m.status);
+    }
+    post(*id, ev);
+    if (!id->owner) table_.erase(id->handle);
+}
+
+}  // namespace uroce::emu

@@ -1,0 +1,259 @@
+// net/: the pcap tap (frames tshark and scapy accept, rotation, failures).
+#include <gtest/gtest.h>
+#include <pcap/pcap.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "net/headers.h"
+#include "net/icrc.h"
+#include "net/opcodes.h"
+#include "net/pcap_tap.h"
+#include "net_test_packets.h"
+
+using namespace uroce::net;
+
+// ---------------------------------------------------------------------------------------------
+// Pcap tap
+
+namespace {
+
+std::string run(const std::string& cmd) {
+    std::string out;
+    FILE* f = popen(cmd.c_str(), "r");
+    if (!f) return out;
+    char buf[4096];
+    size_t n;
+    while ((n = fread(buf, 1, sizeof buf, f)) > 0) out.append(buf, n);
+    pclose(f);
+    return out;
+}
+
+bool have(const char* tool) {
+    return run(std::string("command -v ") + tool + " 2>/dev/null") != "";
+}
+
+std::string tmp_path(const char* tag) {
+    return "/tmp/uroce_net_test_" + std::to_string(getpid()) + "_" + tag + ".pcap";
+}
+
+struct TestPacket {
+    std::vector<uint8_t> bytes;
+    uint16_t sport;
+};
+
+// One packet per opcode in `ops`, each with a valid ICRC.
+std::vector<TestPacket> make_packets(const std::vector<uint8_t>& ops, uint32_t s, uint32_t d,
+                                     uint32_t plen = 40) {
+    std::vector<TestPacket> v;
+    uint32_t seed = 0;
+    for (uint8_t opc : ops) {
+        Packet p = full_packet(opc, ++seed);
+        p.aeth.syndrome = aeth::ack(5);
+        const uint32_t n = (op_info(opc)->flags & kPayload) ? plen + seed % 4 : 0;
+        p.bth.pad = (op_info(opc)->flags & kPayload) ? pad_for(n) : 0;
+        TestPacket t{build(p, n), uint16_t(49152 + seed)};
+        icrc_store(s, d, t.sport, kRoceUdpPort, t.bytes.data(), t.bytes.size());
+        v.push_back(std::move(t));
+    }
+    return v;
+}
+
+}  // namespace
+
+TEST(NetPcapTap, FramesAreValidAndIcrcVerifies) {
+    const std::string path = tmp_path("frames");
+    const uint32_t s = ip("127.0.0.2"), d = ip("127.0.0.3");
+    PcapTap tap;
+    std::string err;
+    ASSERT_TRUE(tap.open(path, 0, &err)) << err;
+    EXPECT_TRUE(tap.is_open());
+    auto pk = make_packets(all_opcodes(), s, d);
+    for (size_t i = 0; i < pk.size(); ++i)
+        tap.record(s, pk[i].sport, d, kRoceUdpPort, pk[i].bytes.data(), pk[i].bytes.size(),
+                   timeval{1700000000, long(i)});
+    EXPECT_EQ(tap.packets(), pk.size());
+    tap.close();
+    EXPECT_FALSE(tap.is_open());
+
+    char eb[PCAP_ERRBUF_SIZE];
+    pcap_t* rd = pcap_open_offline(path.c_str(), eb);
+    ASSERT_NE(rd, nullptr) << eb;
+    EXPECT_EQ(pcap_datalink(rd), DLT_EN10MB);
+    pcap_pkthdr* h;
+    const u_char* f;
+    size_t i = 0;
+    while (pcap_next_ex(rd, &h, &f) == 1) {
+        ASSERT_LT(i, pk.size());
+        const auto& b = pk[i].bytes;
+        ASSERT_EQ(h->caplen, 42 + b.size());
+        EXPECT_EQ(h->ts.tv_usec, long(i));
+        const uint8_t mac_d[6] = {0x02, 0x00, 127, 0, 0, 3}, mac_s[6] = {0x02, 0x00, 127, 0, 0, 2};
+        EXPECT_EQ(0, std::memcmp(f, mac_d, 6));
+        EXPECT_EQ(0, std::memcmp(f + 6, mac_s, 6));
+        EXPECT_EQ(f[12], 0x08);
+        EXPECT_EQ(f[13], 0x00);
+        // IPv4 header checksum verifies (sums to 0xffff).
+        uint32_t sum = 0;
+        for (int k = 0; k < 20; k += 2) sum += uint32_t(f[14 + k]) << 8 | f[15 + k];
+        while (sum >> 16) sum = (sum & 0xffff) + (sum >> 16);
+        EXPECT_EQ(sum, 0xffffu);
+        EXPECT_EQ(0, std::memcmp(f + 42, b.data(), b.size()));
+        EXPECT_TRUE(icrc_check_ipv4(f + 14, h->caplen - 14)) << i;
+        ++i;
+    }
+    EXPECT_EQ(i, pk.size());
+    pcap_close(rd);
+    std::filesystem::remove(path);
+}
+
+TEST(NetPcapTap, TsharkDissectsRoce) {
+    if (!have("tshark")) GTEST_SKIP() << "tshark not installed";
+    const std::string path = tmp_path("tshark");
+    const uint32_t s = ip("10.0.0.1"), d = ip("10.0.0.2");
+    PcapTap tap;
+    std::string err;
+    ASSERT_TRUE(tap.open(path, 0, &err)) << err;
+    auto pk = make_packets({kRcSendOnly, kRcWriteOnlyImm, kRcAck}, s, d);
+    for (auto& t : pk)
+        tap.record(s, t.sport, d, kRoceUdpPort, t.bytes.data(), t.bytes.size(), timeval{1, 0});
+    tap.close();
+
+    // Wireshark 4.x dissects UDP port 4791 as RoCEv2 ("RRoCE") by default; no -d needed.
+    const std::string fields =
+        run("tshark -r " + path +
+            " -T fields -e infiniband.bth.opcode -e infiniband.bth.destqp -e infiniband.bth.psn "
+            "2>/dev/null");
+    char want[256];
+    std::snprintf(want, sizeof want, "4\t0x%06x\t%u\n11\t0x%06x\t%u\n17\t0x%06x\t%u\n",
+                  full_packet(0, 1).bth.dqpn, full_packet(0, 1).bth.psn, full_packet(0, 2).bth.dqpn,
+                  full_packet(0, 2).bth.psn, full_packet(0, 3).bth.dqpn, full_packet(0, 3).bth.psn);
+    EXPECT_EQ(fields, want);
+    const std::string verbose = run("tshark -r " + path + " -V 2>/dev/null");
+    EXPECT_NE(verbose.find("RDMA WRITE Only with Immediate"), std::string::npos);
+    EXPECT_NE(verbose.find("Invariant CRC"), std::string::npos);
+    EXPECT_EQ(verbose.find("Malformed"), std::string::npos) << verbose;
+    std::filesystem::remove(path);
+}
+
+TEST(NetPcapTap, TsharkHasNoMalformedForAnyOpcode) {
+    if (!have("tshark")) GTEST_SKIP() << "tshark not installed";
+    const std::string path = tmp_path("allops");
+    const uint32_t s = ip("10.0.0.1"), d = ip("10.0.0.2");
+    PcapTap tap;
+    std::string err;
+    ASSERT_TRUE(tap.open(path, 0, &err)) << err;
+    auto pk = make_packets(all_opcodes(), s, d);
+    for (auto& t : pk)
+        tap.record(s, t.sport, d, kRoceUdpPort, t.bytes.data(), t.bytes.size(), timeval{1, 0});
+    tap.close();
+    // Wireshark 4.0 does not name CNP or XRC opcodes ("Unknown"), but nothing may be malformed.
+    const std::string out = run("tshark -r " + path + " -V 2>/dev/null");
+    EXPECT_EQ(out.find("Malformed"), std::string::npos);
+    EXPECT_EQ(run("tshark -r " + path + " 2>/dev/null | wc -l"), std::to_string(pk.size()) + "\n");
+    std::filesystem::remove(path);
+}
+
+TEST(NetPcapTap, IcrcAgreesWithScapy) {
+    // Cross-check against an independent implementation: tests/unit/icrc_scapy_check.py.
+    const std::filesystem::path script =
+        std::filesystem::path(__FILE__).parent_path() / "icrc_scapy_check.py";
+    if (!std::filesystem::exists(script) || !std::filesystem::exists("/usr/bin/python3") ||
+        run("/usr/bin/python3 -c 'import scapy.contrib.roce' 2>&1 && echo ok") != "ok\n")
+        GTEST_SKIP() << "python3-scapy not available";
+    const std::string path = tmp_path("scapy");
+    const uint32_t s = ip("192.168.7.1"), d = ip("192.168.7.2");
+    PcapTap tap;
+    std::string err;
+    ASSERT_TRUE(tap.open(path, 0, &err)) << err;
+    for (uint32_t plen : {0u, 1u, 255u, 4096u}) {
+        auto pk = make_packets(all_opcodes(), s, d, plen);
+        for (auto& t : pk)
+            tap.record(s, t.sport, d, kRoceUdpPort, t.bytes.data(), t.bytes.size(), timeval{});
+    }
+    const uint64_t n = tap.packets();
+    tap.close();
+    const std::string out =
+        run("/usr/bin/python3 " + script.string() + " " + path + " 2>&1; echo rc=$?");
+    EXPECT_NE(out.find("checked " + std::to_string(n) + " packets, 0 mismatches"),
+              std::string::npos)
+        << out;
+    EXPECT_NE(out.find("rc=0"), std::string::npos) << out;
+    std::filesystem::remove(path);
+}
+
+TEST(NetPcapTap, RotatesAtMaxBytes) {
+    const std::string path = tmp_path("rotate");
+    const uint32_t s = ip("10.0.0.1"), d = ip("10.0.0.2");
+    std::filesystem::remove(path + ".1");
+    PcapTap tap;
+    std::string err;
+    const uint64_t max = 2000;
+    ASSERT_TRUE(tap.open(path, max, &err)) << err;
+    auto pk = make_packets({kRcSendOnly}, s, d, 200);  // ~ 16 + 42 + 200 + 16 bytes a record
+    for (int i = 0; i < 50; ++i) {
+        tap.record(s, pk[0].sport, d, kRoceUdpPort, pk[0].bytes.data(), pk[0].bytes.size(),
+                   timeval{i, 0});
+        ASSERT_LE(std::filesystem::file_size(path), max);
+    }
+    EXPECT_EQ(tap.packets(), 50u);
+    tap.close();
+    ASSERT_TRUE(std::filesystem::exists(path + ".1"));
+    EXPECT_LE(std::filesystem::file_size(path + ".1"), max);
+    // Both files are complete captures; the newest packets are in the current one.
+    char eb[PCAP_ERRBUF_SIZE];
+    for (const std::string& p : {path, path + ".1"}) {
+        pcap_t* rd = pcap_open_offline(p.c_str(), eb);
+        ASSERT_NE(rd, nullptr) << eb;
+        pcap_pkthdr* h;
+        const u_char* f;
+        int n = 0;
+        long last = -1;
+        while (pcap_next_ex(rd, &h, &f) == 1) {
+            ++n;
+            last = h->ts.tv_sec;
+        }
+        EXPECT_GT(n, 0);
+        if (p == path) {
+            EXPECT_EQ(last, 49);
+        }
+        pcap_close(rd);
+    }
+    std::filesystem::remove(path);
+    std::filesystem::remove(path + ".1");
+}
+
+TEST(NetPcapTap, OpenFailureReportsError) {
+    PcapTap tap;
+    std::string err;
+    EXPECT_FALSE(tap.open("/nonexistent-dir/x.pcap", 0, &err));
+    EXPECT_FALSE(err.empty());
+    EXPECT_FALSE(tap.is_open());
+    const uint8_t b[16] = {};
+    tap.record(1, 2, 3, 4, b, sizeof b, timeval{});  // ignored while closed
+    EXPECT_EQ(tap.packets(), 0u);
+}
+
+TEST(NetPcapTap, OversizePayloadIsTruncatedNotOverflowed) {
+    const std::string path = tmp_path("big");
+    PcapTap tap;
+    std::string err;
+    ASSERT_TRUE(tap.open(path, 0, &err)) << err;
+    std::vector<uint8_t> big(9000, 0xab);
+    tap.record(1, 2, 3, 4, big.data(), big.size(), timeval{});
+    tap.close();
+    char eb[PCAP_ERRBUF_SIZE];
+    pcap_t* rd = pcap_open_offline(path.c_str(), eb);
+    ASSERT_NE(rd, nullptr) << eb;
+    pcap_pkthdr* h;
+    const u_char* f;
+    ASSERT_EQ(pcap_next_ex(rd, &h, &f), 1);
+    EXPECT_EQ(h->caplen, PcapTap::kMaxFrame);
+    EXPECT_EQ(h->len, 42 + big.size());
+    pcap_close(rd);
+    std::filesystem::remove(path);
+}
