@@ -1,0 +1,38 @@
+// Memory windows (IBTA 10.6.7) and invalidation on the device side
+// (docs/memory-windows.md): allocating windows, binding them through a send queue,
+// LOCAL_INV and the invalidation a SEND_WITH_INV asks of its responder, and resolving a
+// window's R_Key for remote access. Engine thread only; it reaches the MW, PD and MR tables
+// through its Device (a friend of it).
+#pragma once
+
+#include <infiniband/verbs.h>
+
+#include <cstdint>
+
+#include "emu/abi/protocol.h"
+#include "emu/verbs/objects.h"
+
+namespace uroce::emu {
+
+class Device;
+
+class MemoryWindows {
+public:
+    explicit MemoryWindows(Device& dev) : dev_(dev) {}
+
+    int alloc_mw(Session& s, const abi::MwReq& r, abi::MwResp* out);
+    int dealloc_mw(Session& s, uint32_t handle);
+    void unbind(Mw& mw);
+    void unbind_qp_windows(const Qp& qp);
+    Mw* mw_for_key(uint32_t rkey) const;
+    ibv_wc_status bind_mw(Qp& qp, uint32_t index);
+    ibv_wc_status local_invalidate(Qp& qp, uint32_t rkey);
+    Mw* remote_invalidatable(const Qp& qp, uint32_t rkey) const;
+    uint64_t mw_target(const Qp& qp, uint32_t rkey, uint64_t va, uint64_t len, uint32_t access,
+                       Session** owner) const;
+
+private:
+    Device& dev_;
+};
+
+}  // namespace uroce::emu
