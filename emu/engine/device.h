@@ -302,11 +302,10 @@ private:
     friend class ControlVerbs;
     friend class XrcDomains;
     friend class McastGroups;
-    friend class MemoryWindows;
     ControlVerbs verbs_{*this};
     XrcDomains xrc_{*this};
     McastGroups mcast_{*this};
-    MemoryWindows windows_{*this};
+    MemoryWindows windows_{mws_, pds_, verbs_};
 
     std::vector<Qp*> ready_;       // QPs with send work to push
     std::vector<uint32_t> awake_;  // sessions whose doorbell page says the device is awake

@@ -2,10 +2,10 @@
 // a send queue (type 1 with ibv_bind_mw, type 2 with an IBV_WR_BIND_MW work request),
 // LOCAL_INV and the invalidation a SEND_WITH_INV asks of its responder, and resolving a
 // window's R_Key for remote access. Rules and their sources: docs/memory-windows.md.
+#include "emu/verbs/memory_windows.h"
+
 #include <cerrno>
 #include <cstring>
-
-#include "emu/engine/device.h"
 
 namespace uroce::emu {
 
@@ -16,7 +16,7 @@ constexpr uint32_t kMwIndexMask = 0x7fffff;
 }  // namespace
 
 int MemoryWindows::alloc_mw(Session& s, const abi::MwReq& r, abi::MwResp* out) {
-    Pd* pd = dev_.pds_.get(r.pd);
+    Pd* pd = pds_.get(r.pd);
     if (!owned(s, pd)) return EINVAL;
     if (r.type != IBV_MW_TYPE_1 && r.type != IBV_MW_TYPE_2) return EINVAL;
     auto mw = std::make_unique<Mw>();
@@ -24,11 +24,11 @@ int MemoryWindows::alloc_mw(Session& s, const abi::MwReq& r, abi::MwResp* out) {
     mw->pd = r.pd;
     mw->type = r.type;
     uint32_t h;
-    Mw* m = dev_.mws_.add(std::move(mw), &h);
+    Mw* m = mws_.add(std::move(mw), &h);
     if (!m) return ENOMEM;
     // The key portion starts from the device's generation counter, as an MR key's does,
     // so a stale key of a reused slot is unlikely to match.
-    m->rkey = kMwKeyBit | (h << 8) | dev_.verbs_.next_key_byte();
+    m->rkey = kMwKeyBit | (h << 8) | verbs_.next_key_byte();
     ++pd->users;
     s.mws.push_back(h);
     out->handle = h;
@@ -37,18 +37,18 @@ int MemoryWindows::alloc_mw(Session& s, const abi::MwReq& r, abi::MwResp* out) {
 }
 
 int MemoryWindows::dealloc_mw(Session& s, uint32_t h) {
-    Mw* mw = dev_.mws_.get(h);
+    Mw* mw = mws_.get(h);
     if (!owned(s, mw)) return EINVAL;
     unbind(*mw);  // a bound window may be freed; its range is no longer reachable
-    if (Pd* pd = dev_.pds_.get(mw->pd)) --pd->users;
-    dev_.mws_.remove(h);
+    if (Pd* pd = pds_.get(mw->pd)) --pd->users;
+    mws_.remove(h);
     erase_handle(s.mws, h);
     return 0;
 }
 
 void MemoryWindows::unbind(Mw& mw) {
     if (mw.bound)
-        if (Mr* mr = dev_.mr_for_key(mw.mr)) --mr->windows;
+        if (Mr* mr = verbs_.mr_for_key(mw.mr)) --mr->windows;
     mw.bound = false;
     mw.mr = 0;
     mw.addr = mw.length = 0;
@@ -60,13 +60,12 @@ void MemoryWindows::unbind(Mw& mw) {
 // any more, and a later QP with the same number must not inherit them.
 void MemoryWindows::unbind_qp_windows(const Qp& qp) {
     for (uint32_t h : qp.owner->mws)
-        if (Mw* mw = dev_.mws_.get(h); mw && mw->type == IBV_MW_TYPE_2 && mw->qpn == qp.qpn)
-            unbind(*mw);
+        if (Mw* mw = mws_.get(h); mw && mw->type == IBV_MW_TYPE_2 && mw->qpn == qp.qpn) unbind(*mw);
 }
 
 Mw* MemoryWindows::mw_for_key(uint32_t rkey) const {
     if (!(rkey & kMwKeyBit)) return nullptr;
-    Mw* mw = dev_.mws_.get((rkey >> 8) & kMwIndexMask);
+    Mw* mw = mws_.get((rkey >> 8) & kMwIndexMask);
     return mw && mw->rkey == rkey ? mw : nullptr;
 }
 
@@ -75,7 +74,7 @@ Mw* MemoryWindows::mw_for_key(uint32_t rkey) const {
 ibv_wc_status MemoryWindows::bind_mw(Qp& qp, uint32_t index) {
     abi::MwBind b;
     std::memcpy(&b, qp.sq_inline(index), sizeof b);
-    Mw* mw = dev_.mws_.get(b.mw);
+    Mw* mw = mws_.get(b.mw);
     if (!mw || mw->owner != qp.owner) return IBV_WC_MW_BIND_ERR;
     // Zero-based windows: not for type 1 (o10-36.2.2) and, as on ConnectX, not for type 2.
     if (b.access & IBV_ACCESS_ZERO_BASED) return IBV_WC_MW_BIND_ERR;
@@ -86,7 +85,7 @@ ibv_wc_status MemoryWindows::bind_mw(Qp& qp, uint32_t index) {
     }
     Mr* mr = nullptr;
     if (b.length) {
-        mr = dev_.mr_for_key(b.mr_lkey);
+        mr = verbs_.mr_for_key(b.mr_lkey);
         if (!mr || mr->owner != qp.owner || mr->pd != mw->pd) return IBV_WC_MW_BIND_ERR;
         if (!(mr->access & IBV_ACCESS_MW_BIND)) return IBV_WC_MW_BIND_ERR;  // C10-73
         // A writable window needs a locally writable region (C10-74).
@@ -140,7 +139,7 @@ uint64_t MemoryWindows::mw_target(const Qp& qp, uint32_t rkey, uint64_t va, uint
     if (!mw || !mw->bound || mw->pd != qp.pd || !(mw->access & access)) return 0;
     if (mw->type == IBV_MW_TYPE_2 && mw->qpn != qp.qpn) return 0;  // IBTA 10.6.7: its QP only
     if (va < mw->addr || va + len < va || va + len > mw->addr + mw->length) return 0;
-    Mr* mr = dev_.mr_for_key(mw->mr);
+    Mr* mr = verbs_.mr_for_key(mw->mr);
     if (!mr) return 0;
     *owner = mr->owner;
     return mr->addr + (va - mr->iova);

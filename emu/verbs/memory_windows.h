@@ -1,8 +1,8 @@
 // Memory windows (IBTA 10.6.7) and invalidation on the device side
 // (docs/memory-windows.md): allocating windows, binding them through a send queue,
 // LOCAL_INV and the invalidation a SEND_WITH_INV asks of its responder, and resolving a
-// window's R_Key for remote access. Engine thread only; it reaches the MW, PD and MR tables
-// through its Device (a friend of it).
+// window's R_Key for remote access. Engine thread only. It needs no more of the device than
+// the MW and PD tables and, through the control verbs, MR lookup and key generations.
 #pragma once
 
 #include <infiniband/verbs.h>
@@ -10,15 +10,16 @@
 #include <cstdint>
 
 #include "emu/abi/protocol.h"
+#include "emu/verbs/control_verbs.h"
+#include "emu/verbs/handle_table.h"
 #include "emu/verbs/objects.h"
 
 namespace uroce::emu {
 
-class Device;
-
 class MemoryWindows {
 public:
-    explicit MemoryWindows(Device& dev) : dev_(dev) {}
+    MemoryWindows(HandleTable<Mw>& mws, HandleTable<Pd>& pds, ControlVerbs& verbs)
+        : mws_(mws), pds_(pds), verbs_(verbs) {}
 
     int alloc_mw(Session& s, const abi::MwReq& r, abi::MwResp* out);
     int dealloc_mw(Session& s, uint32_t handle);
@@ -32,7 +33,9 @@ public:
                        Session** owner) const;
 
 private:
-    Device& dev_;
+    HandleTable<Mw>& mws_;
+    HandleTable<Pd>& pds_;
+    ControlVerbs& verbs_;  // MR lookup, the next key generation
 };
 
 }  // namespace uroce::emu

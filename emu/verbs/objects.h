@@ -11,6 +11,7 @@
 #include <memory>
 #include <vector>
 
+#include "emu/abi/caps.h"
 #include "emu/abi/doorbell.h"
 #include "emu/abi/rings.h"
 #include "emu/verbs/shared_region.h"
