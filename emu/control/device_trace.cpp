@@ -75,8 +75,8 @@ void object_of(const abi::Request& req, char* buf, size_t len) {
 }
 }  // namespace
 
-void Device::trace_call(const Session& s, const abi::Request& req, const abi::Response& resp,
-                        ibv_qp_state before) {
+void ControlVerbs::trace_call(const Session& s, const abi::Request& req, const abi::Response& resp,
+                              ibv_qp_state before) {
     using abi::Op;
     const int pid = int(s.pid);
     if (resp.err) {
@@ -84,7 +84,7 @@ void Device::trace_call(const Session& s, const abi::Request& req, const abi::Re
         object_of(req, obj, sizeof obj);
         char why[160] = "";
         if (req.op == Op::kModifyQp && resp.err == EINVAL)
-            if (const Qp* qp = qps_.get(req.u.modify_qp.qpn); qp && holds(s, qp)) {
+            if (const Qp* qp = dev_.qps_.get(req.u.modify_qp.qpn); qp && dev_.holds(s, qp)) {
                 const auto& m = req.u.modify_qp;
                 uint32_t next =
                     (m.mask & IBV_QP_STATE) ? enum_bits(m.attr.qp_state) : uint32_t(qp->state);
@@ -94,42 +94,43 @@ void Device::trace_call(const Session& s, const abi::Request& req, const abi::Re
                     qp_modify_explain(qp->type, qp->state, ibv_qp_state(next),
                                       m.mask & ~qp_ignored_attrs(qp->type), why, sizeof why);
             }
-        trace_.add("pid %d %s%s failed: %s%s%s", pid, op_name(req.op), obj,
-                   strerrorname_np(resp.err) ? strerrorname_np(resp.err) : "?", why[0] ? ": " : "",
-                   why);
+        dev_.trace_.add("pid %d %s%s failed: %s%s%s", pid, op_name(req.op), obj,
+                        strerrorname_np(resp.err) ? strerrorname_np(resp.err) : "?",
+                        why[0] ? ": " : "", why);
         return;
     }
     const auto& u = req.u;
     const auto& r = resp.u;
     switch (req.op) {
-    case Op::kAllocPd: trace_.add("pid %d alloc_pd pd %u", pid, r.pd.pd); break;
-    case Op::kDeallocPd: trace_.add("pid %d dealloc_pd pd %u", pid, u.pd.pd); break;
+    case Op::kAllocPd: dev_.trace_.add("pid %d alloc_pd pd %u", pid, r.pd.pd); break;
+    case Op::kDeallocPd: dev_.trace_.add("pid %d dealloc_pd pd %u", pid, u.pd.pd); break;
     case Op::kRegMr:
-        trace_.add(
+        dev_.trace_.add(
             "pid %d reg_mr mr %u pd %u lkey 0x%x rkey 0x%x iova 0x%llx length %llu "
             "access 0x%x",
             pid, r.reg_mr.handle, u.reg_mr.pd, r.reg_mr.lkey, r.reg_mr.rkey,
             static_cast<unsigned long long>(u.reg_mr.iova),
             static_cast<unsigned long long>(u.reg_mr.length), u.reg_mr.access);
         break;
-    case Op::kDeregMr: trace_.add("pid %d dereg_mr mr %u", pid, u.handle.handle); break;
+    case Op::kDeregMr: dev_.trace_.add("pid %d dereg_mr mr %u", pid, u.handle.handle); break;
     case Op::kReregMr:
         if (const Mr* mr = mr_for_key(u.rereg_mr.handle))
-            trace_.add("pid %d rereg_mr mr %u flags 0x%x pd %u iova 0x%llx length %llu access 0x%x",
-                       pid, u.rereg_mr.handle, u.rereg_mr.flags, mr->pd,
-                       static_cast<unsigned long long>(mr->iova),
-                       static_cast<unsigned long long>(mr->length), mr->access);
+            dev_.trace_.add(
+                "pid %d rereg_mr mr %u flags 0x%x pd %u iova 0x%llx length %llu access 0x%x", pid,
+                u.rereg_mr.handle, u.rereg_mr.flags, mr->pd,
+                static_cast<unsigned long long>(mr->iova),
+                static_cast<unsigned long long>(mr->length), mr->access);
         break;
     case Op::kCreateCq:
-        trace_.add("pid %d create_cq cq %u cqe %u", pid, r.create_cq.handle, r.create_cq.cqe);
+        dev_.trace_.add("pid %d create_cq cq %u cqe %u", pid, r.create_cq.handle, r.create_cq.cqe);
         break;
-    case Op::kDestroyCq: trace_.add("pid %d destroy_cq cq %u", pid, u.handle.handle); break;
+    case Op::kDestroyCq: dev_.trace_.add("pid %d destroy_cq cq %u", pid, u.handle.handle); break;
     case Op::kResizeCq:
-        trace_.add("pid %d resize_cq cq %u cqe %u", pid, u.resize_cq.handle, r.resize_cq.cqe);
+        dev_.trace_.add("pid %d resize_cq cq %u cqe %u", pid, u.resize_cq.handle, r.resize_cq.cqe);
         break;
     case Op::kCreateQp: {
         const auto& c = u.create_qp;
-        trace_.add(
+        dev_.trace_.add(
             "pid %d create_qp qp 0x%x type %s pd %u send_cq %u recv_cq %u srq %u "
             "xrcd handle %u max_send_wr %u max_recv_wr %u",
             pid, r.create_qp.qpn, qp_type_name(ibv_qp_type(c.qp_type)), c.pd, c.send_cq, c.recv_cq,
@@ -138,7 +139,7 @@ void Device::trace_call(const Session& s, const abi::Request& req, const abi::Re
     }
     case Op::kModifyQp: {
         const auto& m = u.modify_qp;
-        const Qp* qp = qps_.get(m.qpn);
+        const Qp* qp = dev_.qps_.get(m.qpn);
         const ibv_qp_state now = qp ? qp->state : before;
         char extra[160] = "";
         size_t n = 0;
@@ -154,63 +155,65 @@ void Device::trace_call(const Session& s, const abi::Request& req, const abi::Re
         const uint64_t used = m.mask & ~(qp ? qp_ignored_attrs(qp->type) : 0);
         if (used & IBV_QP_RETRY_CNT) put(" retry_cnt %u", m.attr.retry_cnt);
         if (used & IBV_QP_RNR_RETRY) put(" rnr_retry %u", m.attr.rnr_retry);
-        trace_.add("pid %d modify_qp qp 0x%x %s -> %s mask 0x%llx%s", pid, m.qpn,
-                   qp_state_name(before), qp_state_name(now),
-                   static_cast<unsigned long long>(m.mask), extra);
+        dev_.trace_.add("pid %d modify_qp qp 0x%x %s -> %s mask 0x%llx%s", pid, m.qpn,
+                        qp_state_name(before), qp_state_name(now),
+                        static_cast<unsigned long long>(m.mask), extra);
         break;
     }
     case Op::kDestroyQp: break;  // release_qp / destroy_qp_now say what happened
     case Op::kCreateSrq: {
         const auto& c = u.create_srq;
         if (c.srq_type == IBV_SRQT_XRC)
-            trace_.add("pid %d create_srq srq %u type XRC xrcd handle %u cq %u max_wr %u", pid,
-                       r.create_srq.handle, c.xrcd, c.cq, r.create_srq.max_wr);
+            dev_.trace_.add("pid %d create_srq srq %u type XRC xrcd handle %u cq %u max_wr %u", pid,
+                            r.create_srq.handle, c.xrcd, c.cq, r.create_srq.max_wr);
         else
-            trace_.add("pid %d create_srq srq %u pd %u max_wr %u", pid, r.create_srq.handle, c.pd,
-                       r.create_srq.max_wr);
+            dev_.trace_.add("pid %d create_srq srq %u pd %u max_wr %u", pid, r.create_srq.handle,
+                            c.pd, r.create_srq.max_wr);
         break;
     }
     case Op::kModifySrq:
         if (u.modify_srq.mask & IBV_SRQ_LIMIT)
-            trace_.add("pid %d modify_srq srq %u srq_limit %u%s", pid, u.modify_srq.handle,
-                       u.modify_srq.attr.srq_limit, u.modify_srq.attr.srq_limit ? " (armed)" : "");
+            dev_.trace_.add("pid %d modify_srq srq %u srq_limit %u%s", pid, u.modify_srq.handle,
+                            u.modify_srq.attr.srq_limit,
+                            u.modify_srq.attr.srq_limit ? " (armed)" : "");
         if (u.modify_srq.mask & IBV_SRQ_MAX_WR)
-            trace_.add("pid %d modify_srq srq %u max_wr %u", pid, u.modify_srq.handle,
-                       u.modify_srq.attr.max_wr);
+            dev_.trace_.add("pid %d modify_srq srq %u max_wr %u", pid, u.modify_srq.handle,
+                            u.modify_srq.attr.max_wr);
         break;
-    case Op::kDestroySrq: trace_.add("pid %d destroy_srq srq %u", pid, u.handle.handle); break;
+    case Op::kDestroySrq: dev_.trace_.add("pid %d destroy_srq srq %u", pid, u.handle.handle); break;
     case Op::kOpenXrcd:
-        if (const XrcdHandle* hh = xrcd_handles_.get(r.xrcd.handle))
-            if (const Xrcd* x = xrcds_.get(hh->xrcd)) {
+        if (const XrcdHandle* hh = dev_.xrcd_handles_.get(r.xrcd.handle))
+            if (const Xrcd* x = dev_.xrcds_.get(hh->xrcd)) {
                 if (x->has_inode)
-                    trace_.add("pid %d open_xrcd xrcd %u handle %u inode %u:%u:%llu %s, %u handles",
-                               pid, hh->xrcd, r.xrcd.handle, major(x->dev), minor(x->dev),
-                               static_cast<unsigned long long>(x->ino),
-                               x->handles == 1 ? "created" : "joined", x->handles);
+                    dev_.trace_.add(
+                        "pid %d open_xrcd xrcd %u handle %u inode %u:%u:%llu %s, %u handles", pid,
+                        hh->xrcd, r.xrcd.handle, major(x->dev), minor(x->dev),
+                        static_cast<unsigned long long>(x->ino),
+                        x->handles == 1 ? "created" : "joined", x->handles);
                 else
-                    trace_.add("pid %d open_xrcd xrcd %u handle %u (no inode)", pid, hh->xrcd,
-                               r.xrcd.handle);
+                    dev_.trace_.add("pid %d open_xrcd xrcd %u handle %u (no inode)", pid, hh->xrcd,
+                                    r.xrcd.handle);
             }
         break;
     case Op::kCloseXrcd: break;  // close_xrcd says whether the domain lives on
     case Op::kOpenQp:
-        if (const Qp* qp = qps_.get(r.open_qp.qpn))
-            trace_.add("pid %d open_qp qp 0x%x (%s, xrcd %u, state %s), %zu handles", pid,
-                       r.open_qp.qpn, qp_type_name(qp->type), qp->xrcd, qp_state_name(qp->state),
-                       qp->holders.size());
+        if (const Qp* qp = dev_.qps_.get(r.open_qp.qpn))
+            dev_.trace_.add("pid %d open_qp qp 0x%x (%s, xrcd %u, state %s), %zu handles", pid,
+                            r.open_qp.qpn, qp_type_name(qp->type), qp->xrcd,
+                            qp_state_name(qp->state), qp->holders.size());
         break;
     case Op::kAttachMcast:
     case Op::kDetachMcast: {
         const uint8_t* g = u.mcast.gid;
-        trace_.add("pid %d %s qp 0x%x group %u.%u.%u.%u", pid, op_name(req.op), u.mcast.qpn, g[12],
-                   g[13], g[14], g[15]);
+        dev_.trace_.add("pid %d %s qp 0x%x group %u.%u.%u.%u", pid, op_name(req.op), u.mcast.qpn,
+                        g[12], g[13], g[14], g[15]);
         break;
     }
     case Op::kAllocMw:
-        trace_.add("pid %d alloc_mw mw %u type %u rkey 0x%x", pid, r.mw.handle, u.mw.type,
-                   r.mw.rkey);
+        dev_.trace_.add("pid %d alloc_mw mw %u type %u rkey 0x%x", pid, r.mw.handle, u.mw.type,
+                        r.mw.rkey);
         break;
-    case Op::kDeallocMw: trace_.add("pid %d dealloc_mw mw %u", pid, u.handle.handle); break;
+    case Op::kDeallocMw: dev_.trace_.add("pid %d dealloc_mw mw %u", pid, u.handle.handle); break;
     default: break;  // queries, channels: nothing changed worth a line
     }
 }

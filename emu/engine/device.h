@@ -26,8 +26,12 @@
 #include "emu/transport/recv_common.h"
 #include "emu/transport/uc_responder.h"
 #include "emu/transport/ud_transport.h"
+#include "emu/verbs/control_verbs.h"
 #include "emu/verbs/handle_table.h"
+#include "emu/verbs/mcast_groups.h"
+#include "emu/verbs/memory_windows.h"
 #include "emu/verbs/objects.h"
+#include "emu/verbs/xrc_domains.h"
 #include "net/fault_injector.h"
 #include "net/headers.h"
 #include "net/opcodes.h"
@@ -100,7 +104,9 @@ public:
     void close_session(Session* s);
     // `in_fd` is an fd that came with the request (or -1); the caller closes it.
     void handle(Session& s, const abi::Request& req, abi::Response& resp, std::vector<int>& fds,
-                int in_fd = -1);
+                int in_fd = -1) {
+        verbs_.handle(s, req, resp, fds, in_fd);
+    }
     std::string dump() const;
     DeviceObjects objects() const;
     // Starts (path non-empty; replaces a running capture) or stops the capture. 0 or errno.
@@ -118,68 +124,33 @@ public:
     }
 
 private:
-    // Control operations (device_verbs.cpp).
-    int alloc_pd(Session& s, uint32_t* pd);
-    int dealloc_pd(Session& s, uint32_t pd);
-    int reg_mr(Session& s, const abi::RegMrReq& r, abi::RegMrResp* out);
-    int rereg_mr(Session& s, const abi::ReregMrReq& r, abi::RegMrResp* out);
-    int dereg_mr(Session& s, uint32_t handle);
-    // ibv_import_pd, ibv_import_mr: the session's object of that handle (ENOENT: none).
-    int query_pd(Session& s, uint32_t pd, abi::PdResp* out);
-    int query_mr(Session& s, uint32_t handle, abi::QueryMrResp* out);
-    int advise_mr(Session& s, const abi::AdviseMrReq& r, abi::AdviseMrResp* out);
-    int create_channel(Session& s, uint32_t* handle, int* fd);
-    int destroy_channel(Session& s, uint32_t handle);
-    int create_cq(Session& s, const abi::CreateCqReq& r, abi::CreateCqResp* out, int* fd);
-    int destroy_cq(Session& s, uint32_t handle);
-    int resize_cq(Session& s, const abi::ResizeCqReq& r, int fd, abi::ResizeCqResp* out);
-    int create_qp(Session& s, const abi::CreateQpReq& r, abi::CreateQpResp* out, int fds[2]);
-    int modify_qp(Session& s, const abi::ModifyQpReq& r);
-    int query_qp(Session& s, const abi::QueryQpReq& r, abi::QueryQpResp* out);
-    int destroy_qp(Session& s, uint32_t qpn, uint64_t cookie = 0);
-    int create_srq(Session& s, const abi::CreateSrqReq& r, abi::CreateSrqResp* out, int* fd);
-    int modify_srq(Session& s, const abi::ModifySrqReq& r);
-    int query_srq(Session& s, uint32_t handle, abi::QuerySrqResp* out);
-    int destroy_srq(Session& s, uint32_t handle);
-    // XRC (xrc.cpp).
-    int open_xrcd(Session& s, int fd, int oflags, uint32_t* handle);
-    int close_xrcd(Session& s, uint32_t handle);
-    int open_qp(Session& s, const abi::OpenQpReq& r, abi::OpenQpResp* out);
-    bool holds(const Session& s, const Qp* qp) const;
-    // Multicast (mcast.cpp).
-    int attach_mcast(Session& s, const abi::McastReq& r);
-    int detach_mcast(Session& s, const abi::McastReq& r);
-    void detach_all_mcast(uint32_t qpn);  // the QP is being destroyed
+    // The control verbs (emu/verbs/): the classes below reach the tables and the engine
+    // as friends. What the engine and the transport call of theirs goes through these.
+    bool holds(const Session& s, const Qp* qp) const { return xrc_.holds(s, qp); }
+    void release_qp(Session& s, uint32_t qpn, uint64_t cookie = 0) {
+        xrc_.release_qp(s, qpn, cookie);
+    }
+    int destroy_srq(Session& s, uint32_t handle) { return verbs_.destroy_srq(s, handle); }
+    int close_xrcd(Session& s, uint32_t handle) { return xrc_.close_xrcd(s, handle); }
+    void xrc_receive(Qp& qp, const net::Packet& p) { xrc_.receive(qp, p); }
+    void post_qp_async(Qp& qp, ibv_event_type type) { xrc_.post_qp_async(qp, type); }
     void mcast_receive(const net::Packet& p, const sockaddr_in& from, uint32_t group_be,
-                       size_t len);
-    bool mcast_member(uint32_t group_be) const;
-    std::string mcast_lines() const;  // the "mcast" lines of dump()
-    // Memory windows and invalidation (memory_windows.cpp).
-    int alloc_mw(Session& s, const abi::MwReq& r, abi::MwResp* out);
-    int dealloc_mw(Session& s, uint32_t handle);
-    void unbind(Mw& mw);
-    void unbind_qp_windows(const Qp& qp);
-    Mw* mw_for_key(uint32_t rkey) const;
-    ibv_wc_status bind_mw(Qp& qp, uint32_t index);
-    ibv_wc_status local_invalidate(Qp& qp, uint32_t rkey);
-    Mw* remote_invalidatable(const Qp& qp, uint32_t rkey) const;
+                       size_t len) {
+        mcast_.receive(p, from, group_be, len);
+    }
+    bool mcast_member(uint32_t group_be) const { return mcast_.member(group_be); }
+    Mr* mr_for_key(uint32_t key) const { return verbs_.mr_for_key(key); }
+    void unbind(Mw& mw) { windows_.unbind(mw); }
+    ibv_wc_status bind_mw(Qp& qp, uint32_t index) { return windows_.bind_mw(qp, index); }
+    ibv_wc_status local_invalidate(Qp& qp, uint32_t rkey) {
+        return windows_.local_invalidate(qp, rkey);
+    }
+    Mw* remote_invalidatable(const Qp& qp, uint32_t rkey) const {
+        return windows_.remote_invalidatable(qp, rkey);
+    }
     uint64_t mw_target(const Qp& qp, uint32_t rkey, uint64_t va, uint64_t len, uint32_t access,
-                       Session** owner) const;
-    // A handle lets go (cookie 0: any of the session's); the last destroys the QP.
-    void release_qp(Session& s, uint32_t qpn, uint64_t cookie = 0);
-    const Qp::Holder* find_hold(const Session& s, const Qp& qp, uint64_t cookie) const;
-    void xrc_object_gone(uint32_t xrcd, uint32_t handle);
-    void xrc_srq_gone(uint32_t srqn);  // TGT QPs drop a message in progress on it
-    void xrc_receive(Qp& qp, const net::Packet& p);
-    void post_qp_async(Qp& qp, ibv_event_type type);  // to every holder
-    void destroy_qp_now(uint32_t qpn);
-    // One trace line for a control call (device_trace.cpp); `before`: the QP's state before
-    // a kModifyQp.
-    void trace_call(const Session& s, const abi::Request& req, const abi::Response& resp,
-                    ibv_qp_state before);
-    template <typename T>
-    static bool owned(const Session& s, const T* obj) {
-        return obj && obj->owner == &s;
+                       Session** owner) const {
+        return windows_.mw_target(qp, rkey, va, len, access, owner);
     }
 
     // Engine loop (device.cpp).
@@ -272,7 +243,6 @@ private:
     // `what`/`id` name the object for the trace ("qp", qpn); what == nullptr: the port.
     void post_async(Session* s, ibv_event_type type, uint64_t cookie, const char* what = nullptr,
                     uint32_t id = 0);
-    Mr* mr_for_key(uint32_t key) const;
     // Checks keys, PD, access and bounds of an SGE list and rewrites each address
     // from the MR's iova space to the owning process's address space.
     bool check_local_sges(const Session* owner, uint32_t pd, abi::Sge* sge, uint32_t n, bool write,
@@ -340,8 +310,14 @@ private:
     HandleTable<Srq> srqs_{abi::kMaxSrq};
     HandleTable<Xrcd> xrcds_{abi::kMaxXrcd};
     HandleTable<XrcdHandle> xrcd_handles_{abi::kMaxXrcd * 4};
-    uint8_t key_gen_ = 0;            // low byte of MR keys, bumped per registration
-    std::vector<McastGroup> mcast_;  // few: looked up by scanning
+    // The control verbs and their own state (emu/verbs/): they use the tables above.
+    friend class ControlVerbs;
+    friend class XrcDomains;
+    friend class McastGroups;
+    ControlVerbs verbs_{*this};
+    XrcDomains xrc_{*this};
+    McastGroups mcast_{*this};
+    MemoryWindows windows_{mws_, pds_, verbs_};
 
     std::vector<Qp*> ready_;       // QPs with send work to push
     std::vector<uint32_t> awake_;  // sessions whose doorbell page says the device is awake

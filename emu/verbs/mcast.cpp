@@ -30,32 +30,32 @@ bool multicast_gid(const uint8_t* gid, uint32_t* ipv4_be) {
 
 }  // namespace
 
-bool Device::mcast_member(uint32_t group_be) const {
-    for (const McastGroup& g : mcast_)
+bool McastGroups::member(uint32_t group_be) const {
+    for (const McastGroup& g : groups_)
         if (g.ipv4_be == group_be) return true;
     return false;
 }
 
-int Device::attach_mcast(Session& s, const abi::McastReq& r) {
-    Qp* qp = qps_.get(r.qpn);
+int McastGroups::attach(Session& s, const abi::McastReq& r) {
+    Qp* qp = dev_.qps_.get(r.qpn);
     uint32_t ipv4 = 0;
     // As ib_attach_mcast: UD QPs only, a multicast GID; the LID is ignored on RoCE.
-    if (!holds(s, qp) || qp->type != IBV_QPT_UD || !multicast_gid(r.gid, &ipv4)) return EINVAL;
-    auto g = std::find_if(mcast_.begin(), mcast_.end(), [&](const McastGroup& x) {
+    if (!dev_.holds(s, qp) || qp->type != IBV_QPT_UD || !multicast_gid(r.gid, &ipv4)) return EINVAL;
+    auto g = std::find_if(groups_.begin(), groups_.end(), [&](const McastGroup& x) {
         return std::memcmp(x.gid, r.gid, sizeof x.gid) == 0;
     });
-    if (g == mcast_.end()) {
-        if (mcast_.size() >= abi::kMaxMcastGrp) return ENOMEM;
+    if (g == groups_.end()) {
+        if (groups_.size() >= abi::kMaxMcastGrp) return ENOMEM;
         McastGroup ng;
         std::memcpy(ng.gid, r.gid, sizeof ng.gid);
         ng.ipv4_be = ipv4;
         if (ipv4) {
-            int sock = io_.open_group(ipv4);
+            int sock = dev_.io_.open_group(ipv4);
             if (sock < 0) return -sock;
             ng.sock = sock;
         }
-        mcast_.push_back(std::move(ng));
-        g = mcast_.end() - 1;
+        groups_.push_back(std::move(ng));
+        g = groups_.end() - 1;
     }
     // Attaching a QP twice is no error and changes nothing (uverbs and rxe).
     for (const auto& m : g->members)
@@ -65,11 +65,11 @@ int Device::attach_mcast(Session& s, const abi::McastReq& r) {
     return 0;
 }
 
-int Device::detach_mcast(Session& s, const abi::McastReq& r) {
-    Qp* qp = qps_.get(r.qpn);
+int McastGroups::detach(Session& s, const abi::McastReq& r) {
+    Qp* qp = dev_.qps_.get(r.qpn);
     uint32_t ipv4;
-    if (!holds(s, qp) || qp->type != IBV_QPT_UD || !multicast_gid(r.gid, &ipv4)) return EINVAL;
-    for (McastGroup& g : mcast_) {
+    if (!dev_.holds(s, qp) || qp->type != IBV_QPT_UD || !multicast_gid(r.gid, &ipv4)) return EINVAL;
+    for (McastGroup& g : groups_) {
         if (std::memcmp(g.gid, r.gid, sizeof g.gid) != 0) continue;
         // uverbs finds the attachment by GID and LID: another LID is not attached.
         auto m = std::find_if(g.members.begin(), g.members.end(),
@@ -77,55 +77,55 @@ int Device::detach_mcast(Session& s, const abi::McastReq& r) {
         if (m == g.members.end() || m->lid != r.lid) return EINVAL;
         g.members.erase(m);
         if (g.members.empty()) {
-            io_.close_group(g.sock);
-            mcast_.erase(mcast_.begin() + (&g - mcast_.data()));
+            dev_.io_.close_group(g.sock);
+            groups_.erase(groups_.begin() + (&g - groups_.data()));
         }
         return 0;
     }
     return EINVAL;
 }
 
-void Device::detach_all_mcast(uint32_t qpn) {
-    for (size_t i = mcast_.size(); i-- > 0;) {
-        McastGroup& g = mcast_[i];
+void McastGroups::detach_all(uint32_t qpn) {
+    for (size_t i = groups_.size(); i-- > 0;) {
+        McastGroup& g = groups_[i];
         std::erase_if(g.members, [&](const McastGroup::Member& m) { return m.qpn == qpn; });
         if (g.members.empty()) {
-            io_.close_group(g.sock);
-            mcast_.erase(mcast_.begin() + ptrdiff_t(i));
+            dev_.io_.close_group(g.sock);
+            groups_.erase(groups_.begin() + ptrdiff_t(i));
         }
     }
 }
 
 // A packet that came in on a group socket: one copy for each attached QP, each checked
 // (state, Q_Key, a posted receive) as a unicast UD packet to it would be.
-void Device::mcast_receive(const net::Packet& p, const sockaddr_in& from, uint32_t group_be,
-                           size_t len) {
-    ++counters_.mcast_rx_pkts;
+void McastGroups::receive(const net::Packet& p, const sockaddr_in& from, uint32_t group_be,
+                          size_t len) {
+    ++dev_.counters_.mcast_rx_pkts;
     // IBTA 9.6.1.1: a multicast packet names the multicast QP, and only UD sends are one.
-    if (p.bth.dqpn != net::kMcastQpn) return count_drop(net::DropReason::kBadQp);
+    if (p.bth.dqpn != net::kMcastQpn) return dev_.count_drop(net::DropReason::kBadQp);
     if (net::op_info(p.bth.opcode)->cls != net::QpClass::UD)
-        return count_drop(net::DropReason::kOpNotForQp);
+        return dev_.count_drop(net::DropReason::kOpNotForQp);
     const McastGroup* g = nullptr;
-    for (const McastGroup& x : mcast_)
+    for (const McastGroup& x : groups_)
         if (x.ipv4_be == group_be) g = &x;
-    if (!g) return count_drop(net::DropReason::kNoMcastGroup);
+    if (!g) return dev_.count_drop(net::DropReason::kNoMcastGroup);
     bool any = false;
     for (const auto& m : g->members) {
-        Qp* qp = qps_.get(m.qpn);
+        Qp* qp = dev_.qps_.get(m.qpn);
         if (!qp || qp->owner->dead) continue;
         any = true;
-        ++counters_.mcast_deliveries;
+        ++dev_.counters_.mcast_deliveries;
         ++qp->rx_pkts;
         qp->rx_op.add(p.bth.opcode, len);
-        ud_receive(*qp, p, from, group_be);
+        dev_.ud_receive(*qp, p, from, group_be);
     }
-    if (!any) count_drop(net::DropReason::kNoMcastGroup);
+    if (!any) dev_.count_drop(net::DropReason::kNoMcastGroup);
 }
 
 // "mcast GID ipv4 A.B.C.D qps 0xQPN..." for each group; "counters_mcast ..." totals.
-std::string Device::mcast_lines() const {
+std::string McastGroups::lines() const {
     std::ostringstream o;
-    for (const McastGroup& g : mcast_) {
+    for (const McastGroup& g : groups_) {
         char gid[INET6_ADDRSTRLEN], ip[INET_ADDRSTRLEN] = "-";
         inet_ntop(AF_INET6, g.gid, gid, sizeof gid);
         if (g.ipv4_be) inet_ntop(AF_INET, &g.ipv4_be, ip, sizeof ip);
@@ -133,8 +133,8 @@ std::string Device::mcast_lines() const {
         for (const auto& m : g.members) o << " 0x" << std::hex << m.qpn << std::dec;
         o << "\n";
     }
-    o << "counters_mcast tx_pkts " << counters_.mcast_tx_pkts << " rx_pkts "
-      << counters_.mcast_rx_pkts << " deliveries " << counters_.mcast_deliveries << "\n";
+    o << "counters_mcast tx_pkts " << dev_.counters_.mcast_tx_pkts << " rx_pkts "
+      << dev_.counters_.mcast_rx_pkts << " deliveries " << dev_.counters_.mcast_deliveries << "\n";
     return o.str();
 }
 

@@ -11,6 +11,7 @@
 #include <memory>
 #include <vector>
 
+#include "emu/abi/caps.h"
 #include "emu/abi/doorbell.h"
 #include "emu/abi/rings.h"
 #include "emu/verbs/shared_region.h"
@@ -290,5 +291,22 @@ struct Session {
     std::vector<uint32_t> pds, mrs, cqs, qps, channels, srqs, xrcd_handles, mws;
     ~Session();
 };
+
+// Whether `obj` exists and belongs to the session (a handle of another process is as
+// good as none).
+template <typename T>
+bool owned(const Session& s, const T* obj) {
+    return obj && obj->owner == &s;
+}
+
+// Drops handle `h` from one of a session's lists (order does not matter).
+inline void erase_handle(std::vector<uint32_t>& v, uint32_t h) {
+    for (auto& x : v)
+        if (x == h) {
+            x = v.back();
+            v.pop_back();
+            return;
+        }
+}
 
 }  // namespace uroce::emu

@@ -7,16 +7,17 @@
 
 namespace uroce::emu {
 
-int Device::create_srq(Session& s, const abi::CreateSrqReq& r, abi::CreateSrqResp* out, int* fd) {
-    Pd* pd = pds_.get(r.pd);
+int ControlVerbs::create_srq(Session& s, const abi::CreateSrqReq& r, abi::CreateSrqResp* out,
+                             int* fd) {
+    Pd* pd = dev_.pds_.get(r.pd);
     if (!owned(s, pd)) return EINVAL;
     bool xrc = r.srq_type == IBV_SRQT_XRC;
     if (r.srq_type != IBV_SRQT_BASIC && !xrc) return EOPNOTSUPP;  // tag matching
     XrcdHandle* xh = nullptr;
     Cq* cq = nullptr;
     if (xrc) {
-        xh = xrcd_handles_.get(r.xrcd);
-        cq = cqs_.get(r.cq);
+        xh = dev_.xrcd_handles_.get(r.xrcd);
+        cq = dev_.cqs_.get(r.cq);
         if (!owned(s, xh) || !owned(s, cq)) return EINVAL;
     }
     if (r.max_wr == 0 || r.max_wr > abi::kMaxSrqWr || r.max_sge == 0 || r.max_sge > abi::kMaxSge ||
@@ -42,13 +43,13 @@ int Device::create_srq(Session& s, const abi::CreateSrqReq& r, abi::CreateSrqRes
         srq->cq = r.cq;
     }
     uint32_t h;
-    Srq* q = srqs_.add(std::move(srq), &h);
+    Srq* q = dev_.srqs_.add(std::move(srq), &h);
     if (!q) return ENOMEM;
     ++pd->users;
     if (xrc) {
         ++cq->users;
         ++xh->objects;
-        ++xrcds_.get(xh->xrcd)->objects;
+        ++dev_.xrcds_.get(xh->xrcd)->objects;
     }
     s.srqs.push_back(h);
     out->handle = h;
@@ -60,8 +61,8 @@ int Device::create_srq(Session& s, const abi::CreateSrqReq& r, abi::CreateSrqRes
     return 0;
 }
 
-int Device::modify_srq(Session& s, const abi::ModifySrqReq& r) {
-    Srq* q = srqs_.get(r.handle);
+int ControlVerbs::modify_srq(Session& s, const abi::ModifySrqReq& r) {
+    Srq* q = dev_.srqs_.get(r.handle);
     if (!owned(s, q)) return EINVAL;
     if (r.mask & ~uint32_t(IBV_SRQ_MAX_WR | IBV_SRQ_LIMIT)) return EINVAL;
     // Resizing needs IBV_DEVICE_SRQ_RESIZE, which uroce does not claim.
@@ -73,8 +74,8 @@ int Device::modify_srq(Session& s, const abi::ModifySrqReq& r) {
     return 0;
 }
 
-int Device::query_srq(Session& s, uint32_t handle, abi::QuerySrqResp* out) {
-    Srq* q = srqs_.get(handle);
+int ControlVerbs::query_srq(Session& s, uint32_t handle, abi::QuerySrqResp* out) {
+    Srq* q = dev_.srqs_.get(handle);
     if (!owned(s, q)) return EINVAL;
     out->attr.max_wr = q->max_wr;
     out->attr.max_sge = q->max_sge;
@@ -82,17 +83,17 @@ int Device::query_srq(Session& s, uint32_t handle, abi::QuerySrqResp* out) {
     return 0;
 }
 
-int Device::destroy_srq(Session& s, uint32_t handle) {
-    Srq* q = srqs_.get(handle);
+int ControlVerbs::destroy_srq(Session& s, uint32_t handle) {
+    Srq* q = dev_.srqs_.get(handle);
     if (!owned(s, q)) return EINVAL;
     if (q->users) return EBUSY;
-    if (Pd* pd = pds_.get(q->pd)) --pd->users;
+    if (Pd* pd = dev_.pds_.get(q->pd)) --pd->users;
     if (q->xrc) {
-        if (Cq* cq = cqs_.get(q->cq)) --cq->users;
-        xrc_object_gone(q->xrcd, q->xrcd_handle);
-        xrc_srq_gone(handle);
+        if (Cq* cq = dev_.cqs_.get(q->cq)) --cq->users;
+        dev_.xrc_.object_gone(q->xrcd, q->xrcd_handle);
+        dev_.xrc_.srq_gone(handle);
     }
-    srqs_.remove(handle);
+    dev_.srqs_.remove(handle);
     auto it = std::find(s.srqs.begin(), s.srqs.end(), handle);
     if (it != s.srqs.end()) s.srqs.erase(it);
     return 0;

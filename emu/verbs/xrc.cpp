@@ -13,12 +13,12 @@
 
 namespace uroce::emu {
 
-int Device::open_xrcd(Session& s, int fd, int oflags, uint32_t* handle) {
+int XrcDomains::open_xrcd(Session& s, int fd, int oflags, uint32_t* handle) {
     uint32_t id = 0;
     if (fd >= 0) {
         struct stat st;
         if (fstat(fd, &st) != 0) return EBADF;
-        xrcds_.for_each([&](uint32_t h, const Xrcd& x) {
+        dev_.xrcds_.for_each([&](uint32_t h, const Xrcd& x) {
             if (x.has_inode && x.dev == st.st_dev && x.ino == st.st_ino) id = h;
         });
         if (!id && !(oflags & O_CREAT)) return EAGAIN;  // no domain yet, and no O_CREAT
@@ -28,19 +28,19 @@ int Device::open_xrcd(Session& s, int fd, int oflags, uint32_t* handle) {
             x->has_inode = true;
             x->dev = st.st_dev;
             x->ino = st.st_ino;
-            if (!xrcds_.add(std::move(x), &id)) return ENOMEM;
+            if (!dev_.xrcds_.add(std::move(x), &id)) return ENOMEM;
         }
-    } else if (!xrcds_.add(std::make_unique<Xrcd>(), &id)) {  // fd -1: a private domain
+    } else if (!dev_.xrcds_.add(std::make_unique<Xrcd>(), &id)) {  // fd -1: a private domain
         return ENOMEM;
     }
     auto hh = std::make_unique<XrcdHandle>();
     hh->owner = &s;
     hh->xrcd = id;
-    if (!xrcd_handles_.add(std::move(hh), handle)) {
-        if (xrcds_.get(id)->handles == 0) xrcds_.remove(id);
+    if (!dev_.xrcd_handles_.add(std::move(hh), handle)) {
+        if (dev_.xrcds_.get(id)->handles == 0) dev_.xrcds_.remove(id);
         return ENOMEM;
     }
-    ++xrcds_.get(id)->handles;
+    ++dev_.xrcds_.get(id)->handles;
     s.xrcd_handles.push_back(*handle);
     return 0;
 }
@@ -51,49 +51,49 @@ static void drop_xrcd_ref(HandleTable<Xrcd>& xrcds, uint32_t id) {
     if (x && x->handles == 0 && x->objects == 0) xrcds.remove(id);
 }
 
-int Device::close_xrcd(Session& s, uint32_t handle) {
-    XrcdHandle* hh = xrcd_handles_.get(handle);
+int XrcDomains::close_xrcd(Session& s, uint32_t handle) {
+    XrcdHandle* hh = dev_.xrcd_handles_.get(handle);
     if (!owned(s, hh)) return EINVAL;
     if (hh->objects) return EBUSY;  // SRQs or TGT QPs created through it still exist
     uint32_t id = hh->xrcd;
-    --xrcds_.get(id)->handles;
-    xrcd_handles_.remove(handle);
+    --dev_.xrcds_.get(id)->handles;
+    dev_.xrcd_handles_.remove(handle);
     auto it = std::find(s.xrcd_handles.begin(), s.xrcd_handles.end(), handle);
     if (it != s.xrcd_handles.end()) s.xrcd_handles.erase(it);
-    drop_xrcd_ref(xrcds_, id);
-    if (const Xrcd* x = xrcds_.get(id))
-        trace_.add("pid %d close_xrcd handle %u: xrcd %u lives on (%u handles, %u objects)",
-                   int(s.pid), handle, id, x->handles, x->objects);
+    drop_xrcd_ref(dev_.xrcds_, id);
+    if (const Xrcd* x = dev_.xrcds_.get(id))
+        dev_.trace_.add("pid %d close_xrcd handle %u: xrcd %u lives on (%u handles, %u objects)",
+                        int(s.pid), handle, id, x->handles, x->objects);
     else
-        trace_.add("pid %d close_xrcd handle %u: xrcd %u destroyed (last handle)", int(s.pid),
-                   handle, id);
+        dev_.trace_.add("pid %d close_xrcd handle %u: xrcd %u destroyed (last handle)", int(s.pid),
+                        handle, id);
     return 0;
 }
 
 // Called when an XRC object (SRQ or TGT QP) created through `handle` goes away.
-void Device::xrc_object_gone(uint32_t xrcd, uint32_t handle) {
-    if (XrcdHandle* hh = xrcd_handles_.get(handle); hh && hh->xrcd == xrcd) --hh->objects;
-    if (Xrcd* x = xrcds_.get(xrcd)) --x->objects;
-    drop_xrcd_ref(xrcds_, xrcd);
+void XrcDomains::object_gone(uint32_t xrcd, uint32_t handle) {
+    if (XrcdHandle* hh = dev_.xrcd_handles_.get(handle); hh && hh->xrcd == xrcd) --hh->objects;
+    if (Xrcd* x = dev_.xrcds_.get(xrcd)) --x->objects;
+    drop_xrcd_ref(dev_.xrcds_, xrcd);
 }
 
-bool Device::holds(const Session& s, const Qp* qp) const {
+bool XrcDomains::holds(const Session& s, const Qp* qp) const {
     if (!qp) return false;
     if (qp->type != IBV_QPT_XRC_RECV) return qp->owner == &s;
     return find_hold(s, *qp, 0) != nullptr;
 }
 
 // The session's handle of a TGT QP whose ibv_qp is `cookie` (0: its first handle).
-const Qp::Holder* Device::find_hold(const Session& s, const Qp& qp, uint64_t cookie) const {
+const Qp::Holder* XrcDomains::find_hold(const Session& s, const Qp& qp, uint64_t cookie) const {
     for (const auto& h : qp.holders)
         if (h.session == &s && (!cookie || h.cookie == cookie)) return &h;
     return nullptr;
 }
 
-int Device::open_qp(Session& s, const abi::OpenQpReq& r, abi::OpenQpResp* out) {
-    XrcdHandle* hh = xrcd_handles_.get(r.xrcd);
+int XrcDomains::open_qp(Session& s, const abi::OpenQpReq& r, abi::OpenQpResp* out) {
+    XrcdHandle* hh = dev_.xrcd_handles_.get(r.xrcd);
     if (!owned(s, hh)) return EINVAL;
-    Qp* qp = qps_.get(r.qpn);
+    Qp* qp = dev_.qps_.get(r.qpn);
     // As the kernel's ib_open_qp: only a TGT QP of that same domain can be opened.
     if (!qp || qp->type != IBV_QPT_XRC_RECV || qp->xrcd != hh->xrcd ||
         r.qp_type != IBV_QPT_XRC_RECV)
@@ -109,22 +109,24 @@ int Device::open_qp(Session& s, const abi::OpenQpReq& r, abi::OpenQpResp* out) {
     return 0;
 }
 
-void Device::release_qp(Session& s, uint32_t qpn, uint64_t cookie) {
-    Qp* qp = qps_.get(qpn);
+void XrcDomains::release_qp(Session& s, uint32_t qpn, uint64_t cookie) {
+    Qp* qp = dev_.qps_.get(qpn);
     if (!qp) return;
-    if (qp->type != IBV_QPT_XRC_RECV) return destroy_qp_now(qpn);
+    if (qp->type != IBV_QPT_XRC_RECV) return dev_.verbs_.destroy_qp_now(qpn);
     auto& hs = qp->holders;
     const Qp::Holder* h = find_hold(s, *qp, cookie);
     if (!h) return;
     // This handle's XRCD handle is free again (as the kernel's uxrcd refcnt), even if the QP
     // lives on: its creator can destroy it, close its domain handle and go.
-    if (XrcdHandle* hh = xrcd_handles_.get(h->xrcd_handle); hh && hh->objects) --hh->objects;
+    if (XrcdHandle* hh = dev_.xrcd_handles_.get(h->xrcd_handle); hh && hh->objects) --hh->objects;
     hs.erase(hs.begin() + (h - hs.data()));
     auto it = std::find(s.qps.begin(), s.qps.end(), qpn);
     if (it != s.qps.end()) s.qps.erase(it);
-    if (hs.empty()) return destroy_qp_now(qpn);  // the last handle (as __ib_destroy_shared_qp)
-    trace_.add("qp 0x%x (XRC_TGT) handle released by pid %d; lives on for pid %d (%zu handles)",
-               qpn, int(s.pid), int(hs.front().session->pid), hs.size());
+    if (hs.empty())
+        return dev_.verbs_.destroy_qp_now(qpn);  // the last handle (as __ib_destroy_shared_qp)
+    dev_.trace_.add(
+        "qp 0x%x (XRC_TGT) handle released by pid %d; lives on for pid %d (%zu handles)", qpn,
+        int(s.pid), int(hs.front().session->pid), hs.size());
     // The QP outlives its creator's handle: it now belongs to the next holder.
     qp->owner = hs.front().session;
     qp->cookie = hs.front().cookie;
@@ -134,11 +136,11 @@ void Device::release_qp(Session& s, uint32_t qpn, uint64_t cookie) {
 // middle of a message that SRQ serves forgets the message, whose receive, CQ, PD and memory
 // (rx_owner, write_owner: the SRQ owner's session, which may be freed next) are gone. The
 // message's later packets then name an SRQ the QP does not have, and fail as any such packet.
-void Device::xrc_srq_gone(uint32_t srqn) {
-    qps_.for_each([&](uint32_t, Qp& qp) {
+void XrcDomains::srq_gone(uint32_t srqn) {
+    dev_.qps_.for_each([&](uint32_t, Qp& qp) {
         if (qp.type != IBV_QPT_XRC_RECV || qp.srq != srqn) return;
         if (qp.have_rwr || qp.have_write)
-            trace_.add(
+            dev_.trace_.add(
                 "qp 0x%x (XRC_TGT): srq %u destroyed during a message; the message is "
                 "dropped",
                 qp.qpn, srqn);
@@ -148,38 +150,40 @@ void Device::xrc_srq_gone(uint32_t srqn) {
     });
 }
 
-void Device::post_qp_async(Qp& qp, ibv_event_type type) {
-    if (qp.type != IBV_QPT_XRC_RECV) return post_async(qp.owner, type, qp.cookie, "qp", qp.qpn);
-    for (const auto& h : qp.holders) post_async(h.session, type, h.cookie, "qp", qp.qpn);
+void XrcDomains::post_qp_async(Qp& qp, ibv_event_type type) {
+    if (qp.type != IBV_QPT_XRC_RECV)
+        return dev_.post_async(qp.owner, type, qp.cookie, "qp", qp.qpn);
+    for (const auto& h : qp.holders) dev_.post_async(h.session, type, h.cookie, "qp", qp.qpn);
 }
 
 // An XRC request at a TGT QP: the XRCETH names the SRQ whose receives (and PD, and
 // CQ) serve this message. It must be an XRC SRQ of the TGT QP's own domain.
-void Device::xrc_receive(Qp& qp, const net::Packet& p) {
+void XrcDomains::receive(Qp& qp, const net::Packet& p) {
     const net::OpInfo* info = net::op_info(p.bth.opcode);
     bool in_order = p.bth.psn == qp.epsn;
     bool starts = info->flags & (net::kFirst | net::kReadReq | net::kAtomicOp);
     if (in_order && starts) {
-        Srq* srq = srqs_.get(p.xrc.srqn);
+        Srq* srq = dev_.srqs_.get(p.xrc.srqn);
         if (!srq || !srq->xrc || srq->xrcd != qp.xrcd) {
-            ++counters_.xrc_bad_srqn;
-            trace_.add("qp 0x%x (XRC_TGT, xrcd %u): request names srq %u, %s", qp.qpn, qp.xrcd,
-                       p.xrc.srqn,
-                       !srq        ? "which does not exist"
-                       : !srq->xrc ? "which is not an XRC SRQ"
-                                   : "which belongs to another XRC domain");
-            return responder_error(qp, IBV_WC_REM_INV_REQ_ERR, 0x61, p.bth.psn,
-                                   IBV_EVENT_QP_REQ_ERR);
+            ++dev_.counters_.xrc_bad_srqn;
+            dev_.trace_.add("qp 0x%x (XRC_TGT, xrcd %u): request names srq %u, %s", qp.qpn, qp.xrcd,
+                            p.xrc.srqn,
+                            !srq        ? "which does not exist"
+                            : !srq->xrc ? "which is not an XRC SRQ"
+                                        : "which belongs to another XRC domain");
+            return dev_.responder_error(qp, IBV_WC_REM_INV_REQ_ERR, 0x61, p.bth.psn,
+                                        IBV_EVENT_QP_REQ_ERR);
         }
         qp.srq = p.xrc.srqn;
         qp.pd = srq->pd;
     } else if (in_order && p.xrc.srqn != qp.srq) {
-        ++counters_.xrc_bad_srqn;
-        trace_.add("qp 0x%x (XRC_TGT): a message that began on srq %u continues on srq %u", qp.qpn,
-                   qp.srq, p.xrc.srqn);
-        return responder_error(qp, IBV_WC_REM_INV_REQ_ERR, 0x61, p.bth.psn, IBV_EVENT_QP_REQ_ERR);
+        ++dev_.counters_.xrc_bad_srqn;
+        dev_.trace_.add("qp 0x%x (XRC_TGT): a message that began on srq %u continues on srq %u",
+                        qp.qpn, qp.srq, p.xrc.srqn);
+        return dev_.responder_error(qp, IBV_WC_REM_INV_REQ_ERR, 0x61, p.bth.psn,
+                                    IBV_EVENT_QP_REQ_ERR);
     }
-    responder_receive(qp, p);
+    dev_.responder_receive(qp, p);
 }
 
 }  // namespace uroce::emu
