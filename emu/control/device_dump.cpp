@@ -119,7 +119,7 @@ std::string Device::dump() const {
         });
         o << "\n";
     });
-    o << cm_.dump();      // connection manager ids (cm_agent.cpp)
+    o << cm_.dump();      // connection manager ids (emu/cm/)
     o << mcast_.lines();  // multicast groups and their counters (mcast.cpp)
     o << "counters tx_pkts " << counters_.tx_pkts << " rx_pkts " << counters_.rx_pkts
       << " tx_bytes " << counters_.tx_bytes << " rx_bytes " << counters_.rx_bytes << " retransmits "

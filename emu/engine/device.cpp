@@ -435,7 +435,7 @@ void Device::receive(const sockaddr_in& from, uint32_t to_be, uint8_t* data, siz
         return count_drop(net::DropReason::kBadPkey);
     // Only group sockets receive datagrams sent to another address than the device's own.
     if (to_be != cfg_.ipv4_be) return mcast_receive(p, from, to_be, len);  // mcast.cpp
-    if (p.bth.dqpn == 1) return cm_.on_mad(from, p);  // the GSI QP: CM MADs (cm_agent.cpp)
+    if (p.bth.dqpn == 1) return cm_.on_mad(from, p);  // the GSI QP: CM MADs (emu/cm/)
     Qp* qp = qps_.get(p.bth.dqpn);
     if (!qp || qp->owner->dead) return count_drop(net::DropReason::kBadQp);
     const net::OpInfo* info = net::op_info(p.bth.opcode);
