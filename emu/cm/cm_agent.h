@@ -21,6 +21,10 @@
 
 namespace uroce::emu {
 
+namespace cm {
+struct IpHdr;
+}
+
 class Device;
 struct Session;
 
@@ -104,6 +108,9 @@ private:
     void on_drep(const uint8_t* mad);
     void on_sidr_req(const sockaddr_in& from, const uint8_t* mad, uint64_t tid,
                      bool may_park = true);
+    // The id a REQ or SIDR REQ from `peer` makes on `listener` (cm_connect.cpp).
+    std::unique_ptr<Id> child_of(const Id& listener, uint32_t peer, const cm::IpHdr& hdr,
+                                 uint32_t qp_type, St st);
     bool park(uint32_t peer, const uint8_t* mad, uint64_t tid, uint32_t ps, uint16_t port,
               uint32_t remote_id);
     void unpark(Id& id);

@@ -24,6 +24,22 @@ uint32_t req_qp_type(const cm::Req& m) {
 
 }  // namespace
 
+std::unique_ptr<CmAgent::Id> CmAgent::child_of(const Id& listener, uint32_t peer,
+                                               const cm::IpHdr& hdr, uint32_t qp_type, St st) {
+    auto id = table_.make();
+    id->owner = listener.owner;
+    id->channel = listener.channel;
+    id->ps = listener.ps;
+    id->qp_type = qp_type;
+    id->st = st;
+    id->local_ip = hdr.dst_ip;
+    id->local_port = listener.local_port;
+    id->remote_ip = peer;
+    id->remote_port = hdr.src_port;
+    id->listener = listener.handle;
+    return id;
+}
+
 void CmAgent::on_req(const sockaddr_in& from, const uint8_t* mad, uint64_t tid, bool may_park) {
     cm::Req m;
     cm::decode(mad, &m);
@@ -78,20 +94,8 @@ void CmAgent::on_req(const sockaddr_in& from, const uint8_t* mad, uint64_t tid, 
         send_rej(peer, 0, m.local_comm_id, cm::kMsgReq, cm::kRejConsumer, tid, nullptr, 0, false);
         return;
     }
-    auto c = std::make_unique<Id>();
+    auto c = child_of(*listener, peer, hdr, qp_type, St::kReqRcvd);
     Id& id = *c;
-    id.handle = table_.next_handle++;
-    if (table_.next_handle == 0) table_.next_handle = 1;
-    id.owner = listener->owner;
-    id.channel = listener->channel;
-    id.ps = listener->ps;
-    id.qp_type = qp_type;
-    id.st = St::kReqRcvd;
-    id.local_ip = hdr.dst_ip;
-    id.local_port = listener->local_port;
-    id.remote_ip = peer;
-    id.remote_port = hdr.src_port;
-    id.listener = listener->handle;
     id.local_comm_id = table_.new_comm_id();
     id.remote_comm_id = m.local_comm_id;
     id.remote_qpn = m.local_qpn;

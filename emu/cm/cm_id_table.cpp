@@ -11,6 +11,13 @@ uint32_t CmIdTable::new_comm_id() {
     }
 }
 
+std::unique_ptr<CmId> CmIdTable::make() {
+    auto id = std::make_unique<CmId>();
+    id->handle = next_handle++;
+    if (next_handle == 0) next_handle = 1;
+    return id;
+}
+
 CmId* CmIdTable::find(const Session& s, uint32_t handle) {
     auto it = ids.find(handle);
     if (it == ids.end() || it->second->owner != &s) return nullptr;

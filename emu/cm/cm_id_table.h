@@ -66,6 +66,8 @@ public:
     CmId* by_comm(uint32_t comm_id);
     // A local communication ID no id uses (the first one comes from next_comm).
     uint32_t new_comm_id();
+    // A new id with the next handle (0 is never one); not in the table yet.
+    std::unique_ptr<CmId> make();
     // The id goes, and with it its entries in the indexes and its listener's count.
     void erase(uint32_t handle);
     void release_port(CmId& id);

@@ -131,9 +131,7 @@ void CmAgent::on_mad(const sockaddr_in& from, const net::Packet& p) {
 bool CmAgent::park(uint32_t peer, const uint8_t* mad, uint64_t tid, uint32_t ps, uint16_t port,
                    uint32_t remote_id) {
     if (parked_ >= kMaxParked) return false;
-    auto p = std::make_unique<Id>();
-    p->handle = table_.next_handle++;
-    if (table_.next_handle == 0) table_.next_handle = 1;
+    auto p = table_.make();
     p->st = St::kParked;
     p->ps = ps;
     p->local_port = htons(port);

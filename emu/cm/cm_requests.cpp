@@ -197,9 +197,7 @@ int CmAgent::bind(Session& s, const abi::CmReq& r, abi::CmResp& out) {
     } else if (table_.ports.count({r.ps, port})) {
         return EADDRINUSE;
     }
-    auto id = std::make_unique<Id>();
-    id->handle = table_.next_handle++;
-    if (table_.next_handle == 0) table_.next_handle = 1;
+    auto id = table_.make();
     id->owner = &s;
     id->channel = r.channel;
     id->ps = r.ps;

@@ -47,20 +47,8 @@ void CmAgent::on_sidr_req(const sockaddr_in& from, const uint8_t* mad, uint64_t 
         send_mad(peer, out);
         return;
     }
-    auto c = std::make_unique<Id>();
+    auto c = child_of(*listener, peer, hdr, IBV_QPT_UD, St::kSidrReqRcvd);
     Id& id = *c;
-    id.handle = table_.next_handle++;
-    if (table_.next_handle == 0) table_.next_handle = 1;
-    id.owner = listener->owner;
-    id.channel = listener->channel;
-    id.ps = listener->ps;
-    id.qp_type = IBV_QPT_UD;
-    id.st = St::kSidrReqRcvd;
-    id.local_ip = hdr.dst_ip;
-    id.local_port = listener->local_port;
-    id.remote_ip = peer;
-    id.remote_port = hdr.src_port;
-    id.listener = listener->handle;
     id.remote_comm_id = m.request_id;
     id.tid = tid;
     table_.remote[{peer, id.remote_comm_id}] = id.handle;
