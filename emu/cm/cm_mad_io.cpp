@@ -34,7 +34,7 @@ const char* attr_name(uint16_t attr) {
 
 void CmAgent::send_mad(uint32_t ip_be, const uint8_t* mad) {
     uint32_t slot;
-    uint8_t* buf = dev_.tx_begin(&slot);
+    uint8_t* buf = dev_.wire_.tx_begin(&slot);
     if (!buf) return;  // every transmit buffer is in flight: the retransmit timer covers it
     net::Packet p{};
     p.bth.opcode = net::kUdSendOnly;
@@ -52,7 +52,7 @@ void CmAgent::send_mad(uint32_t ip_be, const uint8_t* mad) {
     to.sin_port = htons(dev_.cfg_.port);
     ++mads_tx_;
     trace_mad("tx", "to", ip_be, mad);
-    dev_.transmit(slot, h + cm::kMadLen, to);
+    dev_.wire_.transmit(slot, h + cm::kMadLen, to);
 }
 
 // "cm tx REQ to 127.0.0.3 comm 0x... 0x..." (the first two words after the MAD header are
@@ -98,16 +98,16 @@ void CmAgent::on_mad(const sockaddr_in& from, const net::Packet& p) {
     ++mads_rx_;
     if (p.bth.opcode != net::kUdSendOnly) {
         ++mads_bad_;
-        return dev_.count_drop(net::DropReason::kOpNotForQp);
+        return dev_.counters_.drop(net::DropReason::kOpNotForQp);
     }
     if (p.deth.qkey != cm::kGsiQkey) {
         ++mads_bad_;
-        return dev_.count_drop(net::DropReason::kBadQkey);
+        return dev_.counters_.drop(net::DropReason::kBadQkey);
     }
     cm::MadHdr h;
     if (p.payload_len < cm::kMadLen || !cm::parse_hdr(p.payload, &h)) {
         ++mads_bad_;  // not a CM MAD we speak (other management classes are not served)
-        return dev_.count_drop(net::DropReason::kBadLength);
+        return dev_.counters_.drop(net::DropReason::kBadLength);
     }
     const uint8_t* mad = p.payload;
     trace_mad("rx", "from", from.sin_addr.s_addr, mad);

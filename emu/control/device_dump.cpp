@@ -48,8 +48,8 @@ DeviceObjects Device::objects() const {
     o.xrcds = xrcds_.count();
     o.xrcd_handles = xrcd_handles_.count();
     o.mcast_groups = mcast_.count();
-    o.ready = ready_.size();
-    o.timers = timers_.size();
+    o.ready = sched_.ready_size();
+    o.timers = sched_.timers_size();
     o.awake = awake_.size();
     o.cm = cm_.objects();
     return o;
@@ -128,7 +128,7 @@ std::string Device::dump() const {
     for (size_t i = 1; i < size_t(net::DropReason::kCount); ++i)
         o << "drop " << net::drop_reason_name(net::DropReason(i)) << " " << counters_.drops[i]
           << "\n";
-    o << fault_lines();  // docs/faults.md
+    o << wire_.fault_lines();  // docs/faults.md
     dump_ops(o, "counters_op", "tx", counters_.tx_op);
     dump_ops(o, "counters_op", "rx", counters_.rx_op);
     qps_.for_each([&](uint32_t qpn, const Qp& qp) {

@@ -84,7 +84,7 @@ void ControlVerbs::trace_call(const Session& s, const abi::Request& req, const a
         object_of(req, obj, sizeof obj);
         char why[160] = "";
         if (req.op == Op::kModifyQp && resp.err == EINVAL)
-            if (const Qp* qp = dev_.qps_.get(req.u.modify_qp.qpn); qp && dev_.holds(s, qp)) {
+            if (const Qp* qp = dev_.qps_.get(req.u.modify_qp.qpn); qp && dev_.xrc_.holds(s, qp)) {
                 const auto& m = req.u.modify_qp;
                 uint32_t next =
                     (m.mask & IBV_QP_STATE) ? enum_bits(m.attr.qp_state) : uint32_t(qp->state);

@@ -1,7 +1,7 @@
 // Received payloads on their way into one application's memory: copied here as packets
 // arrive and written with a single process_vm_writev when the batch is flushed, instead of
-// one system call (and one round of page pinning) per packet. The Device decides when to
-// flush (dma_write_batch.cpp); this holds the bytes and remembers which QP each piece is for.
+// one system call (and one round of page pinning) per packet. Dma (emu/engine/dma.h) decides
+// when to flush; this holds the bytes and remembers which QP each piece is for.
 #pragma once
 
 #include <sys/uio.h>
@@ -20,7 +20,7 @@ struct DmaWriteBatch {
     static constexpr uint32_t kMaxEntries = 128;
     static constexpr size_t kStageBytes = 256 * 1024;             // 64 packets of 4 KiB
     static constexpr uint32_t kMaxPieces = 4 * abi::kMaxSge * 4;  // well under IOV_MAX
-    // Which path wrote it: what a failure to write it means (Device::dma_write_failed).
+    // Which path wrote it: what a failure to write it means (Completions::dma_write_failed).
     enum class Path : uint8_t { kRcWrite, kRcSend, kUcWrite, kUcSend, kUdRecv, kReadResp };
     struct Entry {
         uint32_t qpn, psn;

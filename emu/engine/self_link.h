@@ -16,7 +16,7 @@ public:
     struct Pkt {
         uint32_t slot;  // transmit buffer
         uint32_t len;   // with the ICRC
-        bool icrc;      // the ICRC is stored (see Device::transmit)
+        bool icrc;      // the ICRC is stored (see Wire::transmit)
     };
     static constexpr uint32_t kCap = net::UdpUring::kTxBufs;
     static_assert((kCap & (kCap - 1)) == 0, "a power of two");

@@ -4,6 +4,6 @@
 
 namespace uroce::emu {
 
-template class RcCompleter<Device>;
+template class RcCompleter<TransportEnv>;
 
 }  // namespace uroce::emu

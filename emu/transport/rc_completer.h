@@ -1,10 +1,10 @@
 // RC completer stage: matches ACKs, NAKs and READ/ATOMIC responses to outstanding WQEs,
 // completes them in order, and drives retransmission (timeout, NAK, RNR NAK).
 //
-// Env (emu::Device in production) offers: complete_send, complete_blocked,
-// complete_local_ops and go_back (the requester stage), qp_to_error, mark_ready, arm_timer,
-// now_ns(), count_drop(reason, qp), counters() (its `retransmits`), dma_write,
-// dma_write_later and dma_settle.
+// Env (TransportEnv in the daemon, emu/transport/transport_env.h) offers, by part: requester
+// (go_back, complete_blocked, complete_local_ops), done (complete_send, qp_to_error), sched
+// (mark_ready, arm_timer), dma (write, write_later, settle), counters (drop(reason, qp),
+// retransmits) and now_ns().
 #pragma once
 
 #include <infiniband/verbs.h>

@@ -32,7 +32,7 @@ void RcCompleter<Env>::ack_upto(Qp& qp, uint32_t psn, bool implicit) {
         if (w.status != IBV_WC_SUCCESS) break;
         if (is_local_op(w.opcode)) {  // no PSN: done once it has taken effect
             if (!w.executed) break;
-            env_.complete_send(qp, qp.sq_done, IBV_WC_SUCCESS);
+            env_.done.complete_send(qp, qp.sq_done, IBV_WC_SUCCESS);
             continue;
         }
         if (net::psn_lt(psn, w.first_psn)) break;
@@ -41,7 +41,7 @@ void RcCompleter<Env>::ack_upto(Qp& qp, uint32_t psn, bool implicit) {
             break;
         }
         if (net::psn_lt(psn, w.last_psn)) break;
-        env_.complete_send(qp, qp.sq_done, IBV_WC_SUCCESS);
+        env_.done.complete_send(qp, qp.sq_done, IBV_WC_SUCCESS);
         qp.una_psn = net::psn_add(w.last_psn, 1);
         rc_completer_detail::restore_retries(qp);
     }
@@ -65,22 +65,22 @@ template <class Env>
 void RcCompleter<Env>::after_progress(Qp& qp, bool rerequest) {
     if (rerequest || net::psn_lt(qp.next_psn, qp.una_psn) ||
         int32_t(uint32_t(qp.sq_send - qp.sq_done)) < 0)
-        env_.go_back(qp, qp.una_psn);
-    env_.complete_blocked(qp);
+        env_.requester.go_back(qp, qp.una_psn);
+    env_.requester.complete_blocked(qp);
     if (qp.state == IBV_QPS_ERR) return;
     // Waiting out an RNR NAK: its timer resends from una, whatever comes in meanwhile (the
     // NAKs of the packets that followed the refused one, ACKs of earlier ones).
     if (!qp.rnr_wait)
-        env_.arm_timer(
+        env_.sched.arm_timer(
             qp, qp.una_psn == qp.next_psn ? 0 : env_.now_ns() + ack_timeout_ns(qp.attr.timeout));
-    env_.mark_ready(qp);
+    env_.sched.mark_ready(qp);
 }
 
 template <class Env>
 void RcCompleter<Env>::fail_oldest(Qp& qp, ibv_wc_status status) {
     if (qp.owner->dead) return;
-    if (qp.sq_done != qp.sq_fetch) env_.complete_send(qp, qp.sq_done, status);
-    env_.qp_to_error(qp);
+    if (qp.sq_done != qp.sq_fetch) env_.done.complete_send(qp, qp.sq_done, status);
+    env_.done.qp_to_error(qp);
 }
 
 // A READ response or ATOMIC acknowledge for the oldest outstanding WQE. An ATOMIC WRITE is
@@ -93,8 +93,8 @@ void RcCompleter<Env>::read_atomic_response(Qp& qp, const net::Packet& p) {
         if (net::psn_lt(qp.una_psn, psn) && !qp.read_gap_nak) {
             qp.read_gap_nak = true;
             ++qp.retransmits;
-            ++env_.counters().retransmits;
-            env_.go_back(qp, qp.una_psn);
+            ++env_.counters.retransmits;
+            env_.requester.go_back(qp, qp.una_psn);
         }
         return;
     }
@@ -109,7 +109,7 @@ void RcCompleter<Env>::read_atomic_response(Qp& qp, const net::Packet& p) {
     if ((read || atomic_write) == atomic_ack || net::psn_lt(psn, w.first_psn) ||
         net::psn_lt(w.last_psn, psn) ||
         (atomic_write && p.bth.opcode != net::op_on(qp.transport, net::kOpReadRespOnly)))
-        return env_.count_drop(net::DropReason::kOpNotForQp, qp);  // not what we asked for
+        return env_.counters.drop(net::DropReason::kOpNotForQp, qp);  // not what we asked for
     if (atomic_write) {
         if (p.payload_len) return fail_oldest(qp, IBV_WC_REM_OP_ERR);  // data nobody asked for
     } else if (read) {
@@ -118,20 +118,20 @@ void RcCompleter<Env>::read_atomic_response(Qp& qp, const net::Packet& p) {
         iovec iov[abi::kMaxSge];
         int n = sge_iov(w.sge, w.num_sge, off, p.payload_len, iov);
         // Written with the next flush; a failure: LOC_PROT_ERR (dma_write_failed).
-        env_.dma_write_later(qp.owner, p.payload, iov, n, p.payload_len, qp.qpn, psn,
+        env_.dma.write_later(qp.owner, p.payload, iov, n, p.payload_len, qp.qpn, psn,
                              DmaWriteBatch::Path::kReadResp);
     } else {
         uint64_t orig = p.atomic_ack.orig;
         iovec iov{reinterpret_cast<void*>(w.sge[0].addr), 8};
-        if (!env_.dma_write(qp.owner, &orig, &iov, 1, 8))
+        if (!env_.dma.write(qp.owner, &orig, &iov, 1, 8))
             return fail_oldest(qp, IBV_WC_LOC_PROT_ERR);
     }
     qp.una_psn = net::psn_add(psn, 1);
     rc_completer_detail::restore_retries(qp);
     if (psn == w.last_psn) {
-        if (!env_.dma_settle(qp)) return;
-        env_.complete_send(qp, qp.sq_done, IBV_WC_SUCCESS);
-        env_.complete_local_ops(qp);
+        if (!env_.dma.settle(qp)) return;
+        env_.done.complete_send(qp, qp.sq_done, IBV_WC_SUCCESS);
+        env_.requester.complete_local_ops(qp);
     }
     after_progress(qp, false);
 }
@@ -150,7 +150,7 @@ void RcCompleter<Env>::receive(Qp& qp, const net::Packet& p) {
             net::aeth::type(p.aeth.syndrome) == net::aeth::kAck)
             return read_atomic_response(qp, p);
     } else if (p.bth.opcode != net::op_on(qp.transport, net::kOpAck)) {
-        return env_.count_drop(net::DropReason::kOpNotForQp, qp);
+        return env_.counters.drop(net::DropReason::kOpNotForQp, qp);
     }
     uint8_t syn = p.aeth.syndrome;
     switch (syn >> 5) {
@@ -164,9 +164,9 @@ void RcCompleter<Env>::receive(Qp& qp, const net::Packet& p) {
         if (qp.attr.rnr_retry != 7) --qp.rnr_left;  // 7 means retry forever
         // From una, not `psn`: una is behind `psn` when READ/ATOMIC responses before it
         // were lost, and those requests must go again (ack_upto already went back there).
-        env_.go_back(qp, qp.una_psn);
+        env_.requester.go_back(qp, qp.una_psn);
         qp.rnr_wait = true;
-        env_.arm_timer(qp, env_.now_ns() + rnr_timer_ns(syn & 0x1f));
+        env_.sched.arm_timer(qp, env_.now_ns() + rnr_timer_ns(syn & 0x1f));
         break;
     }
     case 3: {  // NAK
@@ -176,8 +176,8 @@ void RcCompleter<Env>::receive(Qp& qp, const net::Packet& p) {
         case 0:  // PSN sequence error: resend from the PSN the responder expects
             if (qp.rnr_wait) break;  // a packet sent behind the one refused for RNR
             ++qp.retransmits;
-            ++env_.counters().retransmits;
-            env_.go_back(qp, qp.una_psn);  // not `psn`: see the RNR case
+            ++env_.counters.retransmits;
+            env_.requester.go_back(qp, qp.una_psn);  // not `psn`: see the RNR case
             break;
         case 1: fail_oldest(qp, IBV_WC_REM_INV_REQ_ERR); break;
         case 2: fail_oldest(qp, IBV_WC_REM_ACCESS_ERR); break;
@@ -187,7 +187,7 @@ void RcCompleter<Env>::receive(Qp& qp, const net::Packet& p) {
         break;
     }
     default:
-        env_.count_drop(net::DropReason::kBadLength, qp);  // reserved syndrome
+        env_.counters.drop(net::DropReason::kBadLength, qp);  // reserved syndrome
         break;
     }
 }
@@ -197,7 +197,7 @@ void RcCompleter<Env>::retransmit_timeout(Qp& qp) {
     if (qp.state != IBV_QPS_RTS && qp.state != IBV_QPS_SQD) return;
     if (qp.rnr_wait) {
         qp.rnr_wait = false;
-        env_.mark_ready(qp);
+        env_.sched.mark_ready(qp);
         return;
     }
     if (qp.una_psn == qp.next_psn && qp.sq_send == qp.sq_done) return;
@@ -206,16 +206,16 @@ void RcCompleter<Env>::retransmit_timeout(Qp& qp) {
     // duplicate ACKs): it is alive but slow, as a loaded host makes it. Wait another
     // period rather than resend everything and spend a retry.
     if (qp.resp_rx != qp.rx_at_arm) {
-        env_.arm_timer(qp, env_.now_ns() + ack_timeout_ns(qp.attr.timeout));
+        env_.sched.arm_timer(qp, env_.now_ns() + ack_timeout_ns(qp.attr.timeout));
         return;
     }
     if (qp.retry_left <= 0) return fail_oldest(qp, IBV_WC_RETRY_EXC_ERR);
     --qp.retry_left;
     ++qp.retransmits;
-    ++env_.counters().retransmits;
+    ++env_.counters.retransmits;
     qp.read_gap_nak = false;
-    env_.go_back(qp, qp.una_psn);
-    env_.arm_timer(qp, env_.now_ns() + ack_timeout_ns(qp.attr.timeout));
+    env_.requester.go_back(qp, qp.una_psn);
+    env_.sched.arm_timer(qp, env_.now_ns() + ack_timeout_ns(qp.attr.timeout));
 }
 
 }  // namespace uroce::emu

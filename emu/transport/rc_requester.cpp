@@ -4,6 +4,6 @@
 
 namespace uroce::emu {
 
-template class RcRequester<Device>;
+template class RcRequester<TransportEnv>;
 
 }  // namespace uroce::emu

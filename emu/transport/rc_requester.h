@@ -1,10 +1,11 @@
 // RC and UC requester stage: turns send WQEs into request packets, one MTU at a time, and
 // rewinds (go-back-N) when the completer asks for a retransmission.
 //
-// Env (emu::Device in production) offers: tx_begin, transmit, tx_free(slot), dma_readv,
-// check_local_sges, port_mtu_bytes(), complete_send, send_queue_error, qp_to_error,
-// post_qp_async, flush_queues, flush_send_queue, bind_mw, local_invalidate, mark_ready,
-// arm_timer, now_ns(), and ud_requester_progress (the UD requester stage).
+// Env (TransportEnv in the daemon, emu/transport/transport_env.h) offers, by part: wire
+// (tx_begin, transmit, tx_free), dma (readv), verbs (check_local_sges), windows (bind_mw,
+// local_invalidate), done (complete_send, send_queue_error, qp_to_error, flush_queues,
+// flush_send_queue), xrc (post_qp_async), sched (mark_ready, arm_timer), ud
+// (requester_progress: the UD requester stage), port_mtu_bytes and now_ns().
 #pragma once
 
 #include <cstdint>

@@ -88,8 +88,8 @@ bool RcRequester<Env>::fetch_send_wqe(Qp& qp) {
         // behind sq_fetch would make us run on through unposted slots, overwriting the
         // shadows of outstanding WQEs); something scribbled on it.
         if (qp.state != IBV_QPS_ERR) {
-            env_.post_qp_async(qp, IBV_EVENT_QP_FATAL);
-            env_.qp_to_error(qp);
+            env_.xrc.post_qp_async(qp, IBV_EVENT_QP_FATAL);
+            env_.done.qp_to_error(qp);
         }
         return false;
     }
@@ -139,8 +139,8 @@ bool RcRequester<Env>::fetch_send_wqe(Qp& qp) {
         std::memcpy(w.sge, slot + sizeof h, sizeof(abi::Sge) * h.num_sge);
         // READ and ATOMIC results are written into the local SGEs (an ATOMIC WRITE's are
         // read, as a WRITE's).
-        if (!env_.check_local_sges(qp.owner, qp.pd, w.sge, w.num_sge, rd_atomic && !atomic_write,
-                                   &total))
+        if (!env_.verbs.check_local_sges(qp.owner, qp.pd, w.sge, w.num_sge,
+                                         rd_atomic && !atomic_write, &total))
             w.status = IBV_WC_LOC_PROT_ERR;
     }
     if (w.status == IBV_WC_SUCCESS && total > abi::kMaxMsgSize) w.status = IBV_WC_LOC_LEN_ERR;
@@ -151,7 +151,7 @@ bool RcRequester<Env>::fetch_send_wqe(Qp& qp) {
     // A UD message is one packet of at most the port's active MTU. A longer one completes
     // in error and sends nothing (rxe sends nothing and reports success, IBA C10-93.1.1;
     // an error tells the application why nothing arrives).
-    if (w.status == IBV_WC_SUCCESS && qp.type == IBV_QPT_UD && total > env_.port_mtu_bytes())
+    if (w.status == IBV_WC_SUCCESS && qp.type == IBV_QPT_UD && total > env_.port_mtu_bytes)
         w.status = IBV_WC_LOC_LEN_ERR;
     w.length = w.status == IBV_WC_SUCCESS ? uint32_t(total) : 0;
     uint32_t npkts = local ? 0 : atomic || !w.length ? 1 : (w.length + qp.mtu - 1) / qp.mtu;
@@ -169,9 +169,9 @@ void RcRequester<Env>::complete_blocked(Qp& qp) {
     if (qp.sq_done == qp.sq_send && qp.sq_send != qp.sq_fetch) {
         SendWr& w = qp.swr[qp.sq_send & qp.sq_mask];
         if (w.status != IBV_WC_SUCCESS) {
-            env_.complete_send(qp, qp.sq_send, w.status);
+            env_.done.complete_send(qp, qp.sq_send, w.status);
             ++qp.sq_send;
-            env_.send_queue_error(qp);
+            env_.done.send_queue_error(qp);
         }
     }
 }
@@ -183,19 +183,19 @@ void RcRequester<Env>::complete_local_ops(Qp& qp) {
     while (qp.sq_done != qp.sq_send) {
         const SendWr& w = qp.swr[qp.sq_done & qp.sq_mask];
         if (!is_local_op(w.opcode) || !w.executed || w.status != IBV_WC_SUCCESS) return;
-        env_.complete_send(qp, qp.sq_done, IBV_WC_SUCCESS);
+        env_.done.complete_send(qp, qp.sq_done, IBV_WC_SUCCESS);
     }
 }
 
 template <class Env>
 void RcRequester<Env>::progress(Qp& qp) {
     if (qp.state == IBV_QPS_ERR) {
-        env_.flush_queues(qp);
+        env_.done.flush_queues(qp);
         return;
     }
-    if (qp.state == IBV_QPS_SQE) return env_.flush_send_queue(qp);
+    if (qp.state == IBV_QPS_SQE) return env_.done.flush_send_queue(qp);
     if (qp.state != IBV_QPS_RTS || qp.rnr_wait || qp.owner->dead) return;
-    if (qp.type == IBV_QPT_UD) return env_.ud_requester_progress(qp);
+    if (qp.type == IBV_QPT_UD) return env_.ud.requester_progress(qp);
     build(qp);
     tx_flush(qp);
 }
@@ -210,7 +210,7 @@ void RcRequester<Env>::tx_flush(Qp& qp) {
     if (!b.npkt) return;
     uint32_t good = b.npkt;
     if (b.bytes &&
-        !env_.dma_readv(qp.owner, b.local, int(b.nlocal), b.remote, int(b.nremote), b.bytes)) {
+        !env_.dma.readv(qp.owner, b.local, int(b.nlocal), b.remote, int(b.nremote), b.bytes)) {
         // Find the first packet that cannot be read, one at a time.
         good = 0;
         for (uint32_t i = 0, l = 0, r = 0; i < b.npkt; ++i, ++good) {
@@ -218,7 +218,7 @@ void RcRequester<Env>::tx_flush(Qp& qp) {
             uint32_t nr = 0;
             for (size_t want = b.local[l].iov_len; want; want -= b.remote[r + nr++].iov_len) {
             }
-            if (!env_.dma_readv(qp.owner, &b.local[l], 1, &b.remote[r], int(nr),
+            if (!env_.dma.readv(qp.owner, &b.local[l], 1, &b.remote[r], int(nr),
                                 b.local[l].iov_len))
                 break;
             ++l;
@@ -229,9 +229,9 @@ void RcRequester<Env>::tx_flush(Qp& qp) {
     if (qp.state == IBV_QPS_ERR || qp.owner->dead) good = 0;
     for (uint32_t i = 0; i < b.npkt; ++i) {
         if (i < good)
-            env_.transmit(b.pkt[i].slot, b.pkt[i].frame_len, qp.dest, &qp);
+            env_.wire.transmit(b.pkt[i].slot, b.pkt[i].frame_len, qp.dest, &qp);
         else
-            env_.tx_free(b.pkt[i].slot);
+            env_.wire.tx_free(b.pkt[i].slot);
     }
     if (good < b.npkt && qp.state != IBV_QPS_ERR && !qp.owner->dead) {
         const TxBatch::Pkt& bad = b.pkt[good];
@@ -275,8 +275,8 @@ void RcRequester<Env>::build(Qp& qp) {
                 tx_flush(qp);  // the packets before it read their data first
                 if (qp.state != IBV_QPS_RTS) return;
                 w.executed = true;
-                w.status = w.opcode == IBV_WR_BIND_MW ? env_.bind_mw(qp, qp.sq_send)
-                                                      : env_.local_invalidate(qp, w.imm);
+                w.status = w.opcode == IBV_WR_BIND_MW ? env_.windows.bind_mw(qp, qp.sq_send)
+                                                      : env_.windows.local_invalidate(qp, w.imm);
                 if (w.status != IBV_WC_SUCCESS) {
                     complete_blocked(qp);
                     return;
@@ -293,9 +293,9 @@ void RcRequester<Env>::build(Qp& qp) {
         if (rd_atomic && qp.sq_send_off == 0 && rc_requester_detail::rd_atomic_window_full(qp))
             break;
         uint32_t slot;
-        uint8_t* buf = env_.tx_begin(&slot);
+        uint8_t* buf = env_.wire.tx_begin(&slot);
         if (!buf) {
-            env_.mark_ready(qp);  // resume when transmit buffers come back
+            env_.sched.mark_ready(qp);  // resume when transmit buffers come back
             break;
         }
         uint32_t off = qp.sq_send_off;
@@ -358,7 +358,7 @@ void RcRequester<Env>::build(Qp& qp) {
         } else {
             // The ACK timer runs from the last transmission: the time spent building a long
             // burst (sent when the engine submits it) must not count as the peer's silence.
-            env_.arm_timer(qp, env_.now_ns() + ack_timeout_ns(qp.attr.timeout));
+            env_.sched.arm_timer(qp, env_.now_ns() + ack_timeout_ns(qp.attr.timeout));
         }
         if (last) {
             ++qp.sq_send;
@@ -366,7 +366,7 @@ void RcRequester<Env>::build(Qp& qp) {
             if (uc) {
                 tx_flush(qp);  // the data is read before the application may reuse it
                 if (qp.state == IBV_QPS_ERR) return;
-                env_.complete_send(qp, qp.sq_done, IBV_WC_SUCCESS);
+                env_.done.complete_send(qp, qp.sq_done, IBV_WC_SUCCESS);
                 complete_local_ops(qp);
             }
         } else {
@@ -394,7 +394,7 @@ void RcRequester<Env>::go_back(Qp& qp, uint32_t psn) {
         else
             qp.next_psn = w.first_psn;
     }
-    env_.mark_ready(qp);
+    env_.sched.mark_ready(qp);
 }
 
 }  // namespace uroce::emu

@@ -4,6 +4,6 @@
 
 namespace uroce::emu {
 
-template class RcResponder<Device>;
+template class RcResponder<TransportEnv>;
 
 }  // namespace uroce::emu

@@ -1,13 +1,13 @@
 // The RC (and XRC target) responder stage: checks request PSNs, executes SEND, RDMA WRITE,
 // RDMA READ, ATOMIC and ATOMIC WRITE, and answers with ACKs, sequence NAKs, RNR NAKs and
 // error NAKs. A template over its environment so that a test can drive it without a device
-// (tests/unit/rc_responder_test.cpp); in the daemon Env is Device (rc_responder.cpp).
+// (tests/unit/rc_responder_test.cpp); in the daemon Env is TransportEnv
+// (emu/transport/transport_env.h, instantiated in rc_responder.cpp).
 //
-// What the Env offers (Device's names): tx_begin, transmit, tx_free(slot); the receive path
-// (comm_established, take_recv, place_payload, complete_recv); DMA (dma_read, dma_readv,
-// dma_write, dma_store64, dma_write_later, dma_settle); keys and windows (mr_for_key,
-// mw_target, remote_invalidatable, unbind); errors (post_qp_async, qp_to_error,
-// count_drop(reason, qp)); and trace().
+// What the Env offers, by part: wire (tx_begin, transmit, tx_free); recv (comm_established,
+// take, place_payload, complete); dma (read, readv, write, store64, write_later, settle);
+// verbs (mr_for_key); windows (mw_target, remote_invalidatable, unbind); errors: xrc
+// (post_qp_async), done (qp_to_error), counters (drop(reason, qp)); and trace.
 #pragma once
 
 #include <infiniband/verbs.h>

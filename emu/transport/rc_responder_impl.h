@@ -40,7 +40,7 @@ void RcResponder<Env>::record_executed(Qp& qp, uint32_t psn, uint64_t orig) {
 template <class Env>
 void RcResponder<Env>::send_ack(Qp& qp, uint8_t syndrome, uint32_t psn) {
     uint32_t slot;
-    uint8_t* buf = env_.tx_begin(&slot);
+    uint8_t* buf = env_.wire.tx_begin(&slot);
     if (!buf) return;  // the requester's timer recovers a lost ACK
     net::Packet p{};
     p.bth.opcode = net::op_on(qp.transport, net::kOpAck);
@@ -50,7 +50,7 @@ void RcResponder<Env>::send_ack(Qp& qp, uint8_t syndrome, uint32_t psn) {
     p.aeth.syndrome = syndrome;
     p.aeth.msn = qp.msn & 0xffffff;
     size_t hdr = net::encode_headers(p, buf);
-    env_.transmit(slot, hdr, qp.dest, &qp);
+    env_.wire.transmit(slot, hdr, qp.dest, &qp);
     ++qp.tx_pkts;
 }
 
@@ -60,12 +60,12 @@ template <class Env>
 void RcResponder<Env>::error(Qp& qp, ibv_wc_status status, uint8_t nak, uint32_t psn,
                              ibv_event_type event) {
     if (qp.owner->dead) return;  // its process is gone: nobody to tell, nothing to NAK
-    env_.trace().add("qp 0x%x responder: request psn 0x%x refused (%s), NAK syndrome 0x%02x sent",
-                     qp.qpn, psn, abi::wc_status_id(status), nak);
-    if (qp.have_rwr) env_.complete_recv(qp, net::Packet{}, status);
+    env_.trace.add("qp 0x%x responder: request psn 0x%x refused (%s), NAK syndrome 0x%02x sent",
+                   qp.qpn, psn, abi::wc_status_id(status), nak);
+    if (qp.have_rwr) env_.recv.complete(qp, net::Packet{}, status);
     send_ack(qp, nak, psn);
-    env_.post_qp_async(qp, event);
-    env_.qp_to_error(qp);
+    env_.xrc.post_qp_async(qp, event);
+    env_.done.qp_to_error(qp);
 }
 
 // Resolves an rkey for remote access of [va, va + len): the MR (or memory window) must
@@ -75,8 +75,8 @@ template <class Env>
 uint64_t RcResponder<Env>::remote_target(const Qp& qp, uint32_t rkey, uint64_t va, uint64_t len,
                                          uint32_t access, Session** owner) const {
     if (!(qp.attr.qp_access_flags & access)) return 0;
-    if (rkey & kMwKeyBit) return env_.mw_target(qp, rkey, va, len, access, owner);
-    Mr* mr = env_.mr_for_key(rkey);
+    if (rkey & kMwKeyBit) return env_.windows.mw_target(qp, rkey, va, len, access, owner);
+    Mr* mr = env_.verbs.mr_for_key(rkey);
     if (!mr || mr->pd != qp.pd || !(mr->access & access)) return 0;
     if (va < mr->iova || va + len < va || va + len > mr->iova + mr->length) return 0;
     *owner = mr->owner;  // an XRC target's MRs belong to the SRQ owner, not the QP's
@@ -111,7 +111,7 @@ void RcResponder<Env>::execute_read(Qp& qp, const net::Packet& p, bool duplicate
     for (uint32_t first = 0; first < npkts; first += kBurst) {
         uint32_t k = 0;
         for (uint32_t i = first; i < npkts && k < kBurst; ++i, ++k) {
-            uint8_t* buf = env_.tx_begin(&slot[k]);
+            uint8_t* buf = env_.wire.tx_begin(&slot[k]);
             if (!buf) break;  // the requester asks again for what is missing
             uint32_t off = i * qp.mtu;
             uint32_t n = len - off < qp.mtu ? len - off : qp.mtu;
@@ -135,19 +135,19 @@ void RcResponder<Env>::execute_read(Qp& qp, const net::Packet& p, bool duplicate
         for (uint32_t j = 0; j < k; ++j) bytes += local[j].iov_len;
         iovec remote{reinterpret_cast<void*>(src + off), bytes};
         uint32_t good = k;
-        if (bytes && !env_.dma_readv(mem, local, int(k), &remote, 1, bytes)) {
+        if (bytes && !env_.dma.readv(mem, local, int(k), &remote, 1, bytes)) {
             for (good = 0; good < k; ++good) {
                 iovec one{reinterpret_cast<void*>(src + off), local[good].iov_len};
-                if (!env_.dma_read(mem, local[good].iov_base, &one, 1, one.iov_len)) break;
+                if (!env_.dma.read(mem, local[good].iov_base, &one, 1, one.iov_len)) break;
                 off += one.iov_len;
             }
         }
         for (uint32_t j = 0; j < k; ++j) {
             if (j >= good) {
-                env_.tx_free(slot[j]);
+                env_.wire.tx_free(slot[j]);
                 continue;
             }
-            env_.transmit(slot[j], frame[j], qp.dest, &qp);
+            env_.wire.transmit(slot[j], frame[j], qp.dest, &qp);
             ++qp.tx_pkts;
         }
         if (good < k) {
@@ -167,7 +167,7 @@ void RcResponder<Env>::execute_read(Qp& qp, const net::Packet& p, bool duplicate
 template <class Env>
 void RcResponder<Env>::send_ack_response(Qp& qp, uint8_t op, uint32_t psn, uint64_t orig) {
     uint32_t slot;
-    uint8_t* buf = env_.tx_begin(&slot);
+    uint8_t* buf = env_.wire.tx_begin(&slot);
     if (!buf) return;  // the requester's timer recovers, and the replay answers
     net::Packet r{};
     r.bth.opcode = net::op_on(qp.transport, op);
@@ -177,7 +177,7 @@ void RcResponder<Env>::send_ack_response(Qp& qp, uint8_t op, uint32_t psn, uint6
     r.aeth.syndrome = kAckUnlimited;
     r.aeth.msn = qp.msn;
     r.atomic_ack.orig = orig;  // written only for an ATOMIC ACKNOWLEDGE
-    env_.transmit(slot, net::encode_headers(r, buf), qp.dest, &qp);
+    env_.wire.transmit(slot, net::encode_headers(r, buf), qp.dest, &qp);
     ++qp.tx_pkts;
 }
 
@@ -201,12 +201,12 @@ void RcResponder<Env>::execute_atomic(Qp& qp, const net::Packet& p, bool duplica
     // with respect to all other atomics through it (IBV_ATOMIC_HCA).
     uint64_t orig;
     iovec iov{reinterpret_cast<void*>(addr), 8};
-    if (!env_.dma_read(mem, &orig, &iov, 1, 8))
+    if (!env_.dma.read(mem, &orig, &iov, 1, 8))
         return error(qp, IBV_WC_REM_ACCESS_ERR, kNakRemAccess, p.bth.psn, IBV_EVENT_QP_ACCESS_ERR);
     bool cas = (p.bth.opcode & 0x1f) == net::kOpCmpSwap;
     uint64_t val =
         cas ? (orig == p.atomic.compare ? p.atomic.swap_add : orig) : orig + p.atomic.swap_add;
-    if (val != orig && !env_.dma_write(mem, &val, &iov, 1, 8))
+    if (val != orig && !env_.dma.write(mem, &val, &iov, 1, 8))
         return error(qp, IBV_WC_REM_ACCESS_ERR, kNakRemAccess, p.bth.psn, IBV_EVENT_QP_ACCESS_ERR);
     record_executed(qp, p.bth.psn, orig);
     send_ack_response(qp, net::kOpAtomicAck, p.bth.psn, orig);
@@ -232,7 +232,7 @@ void RcResponder<Env>::execute_atomic_write(Qp& qp, const net::Packet& p, bool d
     uint64_t addr = remote_target(qp, p.reth.rkey, p.reth.va, 8, IBV_ACCESS_REMOTE_WRITE, &mem);
     uint64_t value;
     std::memcpy(&value, p.payload, 8);
-    if (!addr || !env_.dma_store64(mem, addr, value))
+    if (!addr || !env_.dma.store64(mem, addr, value))
         return error(qp, IBV_WC_REM_ACCESS_ERR, kNakRemAccess, p.bth.psn, IBV_EVENT_QP_ACCESS_ERR);
     record_executed(qp, p.bth.psn, 0);
     send_ack_response(qp, net::kOpReadRespOnly, p.bth.psn, 0);
@@ -263,7 +263,7 @@ void RcResponder<Env>::execute_write(Qp& qp, const net::Packet& p, const net::Op
     if (p.payload_len > qp.write_left || (last && p.payload_len != qp.write_left))
         return error(qp, IBV_WC_REM_INV_REQ_ERR, kNakInvReq, p.bth.psn, IBV_EVENT_QP_REQ_ERR);
     // The immediate consumes a receive: without one, nothing of this packet happens.
-    if (imm && !env_.take_recv(qp)) {
+    if (imm && !env_.recv.take(qp)) {
         if (first) qp.have_write = false;
         send_ack(qp, uint8_t(kRnrNak | (qp.attr.min_rnr_timer & 0x1f)), p.bth.psn);
         return;
@@ -271,18 +271,18 @@ void RcResponder<Env>::execute_write(Qp& qp, const net::Packet& p, const net::Op
     // Written with the next flush; memory the application unmapped since it registered it
     // brings REM_ACCESS_ERR then (dma_write_failed), before this WRITE is acknowledged.
     iovec iov{reinterpret_cast<void*>(qp.write_va), p.payload_len};
-    env_.dma_write_later(qp.write_owner, p.payload, &iov, 1, p.payload_len, qp.qpn, p.bth.psn,
+    env_.dma.write_later(qp.write_owner, p.payload, &iov, 1, p.payload_len, qp.qpn, p.bth.psn,
                          DmaWriteBatch::Path::kRcWrite);
     qp.write_va += p.payload_len;
     qp.write_left -= p.payload_len;
     qp.epsn = net::psn_add(qp.epsn, 1);
-    if (((last && imm) || p.bth.ackreq) && !env_.dma_settle(qp)) return;
+    if (((last && imm) || p.bth.ackreq) && !env_.dma.settle(qp)) return;
     if (last) {
         qp.have_write = false;
         qp.msn = (qp.msn + 1) & 0xffffff;
         if (imm) {
             qp.rwr_off = qp.write_total;  // reported as the completion's byte_len
-            env_.complete_recv(qp, p, IBV_WC_SUCCESS);
+            env_.recv.complete(qp, p, IBV_WC_SUCCESS);
         }
     }
     if (p.bth.ackreq) send_ack(qp, kAckUnlimited, p.bth.psn);
@@ -292,8 +292,9 @@ template <class Env>
 void RcResponder<Env>::receive(Qp& qp, const net::Packet& p) {
     if (qp.state != IBV_QPS_RTR && qp.state != IBV_QPS_RTS && qp.state != IBV_QPS_SQD &&
         qp.state != IBV_QPS_SQE)
-        return env_.count_drop(net::DropReason::kBadQp, qp);
-    if (qp.state == IBV_QPS_RTR && !qp.comm_est && qp.type == IBV_QPT_RC) env_.comm_established(qp);
+        return env_.counters.drop(net::DropReason::kBadQp, qp);
+    if (qp.state == IBV_QPS_RTR && !qp.comm_est && qp.type == IBV_QPT_RC)
+        env_.recv.comm_established(qp);
     const net::OpInfo* info = net::op_info(p.bth.opcode);
     int32_t d = net::psn_diff(p.bth.psn, qp.epsn);
     if (d < 0) {
@@ -320,7 +321,7 @@ void RcResponder<Env>::receive(Qp& qp, const net::Packet& p) {
     if (first) {
         if (qp.have_rwr || qp.have_write)  // a FIRST or ONLY while a message is still open
             return error(qp, IBV_WC_REM_INV_REQ_ERR, kNakInvReq, p.bth.psn, IBV_EVENT_QP_REQ_ERR);
-        if (!env_.take_recv(qp)) {
+        if (!env_.recv.take(qp)) {
             send_ack(qp, uint8_t(kRnrNak | (qp.attr.min_rnr_timer & 0x1f)), p.bth.psn);
             return;
         }
@@ -336,16 +337,16 @@ void RcResponder<Env>::receive(Qp& qp, const net::Packet& p) {
     // invalid request, with rxe's status for the receive (docs/memory-windows.md).
     Mw* inv = nullptr;
     if (info->flags & net::kInvOp) {
-        inv = env_.remote_invalidatable(qp, p.ieth);
+        inv = env_.windows.remote_invalidatable(qp, p.ieth);
         if (!inv)
             return error(qp, IBV_WC_REM_INV_REQ_ERR, kNakInvReq, p.bth.psn, IBV_EVENT_QP_REQ_ERR);
     }
-    env_.place_payload(qp, p, DmaWriteBatch::Path::kRcSend);  // a failure: LOC_PROT_ERR, NAK
+    env_.recv.place_payload(qp, p, DmaWriteBatch::Path::kRcSend);  // a failure: LOC_PROT_ERR, NAK
     qp.epsn = net::psn_add(qp.epsn, 1);
-    if ((last || p.bth.ackreq) && !env_.dma_settle(qp)) return;
+    if ((last || p.bth.ackreq) && !env_.dma.settle(qp)) return;
     if (last) {
-        if (inv) env_.unbind(*inv);
-        env_.complete_recv(qp, p, IBV_WC_SUCCESS);
+        if (inv) env_.windows.unbind(*inv);
+        env_.recv.complete(qp, p, IBV_WC_SUCCESS);
         qp.msn = (qp.msn + 1) & 0xffffff;
     }
     if (p.bth.ackreq) send_ack(qp, kAckUnlimited, p.bth.psn);

@@ -4,6 +4,6 @@
 
 namespace uroce::emu {
 
-template class UcResponder<Device>;
+template class UcResponder<TransportEnv>;
 
 }  // namespace uroce::emu

@@ -2,11 +2,11 @@
 // receive is reused for the next message, as IBTA 9.7.6 describes) and the responder
 // resynchronizes on the next FIRST or ONLY packet. A message with no receive posted is
 // dropped, as is an RDMA WRITE the MR does not allow. A template over its environment, as
-// the RC responder (rc_responder.h); in the daemon Env is Device (uc_responder.cpp).
+// the RC responder (rc_responder.h); in the daemon Env is TransportEnv (uc_responder.cpp).
 //
-// What the Env offers (Device's names): the receive path (comm_established, take_recv,
-// place_payload, complete_recv), remote_target, dma_write_later, dma_settle,
-// post_qp_async, qp_to_error and count_drop(reason, qp).
+// What the Env offers, by part: recv (comm_established, take, place_payload, complete),
+// responder (remote_target), dma (write_later, settle), xrc (post_qp_async), done
+// (qp_to_error) and counters (drop(reason, qp)).
 #pragma once
 
 #include "emu/verbs/objects.h"

@@ -17,13 +17,13 @@ void UcResponder<Env>::execute_write(Qp& qp, const net::Packet& p, bool first, b
     auto discard = [&](net::DropReason why) {
         qp.have_write = false;
         qp.uc_drop = !last;
-        env_.count_drop(why, qp);
+        env_.counters.drop(why, qp);
     };
     if (first) {
         uint64_t dst = 0;
         if (p.reth.dma_len) {
-            dst = env_.remote_target(qp, p.reth.rkey, p.reth.va, p.reth.dma_len,
-                                     IBV_ACCESS_REMOTE_WRITE, &qp.write_owner);
+            dst = env_.responder.remote_target(qp, p.reth.rkey, p.reth.va, p.reth.dma_len,
+                                               IBV_ACCESS_REMOTE_WRITE, &qp.write_owner);
             if (!dst) return discard(net::DropReason::kBadRkey);
         }
         qp.write_va = dst;
@@ -36,19 +36,19 @@ void UcResponder<Env>::execute_write(Qp& qp, const net::Packet& p, bool first, b
         return discard(net::DropReason::kBadLength);
     // The immediate needs a receive; without one the message ends here (its earlier
     // packets stay written, as on a lossy link).
-    if (imm && !qp.have_rwr && !env_.take_recv(qp)) return discard(net::DropReason::kNoRecv);
+    if (imm && !qp.have_rwr && !env_.recv.take(qp)) return discard(net::DropReason::kNoRecv);
     iovec iov{reinterpret_cast<void*>(qp.write_va), p.payload_len};
-    env_.dma_write_later(qp.write_owner, p.payload, &iov, 1, p.payload_len, qp.qpn, p.bth.psn,
+    env_.dma.write_later(qp.write_owner, p.payload, &iov, 1, p.payload_len, qp.qpn, p.bth.psn,
                          DmaWriteBatch::Path::kUcWrite);
     qp.write_va += p.payload_len;
     qp.write_left -= p.payload_len;
     if (!last) return;
     // A write of this message failed: it ended there (dma_write_failed), no completion.
-    if (imm && !env_.dma_settle(qp)) return;
+    if (imm && !env_.dma.settle(qp)) return;
     qp.have_write = false;
     if (imm) {
         qp.rwr_off = qp.write_total;  // reported as the completion's byte_len
-        env_.complete_recv(qp, p, IBV_WC_SUCCESS);
+        env_.recv.complete(qp, p, IBV_WC_SUCCESS);
     }
 }
 
@@ -56,13 +56,13 @@ template <class Env>
 void UcResponder<Env>::receive(Qp& qp, const net::Packet& p) {
     if (qp.state != IBV_QPS_RTR && qp.state != IBV_QPS_RTS && qp.state != IBV_QPS_SQD &&
         qp.state != IBV_QPS_SQE)
-        return env_.count_drop(net::DropReason::kBadQp, qp);
-    if (qp.state == IBV_QPS_RTR && !qp.comm_est) env_.comm_established(qp);
+        return env_.counters.drop(net::DropReason::kBadQp, qp);
+    if (qp.state == IBV_QPS_RTR && !qp.comm_est) env_.recv.comm_established(qp);
     const net::OpInfo* info = net::op_info(p.bth.opcode);
     bool write = info->flags & net::kWriteOp;
     if (!(info->flags & net::kSendOp) && !write) {
         qp.epsn = net::psn_add(p.bth.psn, 1);
-        return env_.count_drop(net::DropReason::kOpNotForQp, qp);
+        return env_.counters.drop(net::DropReason::kOpNotForQp, qp);
     }
     bool first = info->flags & net::kFirst, last = info->flags & net::kLast;
     if (p.bth.psn != qp.epsn) {
@@ -81,21 +81,22 @@ void UcResponder<Env>::receive(Qp& qp, const net::Packet& p) {
     }
     if (write) return execute_write(qp, p, first, last, info->flags & net::kImmOp);
     if (first) {
-        if (!qp.have_rwr && !env_.take_recv(qp)) {
+        if (!qp.have_rwr && !env_.recv.take(qp)) {
             qp.uc_drop = !last;  // nowhere to put it
-            return env_.count_drop(net::DropReason::kNoRecv, qp);
+            return env_.counters.drop(net::DropReason::kNoRecv, qp);
         }
     } else if (!qp.have_rwr) {
         qp.uc_drop = !last;
         return;
     }
     if (!qp.rwr_ok || p.payload_len > qp.rwr.length - qp.rwr_off) {
-        env_.complete_recv(qp, p, qp.rwr_ok ? IBV_WC_LOC_LEN_ERR : IBV_WC_LOC_PROT_ERR);
-        env_.post_qp_async(qp, IBV_EVENT_QP_REQ_ERR);
-        return env_.qp_to_error(qp);
+        env_.recv.complete(qp, p, qp.rwr_ok ? IBV_WC_LOC_LEN_ERR : IBV_WC_LOC_PROT_ERR);
+        env_.xrc.post_qp_async(qp, IBV_EVENT_QP_REQ_ERR);
+        return env_.done.qp_to_error(qp);
     }
-    env_.place_payload(qp, p, DmaWriteBatch::Path::kUcSend);  // a failure: LOC_PROT_ERR, QP in ERR
-    if (last && env_.dma_settle(qp)) env_.complete_recv(qp, p, IBV_WC_SUCCESS);
+    env_.recv.place_payload(qp, p,
+                            DmaWriteBatch::Path::kUcSend);  // a failure: LOC_PROT_ERR, QP in ERR
+    if (last && env_.dma.settle(qp)) env_.recv.complete(qp, p, IBV_WC_SUCCESS);
 }
 
 }  // namespace uroce::emu

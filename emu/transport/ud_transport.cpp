@@ -4,6 +4,6 @@
 
 namespace uroce::emu {
 
-template class UdTransport<Device>;
+template class UdTransport<TransportEnv>;
 
 }  // namespace uroce::emu

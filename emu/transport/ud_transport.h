@@ -2,10 +2,10 @@
 // destination IPv4 address), no acknowledgements. Receives start with the 40-byte GRH
 // area; for RoCEv2 over IPv4 its last 20 bytes hold the IPv4 header, as mlx5 does.
 //
-// Env (emu::Device in production) offers: fetch_send_wqe and complete_blocked (the
-// requester stage), config() (a DeviceConfig: the UDP port), self_paced, tx_begin,
-// transmit, tx_free(slot), dma_read, complete_send, count_drop(reason, qp), take_recv,
-// complete_recv, place_payload, dma_write_later, dma_settle and push_cqe.
+// Env (TransportEnv in the daemon, emu/transport/transport_env.h) offers, by part: requester
+// (fetch_send_wqe, complete_blocked), config (its UDP port), wire (self_paced, tx_begin,
+// transmit, tx_free), dma (read, write_later, settle), recv (take, place_payload, complete),
+// done (complete_send, push_cqe), sched (mark_ready) and counters (drop(reason, qp)).
 #pragma once
 
 #include <netinet/in.h>

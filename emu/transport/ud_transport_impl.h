@@ -37,25 +37,25 @@ inline void ipv4_header(uint8_t* h, uint32_t src_be, uint32_t dst_be, size_t udp
 template <class Env>
 void UdTransport<Env>::requester_progress(Qp& qp) {
     for (;;) {
-        if (qp.sq_send == qp.sq_fetch && !env_.fetch_send_wqe(qp)) break;
+        if (qp.sq_send == qp.sq_fetch && !env_.requester.fetch_send_wqe(qp)) break;
         if (qp.state == IBV_QPS_ERR || qp.state == IBV_QPS_SQE) return;
         SendWr& w = qp.swr[qp.sq_send & qp.sq_mask];
         if (w.status != IBV_WC_SUCCESS) {
-            env_.complete_blocked(qp);
+            env_.requester.complete_blocked(qp);
             return;
         }
         sockaddr_in to{};
         to.sin_family = AF_INET;
         to.sin_addr.s_addr = w.ud_ip;
-        to.sin_port = htons(env_.config().port);
-        if (env_.self_paced(to)) {
-            env_.mark_ready(qp);
+        to.sin_port = htons(env_.config.port);
+        if (env_.wire.self_paced(to)) {
+            env_.sched.mark_ready(qp);
             break;
         }
         uint32_t slot;
-        uint8_t* buf = env_.tx_begin(&slot);
+        uint8_t* buf = env_.wire.tx_begin(&slot);
         if (!buf) {
-            env_.mark_ready(qp);
+            env_.sched.mark_ready(qp);
             break;
         }
         net::Packet p{};
@@ -76,19 +76,19 @@ void UdTransport<Env>::requester_progress(Qp& qp) {
         } else if (w.length) {
             iovec iov[abi::kMaxSge];
             int n = sge_iov(w.sge, w.num_sge, 0, w.length, iov);
-            if (!env_.dma_read(qp.owner, buf + hdr, iov, n, w.length)) {
-                env_.tx_free(slot);
+            if (!env_.dma.read(qp.owner, buf + hdr, iov, n, w.length)) {
+                env_.wire.tx_free(slot);
                 w.status = IBV_WC_LOC_PROT_ERR;
-                env_.complete_blocked(qp);
+                env_.requester.complete_blocked(qp);
                 return;
             }
         }
         std::memset(buf + hdr + w.length, 0, p.bth.pad);
-        env_.transmit(slot, hdr + w.length + p.bth.pad, to, &qp);
+        env_.wire.transmit(slot, hdr + w.length + p.bth.pad, to, &qp);
         ++qp.tx_pkts;
         qp.next_psn = qp.una_psn = net::psn_add(qp.next_psn, 1);
         ++qp.sq_send;
-        env_.complete_send(qp, qp.sq_done, IBV_WC_SUCCESS);
+        env_.done.complete_send(qp, qp.sq_done, IBV_WC_SUCCESS);
     }
 }
 
@@ -97,11 +97,11 @@ void UdTransport<Env>::receive(Qp& qp, const net::Packet& p, const sockaddr_in& 
                                uint32_t to_be) {
     if (qp.state != IBV_QPS_RTR && qp.state != IBV_QPS_RTS && qp.state != IBV_QPS_SQD &&
         qp.state != IBV_QPS_SQE)
-        return env_.count_drop(net::DropReason::kBadQp, qp);
-    if (p.deth.qkey != qp.attr.qkey) return env_.count_drop(net::DropReason::kBadQkey, qp);
-    if (!env_.take_recv(qp)) return env_.count_drop(net::DropReason::kNoRecv, qp);
+        return env_.counters.drop(net::DropReason::kBadQp, qp);
+    if (p.deth.qkey != qp.attr.qkey) return env_.counters.drop(net::DropReason::kBadQkey, qp);
+    if (!env_.recv.take(qp)) return env_.counters.drop(net::DropReason::kNoRecv, qp);
     if (!qp.rwr_ok || ud_detail::kGrhLen + p.payload_len > qp.rwr.length) {
-        env_.complete_recv(qp, p, qp.rwr_ok ? IBV_WC_LOC_LEN_ERR : IBV_WC_LOC_PROT_ERR);
+        env_.recv.complete(qp, p, qp.rwr_ok ? IBV_WC_LOC_LEN_ERR : IBV_WC_LOC_PROT_ERR);
         return;
     }
     uint8_t grh[ud_detail::kGrhLen] = {};
@@ -110,11 +110,11 @@ void UdTransport<Env>::receive(Qp& qp, const net::Packet& p, const sockaddr_in& 
     iovec iov[abi::kMaxSge];
     int n = sge_iov(qp.rwr.sge, qp.rwr.num_sge, 0, ud_detail::kGrhLen, iov);
     // GRH and payload with one write; a failure completes the receive with LOC_PROT_ERR.
-    env_.dma_write_later(qp.rx_owner, grh, iov, n, ud_detail::kGrhLen, qp.qpn, p.bth.psn,
+    env_.dma.write_later(qp.rx_owner, grh, iov, n, ud_detail::kGrhLen, qp.qpn, p.bth.psn,
                          DmaWriteBatch::Path::kUdRecv);
     qp.rwr_off = ud_detail::kGrhLen;
-    env_.place_payload(qp, p, DmaWriteBatch::Path::kUdRecv);
-    if (!env_.dma_settle(qp)) return;
+    env_.recv.place_payload(qp, p, DmaWriteBatch::Path::kUdRecv);
+    if (!env_.dma.settle(qp)) return;
     abi::Cqe c{};
     c.wr_id = qp.rwr.wr_id;
     c.status = IBV_WC_SUCCESS;
@@ -130,7 +130,7 @@ void UdTransport<Env>::receive(Qp& qp, const net::Packet& p, const sockaddr_in& 
         c.imm_data = htobe32(p.imm);
         c.wc_flags |= IBV_WC_WITH_IMM;
     }
-    env_.push_cqe(qp.rx_cq, c, p.bth.se);
+    env_.done.push_cqe(qp.rx_cq, c, p.bth.se);
     qp.have_rwr = false;
 }
 

@@ -175,6 +175,24 @@ Mr* ControlVerbs::mr_for_key(uint32_t key) const {
     return mr && mr->lkey == key ? mr : nullptr;
 }
 
+bool ControlVerbs::check_local_sges(const Session* owner, uint32_t pd, abi::Sge* sge, uint32_t n,
+                                    bool write, uint64_t* total) const {
+    uint64_t sum = 0;
+    for (uint32_t i = 0; i < n; ++i) {
+        sum += sge[i].length;
+        if (sge[i].length == 0) continue;
+        Mr* mr = mr_for_key(sge[i].lkey);
+        if (!mr || mr->pd != pd || mr->owner != owner) return false;
+        if (write && !(mr->access & IBV_ACCESS_LOCAL_WRITE)) return false;
+        uint64_t a = sge[i].addr, len = sge[i].length;
+        if (a < mr->iova || a + len < a || a + len > mr->iova + mr->length) return false;
+        // From here on the SGE holds the process address the device copies to/from.
+        sge[i].addr = mr->addr + (a - mr->iova);
+    }
+    *total = sum;
+    return true;
+}
+
 int ControlVerbs::create_channel(Session& s, uint32_t* handle, int* fd) {
     int p[2];
     if (pipe2(p, O_CLOEXEC) != 0) return errno;

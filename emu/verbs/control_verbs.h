@@ -24,6 +24,10 @@ public:
     void handle(Session& s, const abi::Request& req, abi::Response& resp, std::vector<int>& fds,
                 int in_fd);
     Mr* mr_for_key(uint32_t key) const;
+    // Checks keys, PD, access and bounds of an SGE list and rewrites each address from the
+    // MR's iova space to the owning process's address space.
+    bool check_local_sges(const Session* owner, uint32_t pd, abi::Sge* sge, uint32_t n, bool write,
+                          uint64_t* total) const;
     int destroy_srq(Session& s, uint32_t handle);
     void destroy_qp_now(uint32_t qpn);
     // The low byte of the next MR or MW key: bumped per registration, so that a stale key

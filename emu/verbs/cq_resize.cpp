@@ -23,7 +23,7 @@ int ControlVerbs::resize_cq(Session& s, const abi::ResizeCqReq& r, int fd, abi::
     for (uint32_t qpn : s.qps)
         if (Qp* qp = dev_.qps_.get(qpn);
             qp && qp->type == IBV_QPT_UD && qp->state == IBV_QPS_RTS && qp->send_cq == r.handle)
-            dev_.requester_progress(*qp);
+            dev_.requester_.progress(*qp);
     // The CQEs not yet polled: the application's consumer index up to the device's own
     // producer index. An index that claims more than the ring holds is garbage.
     const uint32_t cons = cq->hdr->cons.load(std::memory_order_acquire);

@@ -40,7 +40,8 @@ int McastGroups::attach(Session& s, const abi::McastReq& r) {
     Qp* qp = dev_.qps_.get(r.qpn);
     uint32_t ipv4 = 0;
     // As ib_attach_mcast: UD QPs only, a multicast GID; the LID is ignored on RoCE.
-    if (!dev_.holds(s, qp) || qp->type != IBV_QPT_UD || !multicast_gid(r.gid, &ipv4)) return EINVAL;
+    if (!dev_.xrc_.holds(s, qp) || qp->type != IBV_QPT_UD || !multicast_gid(r.gid, &ipv4))
+        return EINVAL;
     auto g = std::find_if(groups_.begin(), groups_.end(), [&](const McastGroup& x) {
         return std::memcmp(x.gid, r.gid, sizeof x.gid) == 0;
     });
@@ -50,7 +51,7 @@ int McastGroups::attach(Session& s, const abi::McastReq& r) {
         std::memcpy(ng.gid, r.gid, sizeof ng.gid);
         ng.ipv4_be = ipv4;
         if (ipv4) {
-            int sock = dev_.io_.open_group(ipv4);
+            int sock = dev_.wire_.io().open_group(ipv4);
             if (sock < 0) return -sock;
             ng.sock = sock;
         }
@@ -68,7 +69,8 @@ int McastGroups::attach(Session& s, const abi::McastReq& r) {
 int McastGroups::detach(Session& s, const abi::McastReq& r) {
     Qp* qp = dev_.qps_.get(r.qpn);
     uint32_t ipv4;
-    if (!dev_.holds(s, qp) || qp->type != IBV_QPT_UD || !multicast_gid(r.gid, &ipv4)) return EINVAL;
+    if (!dev_.xrc_.holds(s, qp) || qp->type != IBV_QPT_UD || !multicast_gid(r.gid, &ipv4))
+        return EINVAL;
     for (McastGroup& g : groups_) {
         if (std::memcmp(g.gid, r.gid, sizeof g.gid) != 0) continue;
         // uverbs finds the attachment by GID and LID: another LID is not attached.
@@ -77,7 +79,7 @@ int McastGroups::detach(Session& s, const abi::McastReq& r) {
         if (m == g.members.end() || m->lid != r.lid) return EINVAL;
         g.members.erase(m);
         if (g.members.empty()) {
-            dev_.io_.close_group(g.sock);
+            dev_.wire_.io().close_group(g.sock);
             groups_.erase(groups_.begin() + (&g - groups_.data()));
         }
         return 0;
@@ -90,7 +92,7 @@ void McastGroups::detach_all(uint32_t qpn) {
         McastGroup& g = groups_[i];
         std::erase_if(g.members, [&](const McastGroup::Member& m) { return m.qpn == qpn; });
         if (g.members.empty()) {
-            dev_.io_.close_group(g.sock);
+            dev_.wire_.io().close_group(g.sock);
             groups_.erase(groups_.begin() + ptrdiff_t(i));
         }
     }
@@ -102,13 +104,13 @@ void McastGroups::receive(const net::Packet& p, const sockaddr_in& from, uint32_
                           size_t len) {
     ++dev_.counters_.mcast_rx_pkts;
     // IBTA 9.6.1.1: a multicast packet names the multicast QP, and only UD sends are one.
-    if (p.bth.dqpn != net::kMcastQpn) return dev_.count_drop(net::DropReason::kBadQp);
+    if (p.bth.dqpn != net::kMcastQpn) return dev_.counters_.drop(net::DropReason::kBadQp);
     if (net::op_info(p.bth.opcode)->cls != net::QpClass::UD)
-        return dev_.count_drop(net::DropReason::kOpNotForQp);
+        return dev_.counters_.drop(net::DropReason::kOpNotForQp);
     const McastGroup* g = nullptr;
     for (const McastGroup& x : groups_)
         if (x.ipv4_be == group_be) g = &x;
-    if (!g) return dev_.count_drop(net::DropReason::kNoMcastGroup);
+    if (!g) return dev_.counters_.drop(net::DropReason::kNoMcastGroup);
     bool any = false;
     for (const auto& m : g->members) {
         Qp* qp = dev_.qps_.get(m.qpn);
@@ -117,9 +119,9 @@ void McastGroups::receive(const net::Packet& p, const sockaddr_in& from, uint32_
         ++dev_.counters_.mcast_deliveries;
         ++qp->rx_pkts;
         qp->rx_op.add(p.bth.opcode, len);
-        dev_.ud_receive(*qp, p, from, group_be);
+        dev_.ud_.receive(*qp, p, from, group_be);
     }
-    if (!any) dev_.count_drop(net::DropReason::kNoMcastGroup);
+    if (!any) dev_.counters_.drop(net::DropReason::kNoMcastGroup);
 }
 
 // "mcast GID ipv4 A.B.C.D qps 0xQPN..." for each group; "counters_mcast ..." totals.

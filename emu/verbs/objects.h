@@ -239,7 +239,7 @@ struct Qp {
     uint32_t write_total = 0;        // the WRITE's DMA length, reported with WRITE_WITH_IMM
     Session* write_owner = nullptr;  // whose memory the WRITE lands in
     bool write_imm_pending = false;
-    uint32_t dma_errors = 0;  // deferred writes of this QP that failed (Device::dma_settle)
+    uint32_t dma_errors = 0;  // deferred writes of this QP that failed (Dma::settle)
     // Replay state for atomics (responder), so a duplicate is answered, not re-executed.
     struct AtomicReplay {
         uint32_t psn = 0;
@@ -284,7 +284,7 @@ struct Session {
     int doorbell_fd = -1;
     SharedRegion db_region;  // the doorbell page (emu/abi/doorbell.h)
     abi::DoorbellPage* db = nullptr;
-    bool awake = false;    // on Device::awake_: the device reads its page every turn
+    bool awake = false;    // on the device's awake_ list: the device reads its page every turn
     uint32_t db_head = 0;  // the next entry to read; the page's own head is only published
     int async_write_fd = -1;
     bool dead = false;  // the process is gone; cleanup follows when its socket closes

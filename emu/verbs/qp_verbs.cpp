@@ -111,7 +111,7 @@ int ControlVerbs::create_qp(Session& s, const abi::CreateQpReq& r, abi::CreateQp
 
 int ControlVerbs::modify_qp(Session& s, const abi::ModifyQpReq& r) {
     Qp* qp = dev_.qps_.get(r.qpn);
-    if (!dev_.holds(s, qp)) return EINVAL;
+    if (!dev_.xrc_.holds(s, qp)) return EINVAL;
     const ibv_qp_attr& a = r.attr;
     // What an XRC half has no use for is ignored, through any handle (uverbs' modify_qp_mask).
     uint64_t m = r.mask & ~qp_ignored_attrs(qp->type);
@@ -220,16 +220,16 @@ int ControlVerbs::modify_qp(Session& s, const abi::ModifyQpReq& r) {
     qp->state = next;
     q.qp_state = next;
     if (next == IBV_QPS_ERR) {
-        dev_.flush_queues(*qp);
-        dev_.last_wqe_reached(*qp);
+        dev_.done_.flush_queues(*qp);
+        dev_.done_.last_wqe_reached(*qp);
     }
-    if (next == IBV_QPS_RTS) dev_.mark_ready(*qp);
+    if (next == IBV_QPS_RTS) dev_.sched_.mark_ready(*qp);
     return 0;
 }
 
 int ControlVerbs::query_qp(Session& s, const abi::QueryQpReq& r, abi::QueryQpResp* out) {
     Qp* qp = dev_.qps_.get(r.qpn);
-    if (!dev_.holds(s, qp)) return EINVAL;
+    if (!dev_.xrc_.holds(s, qp)) return EINVAL;
     out->attr = qp->attr;
     out->attr.qp_state = qp->state;
     out->attr.cur_qp_state = qp->state;
@@ -242,13 +242,13 @@ int ControlVerbs::query_qp(Session& s, const abi::QueryQpReq& r, abi::QueryQpRes
 
 int ControlVerbs::destroy_qp(Session& s, uint32_t qpn, uint64_t cookie) {
     Qp* qp = dev_.qps_.get(qpn);
-    if (!dev_.holds(s, qp)) return EINVAL;
+    if (!dev_.xrc_.holds(s, qp)) return EINVAL;
     // A TGT QP's handles are told apart by the library's ibv_qp (each ibv_open_qp is one).
     if (qp->type == IBV_QPT_XRC_RECV && !dev_.xrc_.find_hold(s, *qp, cookie)) return EINVAL;
     // UD sends posted before the destroy leave first: their doorbell may still be unread
     // when this command runs, and on an HCA it would have reached the QP before the command.
-    if (qp->type == IBV_QPT_UD && qp->state == IBV_QPS_RTS) dev_.requester_progress(*qp);
-    dev_.release_qp(s, qpn, cookie);  // a shared XRC TGT QP lives on while other handles exist
+    if (qp->type == IBV_QPT_UD && qp->state == IBV_QPS_RTS) dev_.requester_.progress(*qp);
+    dev_.xrc_.release_qp(s, qpn, cookie);  // a shared XRC TGT QP lives on while other handles exist
     return 0;
 }
 
@@ -257,9 +257,7 @@ void ControlVerbs::destroy_qp_now(uint32_t qpn) {
     if (!qp) return;
     dev_.trace_.add("qp 0x%x (%s) destroyed, was %s, pid %d", qpn, qp_type_name(qp->type),
                     qp_state_name(qp->state), int(qp->owner->pid));
-    if (qp->on_ready_list) dev_.ready_.erase(std::find(dev_.ready_.begin(), dev_.ready_.end(), qp));
-    if (qp->on_timer_list)
-        dev_.timers_.erase(std::find(dev_.timers_.begin(), dev_.timers_.end(), qp));
+    dev_.sched_.forget(*qp);
     // A TGT QP holds no PD: its `pd` is the one of the SRQ serving the current message.
     if (Pd* pd = dev_.pds_.get(qp->pd); pd && qp->type != IBV_QPT_XRC_RECV) --pd->users;
     if (Cq* c = dev_.cqs_.get(qp->send_cq)) --c->users;

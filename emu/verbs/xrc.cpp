@@ -152,8 +152,8 @@ void XrcDomains::srq_gone(uint32_t srqn) {
 
 void XrcDomains::post_qp_async(Qp& qp, ibv_event_type type) {
     if (qp.type != IBV_QPT_XRC_RECV)
-        return dev_.post_async(qp.owner, type, qp.cookie, "qp", qp.qpn);
-    for (const auto& h : qp.holders) dev_.post_async(h.session, type, h.cookie, "qp", qp.qpn);
+        return dev_.done_.post_async(qp.owner, type, qp.cookie, "qp", qp.qpn);
+    for (const auto& h : qp.holders) dev_.done_.post_async(h.session, type, h.cookie, "qp", qp.qpn);
 }
 
 // An XRC request at a TGT QP: the XRCETH names the SRQ whose receives (and PD, and
@@ -171,8 +171,8 @@ void XrcDomains::receive(Qp& qp, const net::Packet& p) {
                             !srq        ? "which does not exist"
                             : !srq->xrc ? "which is not an XRC SRQ"
                                         : "which belongs to another XRC domain");
-            return dev_.responder_error(qp, IBV_WC_REM_INV_REQ_ERR, 0x61, p.bth.psn,
-                                        IBV_EVENT_QP_REQ_ERR);
+            return dev_.responder_.error(qp, IBV_WC_REM_INV_REQ_ERR, 0x61, p.bth.psn,
+                                         IBV_EVENT_QP_REQ_ERR);
         }
         qp.srq = p.xrc.srqn;
         qp.pd = srq->pd;
@@ -180,10 +180,10 @@ void XrcDomains::receive(Qp& qp, const net::Packet& p) {
         ++dev_.counters_.xrc_bad_srqn;
         dev_.trace_.add("qp 0x%x (XRC_TGT): a message that began on srq %u continues on srq %u",
                         qp.qpn, qp.srq, p.xrc.srqn);
-        return dev_.responder_error(qp, IBV_WC_REM_INV_REQ_ERR, 0x61, p.bth.psn,
-                                    IBV_EVENT_QP_REQ_ERR);
+        return dev_.responder_.error(qp, IBV_WC_REM_INV_REQ_ERR, 0x61, p.bth.psn,
+                                     IBV_EVENT_QP_REQ_ERR);
     }
-    dev_.responder_receive(qp, p);
+    dev_.responder_.receive(qp, p);
 }
 
 }  // namespace uroce::emu

@@ -1,6 +1,6 @@
 // libFuzzer target: the RoCEv2 packet decoder path (docs/fuzzing.md).
 //
-// The input is one UDP payload (BTH ... ICRC), exactly what Device::on_packet hands to the
+// The input is one UDP payload (BTH ... ICRC), exactly what Wire::on_packet hands to the
 // codec. Besides "no crash, no sanitizer report", the target checks properties that a decoder
 // bug would break, and traps (a crash libFuzzer reports) when one fails:
 //   - op_info() agrees with decode(): an undefined opcode is kUnknownOpcode, a defined one is

@@ -1,4 +1,4 @@
-// libFuzzer target: the device's receive path (Device::on_packet and the RC/UC responder and
+// libFuzzer target: the device's receive path (Wire::on_packet and the RC/UC responder and
 // completer behind it), driven without a peer (docs/fuzzing.md).
 //
 // One Device runs for the whole fuzzing session on 127.0.0.1 (a free UDP port; nothing sends
@@ -10,7 +10,7 @@
 //   qps[2]  RC left in INIT (packets to it must be dropped);
 // every QP with receives posted, RQ PSN 0, path MTU 1024, and its peer at 127.0.0.254 where
 // nobody listens (what the device sends back goes nowhere). Then it feeds the input's
-// packets to Device::on_packet on the engine thread, exactly as the io_uring receive loop
+// packets to Wire::on_packet on the engine thread, exactly as the io_uring receive loop
 // does, and closes the session (the device destroys everything, as when a process exits).
 //
 // Input: byte 0 = flags, then packets as [2-byte big-endian length][bytes], at most 64.
@@ -382,14 +382,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t len) {
     from.sin_addr.s_addr = (flags & 8) ? kPeer : kSelf;
     from.sin_port = htons(g_port);
     for (auto& p : pkts) fix_up(flags, w, p, from);
-    // The device's receive callback is private (Device privately implements
-    // UdpUring::Handler); a C-style cast is the one conversion that may name an inaccessible
-    // base. Called on the engine thread, as the receive loop calls it.
-    auto* handler = (net::UdpUring::Handler*)g_dev;
+    // On the engine thread, as the receive loop calls it.
     uint8_t none = 0;  // a zero-length datagram still has a buffer
     g_dev->call([&] {
         for (auto& p : pkts)
-            handler->on_packet(from, kSelf, p.empty() ? &none : p.data(), p.size());
+            g_dev->wire().on_packet(from, kSelf, p.empty() ? &none : p.data(), p.size());
     });
     return 0;
 }

@@ -139,9 +139,7 @@ protected:
         from.sin_port = htons(dev_->config().port);
         net::icrc_store(from.sin_addr.s_addr, dev_->config().ipv4_be, dev_->config().port,
                         dev_->config().port, b.data(), b.size());
-        // Device privately implements the handler; a C-style cast may name that base.
-        auto* h = (net::UdpUring::Handler*)dev_.get();
-        h->on_packet(from, dev_->config().ipv4_be, b.data(), b.size());
+        dev_->wire().on_packet(from, dev_->config().ipv4_be, b.data(), b.size());
     }
 
     std::unique_ptr<Device> dev_;

@@ -56,12 +56,53 @@ struct FakeEnv {
     }
     uint64_t now_ns() const { return now; }
     void count_drop(net::DropReason r, Qp&) { drops.push_back(r); }
-    Counters& counters() { return counts; }
     // No READ or ATOMIC responses in these cases: nothing is written.
     bool dma_write(Session*, const void*, const iovec*, int, size_t) { return false; }
     void dma_write_later(Session*, const void*, const iovec*, int, size_t, uint32_t, uint32_t,
                          DmaWriteBatch::Path) {}
     bool dma_settle(Qp&) { return true; }
+
+    // The parts RcCompleter<Env> reaches them through, named as in the device's
+    // TransportEnv (emu/transport/transport_env.h).
+    struct DonePart {
+        FakeEnv& e;
+        void complete_send(Qp& qp, uint32_t index, ibv_wc_status s) {
+            e.complete_send(qp, index, s);
+        }
+        void qp_to_error(Qp& qp) { e.qp_to_error(qp); }
+    };
+    struct RequesterPart {
+        FakeEnv& e;
+        void complete_blocked(Qp& qp) { e.complete_blocked(qp); }
+        void complete_local_ops(Qp& qp) { e.complete_local_ops(qp); }
+        void go_back(Qp& qp, uint32_t psn) { e.go_back(qp, psn); }
+    };
+    struct SchedPart {
+        FakeEnv& e;
+        void mark_ready(Qp& qp) { e.mark_ready(qp); }
+        void arm_timer(Qp& qp, uint64_t deadline) { e.arm_timer(qp, deadline); }
+    };
+    struct CountersPart {
+        FakeEnv& e;
+        uint64_t& retransmits = e.counts.retransmits;
+        void drop(net::DropReason r, Qp& qp) { e.count_drop(r, qp); }
+    };
+    struct DmaPart {
+        FakeEnv& e;
+        bool write(Session* s, const void* src, const iovec* remote, int n, size_t total) {
+            return e.dma_write(s, src, remote, n, total);
+        }
+        void write_later(Session* s, const void* src, const iovec* remote, int n, size_t total,
+                         uint32_t qpn, uint32_t psn, DmaWriteBatch::Path path) {
+            e.dma_write_later(s, src, remote, n, total, qpn, psn, path);
+        }
+        bool settle(Qp& qp) { return e.dma_settle(qp); }
+    };
+    DonePart done{*this};
+    RequesterPart requester{*this};
+    SchedPart sched{*this};
+    CountersPart counters{*this};
+    DmaPart dma{*this};
 };
 
 constexpr uint8_t kTimeout = 14;  // 4.096 us * 2^14: 67 ms

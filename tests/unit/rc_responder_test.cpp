@@ -142,7 +142,7 @@ public:
         std::memcpy(reinterpret_cast<void*>(addr), &value, 8);
         return true;
     }
-    // Lands at once: the device's batch lands before the ACK that dma_settle() allows.
+    // Lands at once: the device's batch lands before the ACK that Dma::settle() allows.
     void dma_write_later(Session* s, const void* src, const iovec* remote, int n, size_t total,
                          uint32_t, uint32_t, DmaWriteBatch::Path) {
         dma_write(s, src, remote, n, total);
@@ -164,7 +164,85 @@ public:
         ++to_error;
         qp.state = IBV_QPS_ERR;
     }
-    FakeTrace& trace() { return trace_log; }
+
+    // The parts RcResponder<Env> reaches them through, named as in the device's TransportEnv
+    // (emu/transport/transport_env.h).
+    struct WirePart {
+        FakeEnv& e;
+        uint8_t* tx_begin(uint32_t* slot) { return e.tx_begin(slot); }
+        void transmit(uint32_t slot, size_t len, const sockaddr_in& to, Qp* qp) {
+            e.transmit(slot, len, to, qp);
+        }
+        void tx_free(uint32_t slot) { e.tx_free(slot); }
+    };
+    struct CountersPart {
+        FakeEnv& e;
+        void drop(net::DropReason r, Qp& qp) { e.count_drop(r, qp); }
+    };
+    struct RecvPart {
+        FakeEnv& e;
+        void comm_established(Qp& qp) { e.comm_established(qp); }
+        bool take(Qp& qp) { return e.take_recv(qp); }
+        void place_payload(Qp& qp, const net::Packet& p, DmaWriteBatch::Path path) {
+            e.place_payload(qp, p, path);
+        }
+        void complete(Qp& qp, const net::Packet& p, ibv_wc_status st) {
+            e.complete_recv(qp, p, st);
+        }
+    };
+    struct DmaPart {
+        FakeEnv& e;
+        bool read(Session* s, void* dst, const iovec* remote, int n, size_t total) {
+            return e.dma_read(s, dst, remote, n, total);
+        }
+        bool readv(Session* s, const iovec* local, int nlocal, const iovec* remote, int nremote,
+                   size_t total) {
+            return e.dma_readv(s, local, nlocal, remote, nremote, total);
+        }
+        bool write(Session* s, const void* src, const iovec* remote, int n, size_t total) {
+            return e.dma_write(s, src, remote, n, total);
+        }
+        bool store64(Session* s, uint64_t addr, uint64_t value) {
+            return e.dma_store64(s, addr, value);
+        }
+        void write_later(Session* s, const void* src, const iovec* remote, int n, size_t total,
+                         uint32_t qpn, uint32_t psn, DmaWriteBatch::Path path) {
+            e.dma_write_later(s, src, remote, n, total, qpn, psn, path);
+        }
+        bool settle(Qp& qp) { return e.dma_settle(qp); }
+    };
+    struct VerbsPart {
+        FakeEnv& e;
+        Mr* mr_for_key(uint32_t key) const { return e.mr_for_key(key); }
+    };
+    struct WindowsPart {
+        FakeEnv& e;
+        uint64_t mw_target(const Qp& qp, uint32_t rkey, uint64_t va, uint64_t len, uint32_t access,
+                           Session** owner) const {
+            return e.mw_target(qp, rkey, va, len, access, owner);
+        }
+        Mw* remote_invalidatable(const Qp& qp, uint32_t rkey) const {
+            return e.remote_invalidatable(qp, rkey);
+        }
+        void unbind(Mw& mw) { e.unbind(mw); }
+    };
+    struct XrcPart {
+        FakeEnv& e;
+        void post_qp_async(Qp& qp, ibv_event_type type) { e.post_qp_async(qp, type); }
+    };
+    struct DonePart {
+        FakeEnv& e;
+        void qp_to_error(Qp& qp) { e.qp_to_error(qp); }
+    };
+    WirePart wire{*this};
+    CountersPart counters{*this};
+    RecvPart recv{*this};
+    DmaPart dma{*this};
+    VerbsPart verbs{*this};
+    WindowsPart windows{*this};
+    XrcPart xrc{*this};
+    DonePart done{*this};
+    FakeTrace& trace = trace_log;
 
 private:
     bool busy_[kSlots] = {};

@@ -1,4 +1,5 @@
-// Deferred writes of received payloads into application memory (emu/engine/dma_write_batch.h).
+// DMA into application memory (emu/engine/dma.h), and the deferred writes of received
+// payloads (emu/engine/dma_write_batch.h).
 //
 // Writing each packet's payload with its own process_vm_writev cost a quarter of the
 // device's CPU under ib_write_bw (a system call and a round of page pinning per 4 KiB).
@@ -8,8 +9,8 @@
 //    batch is flushed: every CQE (push_cqe, and complete_send, which frees send slots),
 //    every packet the device transmits (an ACK or a READ response must never overtake the
 //    data it vouches for; requests and NAKs are flushed too, to keep the rule simple), every
-//    read of application memory (dma_read/dma_readv: a READ, an atomic or a SEND of a
-//    buffer a WRITE just filled sees the new bytes), and every immediate dma_write (atomics,
+//    read of application memory (Dma::read/readv: a READ, an atomic or a SEND of a
+//    buffer a WRITE just filled sees the new bytes), and every immediate Dma::write (atomics,
 //    which must not be overwritten by older data).
 //  - A control request (run_commands) flushes first: a QP destroyed, an MR deregistered or
 //    a session closed never has writes pending that name it.
@@ -17,33 +18,60 @@
 //    each engine loop turn, before the engine may sleep.
 //  - A write that fails gets the error of the path that asked for it, as it did when the
 //    write was immediate: an RC WRITE's REM_ACCESS_ERR NAK, a receive's LOC_PROT_ERR, a
-//    READ's LOC_PROT_ERR. The paths check dma_settle() before their own completion or
+//    READ's LOC_PROT_ERR. The paths check Dma::settle() before their own completion or
 //    ACK, so a failed write is never followed by a success for that QP. Later writes of a
 //    QP whose write failed are not made (its QP is in error, as it would have been).
-//    ESRCH (the process is gone) marks the session dead, as dma_write does.
+//    ESRCH (the process is gone) marks the session dead, as Dma::write does.
+#include "emu/engine/dma.h"
+
 #include <cerrno>
 
-#include "emu/engine/device.h"
 #include "emu/engine/process_memory.h"
-#include "net/opcodes.h"
 
 namespace uroce::emu {
 
-namespace {
-constexpr uint8_t kNakRemAccess = 0x62;  // AETH NAK: remote access error (rc_responder.cpp)
 using Path = DmaWriteBatch::Path;
-}  // namespace
 
-void Device::dma_write_later(Session* s, const void* src, const iovec* remote, int n, size_t total,
-                             uint32_t qpn, uint32_t psn, Path path) {
+// Reads and immediate writes of application memory come after every deferred write.
+bool Dma::read(Session* s, void* dst, const iovec* remote, int n, size_t total) {
+    flush();
+    if (mem_read(s->pid, dst, remote, n, total)) return true;
+    if (errno == ESRCH) s->dead = true;
+    return false;
+}
+
+bool Dma::readv(Session* s, const iovec* local, int nlocal, const iovec* remote, int nremote,
+                size_t total) {
+    flush();
+    if (mem_readv(s->pid, local, nlocal, remote, nremote, total)) return true;
+    if (errno == ESRCH) s->dead = true;
+    return false;
+}
+
+bool Dma::write(Session* s, const void* src, const iovec* remote, int n, size_t total) {
+    flush();
+    if (mem_write(s->pid, src, remote, n, total)) return true;
+    if (errno == ESRCH) s->dead = true;
+    return false;
+}
+
+bool Dma::store64(Session* s, uint64_t addr, uint64_t value) {
+    flush();  // the earlier writes land first, as rxe's store-release orders them
+    if (mem_store64(s->pid, addr, value)) return true;
+    if (errno == ESRCH) s->dead = true;
+    return false;
+}
+
+void Dma::write_later(Session* s, const void* src, const iovec* remote, int n, size_t total,
+                      uint32_t qpn, uint32_t psn, Path path) {
     if (!total) return;
     // A packet's payload (at most a datagram, 64 KiB) always fits an empty batch.
-    if (wb_.target != s || !wb_.fits(total, n)) dma_flush();
+    if (wb_.target != s || !wb_.fits(total, n)) flush();
     wb_.target = s;
     wb_.add(src, remote, n, total, qpn, psn, path);
 }
 
-void Device::dma_flush_now() {
+void Dma::flush_now() {
     DmaWriteBatch& b = wb_;
     Session* s = b.target;
     iovec local{b.stage.get(), b.bytes};
@@ -72,54 +100,13 @@ void Device::dma_flush_now() {
     }
     if (gone) s->dead = true;
     b.clear();  // before the error paths, which may flush (push_cqe) or write again
-    for (uint32_t k = 0; k < nfailed; ++k) dma_write_failed(failed[k]);
+    for (uint32_t k = 0; k < nfailed; ++k) on_failed_(on_failed_ctx_, failed[k]);
 }
 
-bool Device::dma_settle(Qp& qp) {
+bool Dma::settle(Qp& qp) {
     uint32_t before = qp.dma_errors;
-    dma_flush();
+    flush();
     return qp.dma_errors == before;
-}
-
-// What the path that wrote the entry did when its write failed. It counts in the QP's
-// dma_errors, so that dma_settle() stops the path that is waiting for it.
-void Device::dma_write_failed(const DmaWriteBatch::Failure& f) {
-    Qp* qp = qps_.get(f.qpn);
-    if (!qp) return;
-    if (f.path == Path::kUcWrite) {
-        // UC reports nothing: the rest of the message it belongs to (if that is still the
-        // one in progress) is discarded, and a WRITE_WITH_IMM does not complete.
-        uint64_t start = qp->write_va - (qp->write_total - qp->write_left);
-        if (!qp->have_write || f.addr < start || f.addr >= qp->write_va) return;
-        qp->have_write = false;
-        ++qp->dma_errors;
-        return;
-    }
-    ++qp->dma_errors;
-    bool gone = qp->state == IBV_QPS_ERR || qp->state == IBV_QPS_RESET;
-    switch (f.path) {
-    case Path::kRcWrite:
-    case Path::kRcSend:
-        if (gone) return;
-        return responder_error(
-            *qp, f.path == Path::kRcWrite ? IBV_WC_REM_ACCESS_ERR : IBV_WC_LOC_PROT_ERR,
-            kNakRemAccess, f.psn, IBV_EVENT_QP_ACCESS_ERR);
-    case Path::kUcSend:
-        if (gone || qp->owner->dead) return;
-        if (qp->have_rwr) complete_recv(*qp, net::Packet{}, IBV_WC_LOC_PROT_ERR);
-        post_qp_async(*qp, IBV_EVENT_QP_ACCESS_ERR);
-        return qp_to_error(*qp);
-    case Path::kUdRecv:
-        if (!qp->owner->dead && qp->have_rwr)
-            complete_recv(*qp, net::Packet{}, IBV_WC_LOC_PROT_ERR);
-        qp->have_rwr = false;
-        return;
-    case Path::kReadResp:
-        if (qp->state == IBV_QPS_RTS || qp->state == IBV_QPS_SQD)
-            fail_oldest(*qp, IBV_WC_LOC_PROT_ERR);
-        return;
-    case Path::kUcWrite: return;
-    }
 }
 
 }  // namespace uroce::emu

@@ -1,4 +1,4 @@
-// RecvPath's member functions (recv_common.h): included by recv_common.cpp, which
+// RecvPath's member functions (recv_path.h): included by recv_path.cpp, which
 // instantiates them for the Device; a test can instantiate them with a fake Env.
 #pragma once
 
@@ -8,7 +8,7 @@
 
 #include "emu/abi/verbs_names.h"
 #include "emu/engine/sge_iov.h"
-#include "emu/transport/recv_common.h"
+#include "emu/transport/recv_path.h"
 #include "net/opcodes.h"
 
 namespace uroce::emu {
@@ -18,7 +18,7 @@ namespace uroce::emu {
 template <class Env>
 void RecvPath<Env>::comm_established(Qp& qp) {
     qp.comm_est = true;
-    env_.post_qp_async(qp, IBV_EVENT_COMM_EST);
+    env_.xrc.post_qp_async(qp, IBV_EVENT_COMM_EST);
 }
 
 // Takes (consumes) the next posted receive. Returns false if there is none.
@@ -26,7 +26,7 @@ template <class Env>
 bool RecvPath<Env>::take(Qp& qp) {
     abi::RingHeader* ring;
     uint32_t *next, mask, stride, max_sge;
-    Srq* srq = qp.srq ? env_.srq(qp.srq) : nullptr;
+    Srq* srq = qp.srq ? env_.srqs.get(qp.srq) : nullptr;
     if (srq) {
         ring = srq->ring;
         next = &srq->next;
@@ -59,25 +59,25 @@ bool RecvPath<Env>::take(Qp& qp) {
     qp.rwr_off = 0;
     uint64_t total = 0;
     qp.rwr_ok = h.num_sge <= max_sge &&
-                env_.check_local_sges(owner, pd, qp.rwr.sge, qp.rwr.num_sge, true, &total);
+                env_.verbs.check_local_sges(owner, pd, qp.rwr.sge, qp.rwr.num_sge, true, &total);
     qp.rwr.length = uint32_t(total > abi::kMaxMsgSize ? abi::kMaxMsgSize : total);
     if (srq && srq->limit && uint32_t(prod - *next) < srq->limit) {
         // The limit event fires once per arming (ibv_modify_srq).
         srq->limit = 0;
-        env_.post_async(srq->owner, IBV_EVENT_SRQ_LIMIT_REACHED, srq->cookie, "srq", qp.srq);
+        env_.done.post_async(srq->owner, IBV_EVENT_SRQ_LIMIT_REACHED, srq->cookie, "srq", qp.srq);
     }
     return true;
 }
 
 // Writes a packet's payload at the current offset of the receive in progress, with the
 // next flush; `path` says what a failure to write it means (dma_write_failed). The caller
-// checks dma_settle() before it completes the receive.
+// checks Dma::settle() before it completes the receive.
 template <class Env>
 void RecvPath<Env>::place_payload(Qp& qp, const net::Packet& p, DmaWriteBatch::Path path) {
     if (!p.payload_len) return;
     iovec iov[abi::kMaxSge];
     int n = sge_iov(qp.rwr.sge, qp.rwr.num_sge, qp.rwr_off, p.payload_len, iov);
-    env_.dma_write_later(qp.rx_owner, p.payload, iov, n, p.payload_len, qp.qpn, p.bth.psn, path);
+    env_.dma.write_later(qp.rx_owner, p.payload, iov, n, p.payload_len, qp.qpn, p.bth.psn, path);
     qp.rwr_off += p.payload_len;
 }
 
@@ -85,8 +85,8 @@ void RecvPath<Env>::place_payload(Qp& qp, const net::Packet& p, DmaWriteBatch::P
 template <class Env>
 void RecvPath<Env>::complete(Qp& qp, const net::Packet& p, ibv_wc_status status) {
     if (status != IBV_WC_SUCCESS && status != IBV_WC_WR_FLUSH_ERR)
-        env_.trace().add("qp 0x%x receive wr_id 0x%llx completed with %s", qp.qpn,
-                         static_cast<unsigned long long>(qp.rwr.wr_id), abi::wc_status_id(status));
+        env_.trace.add("qp 0x%x receive wr_id 0x%llx completed with %s", qp.qpn,
+                       static_cast<unsigned long long>(qp.rwr.wr_id), abi::wc_status_id(status));
     abi::Cqe c{};
     c.wr_id = qp.rwr.wr_id;
     c.status = status;
@@ -103,7 +103,7 @@ void RecvPath<Env>::complete(Qp& qp, const net::Packet& p, ibv_wc_status status)
         c.imm_data = p.ieth;  // ibv_wc.invalidated_rkey (host order), imm_data's union twin
         c.wc_flags = IBV_WC_WITH_INV;
     }
-    env_.push_cqe(qp.rx_cq, c, p.bth.se);
+    env_.done.push_cqe(qp.rx_cq, c, p.bth.se);
     qp.have_rwr = false;
 }
 

@@ -1,24 +1,25 @@
-// Fault injection (docs/faults.md): what the device does with a packet the injector
-// (net/fault_injector.h) drops, duplicates, corrupts or holds. The injector sits on the
-// wire: a sent packet is faulted after the device counted and captured it, a received one
+// Fault injection (docs/faults.md): what the wire (emu/engine/wire.h) does with a packet
+// the injector (net/fault_injector.h) drops, duplicates, corrupts or holds. The injector sits
+// on the wire: a sent packet is faulted after the device counted and captured it, a received one
 // before (so a capture shows what each side really sent and received).
 #include <cstring>
 #include <sstream>
 
 #include "emu/engine/device.h"
+#include "emu/engine/wire.h"
 
 namespace uroce::emu {
 
 using Verdict = net::FaultInjector::Verdict;
 
-uint64_t Device::set_faults(const net::FaultSpec& spec) {
+uint64_t Wire::set_faults(const net::FaultSpec& spec) {
     uint64_t seed = faults_.configure(spec);
     cfg_.faults = faults_.spec();
     return seed;
 }
 
 // Received packets: dropped or held ones go no further; a duplicate is processed twice.
-bool Device::fault_rx(const sockaddr_in& from, uint32_t to_be, uint8_t* data, size_t len) {
+bool Wire::fault_rx(const sockaddr_in& from, uint32_t to_be, uint8_t* data, size_t len) {
     Verdict v = faults_.decide(net::kFaultRx, data, len, from, now_ns(), to_be);
     if (v == Verdict::kDup) receive(from, to_be, data, len);  // leaves the buffer as it was
     return v == Verdict::kPass || v == Verdict::kDup;
@@ -26,7 +27,7 @@ bool Device::fault_rx(const sockaddr_in& from, uint32_t to_be, uint8_t* data, si
 
 // Sent packets (ICRC already stored): a dropped or held one frees its buffer unsent; a
 // duplicate goes out twice, the copy from a buffer of its own.
-bool Device::fault_tx(uint32_t slot, size_t len, const sockaddr_in& to) {
+bool Wire::fault_tx(uint32_t slot, size_t len, const sockaddr_in& to) {
     uint8_t* buf = io_.tx_buffer(slot);
     Verdict v = faults_.decide(net::kFaultTx, buf, len, to, now_ns());
     if (v == Verdict::kDrop || v == Verdict::kHeld) {
@@ -45,7 +46,7 @@ bool Device::fault_tx(uint32_t slot, size_t len, const sockaddr_in& to) {
 
 // Delivers the held packets that are due: received ones to the receive path, sent ones
 // to the socket (if every transmit buffer is in flight, they wait for the next turn).
-void Device::release_faults(uint64_t now) {
+void Wire::release_faults(uint64_t now) {
     faults_.release(now, [this](net::FaultDir d, const uint8_t* data, size_t len,
                                 const sockaddr_in& peer, uint32_t local_be) {
         if (d == net::kFaultRx) {
@@ -62,7 +63,7 @@ void Device::release_faults(uint64_t now) {
     });
 }
 
-std::string Device::fault_lines() const {
+std::string Wire::fault_lines() const {
     std::ostringstream o;
     o << "faults " << net::format_fault_spec(cfg_.faults) << "\n";
     for (net::FaultDir d : {net::kFaultRx, net::kFaultTx}) {

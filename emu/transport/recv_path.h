@@ -1,10 +1,10 @@
 // The receive side every transport shares (RecvPath): taking a posted receive (from the
 // QP's RQ or its SRQ), placing payload into it, and completing it. A template over its
-// environment, as the stages that use it (rc_responder.h); in the daemon Env is Device
-// (recv_common.cpp).
+// environment, as the stages that use it (rc_responder.h); in the daemon Env is TransportEnv
+// (emu/transport/transport_env.h, instantiated in recv_path.cpp).
 //
-// What the Env offers (Device's names): srq(handle), check_local_sges, post_async,
-// post_qp_async, dma_write_later, push_cqe, and trace().
+// What the Env offers, by part: srqs (get), verbs (check_local_sges), dma (write_later),
+// done (push_cqe, post_async), xrc (post_qp_async) and trace.
 #pragma once
 
 #include <infiniband/verbs.h>

@@ -1,0 +1,32 @@
+// The device's packet counters (`uroce counters`, docs/counters.md).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "emu/verbs/objects.h"
+#include "net/headers.h"
+
+namespace uroce::emu {
+
+struct DeviceCounters {
+    uint64_t tx_pkts = 0, rx_pkts = 0, tx_bytes = 0, rx_bytes = 0;
+    uint64_t drops[size_t(net::DropReason::kCount)] = {};
+    uint64_t retransmits = 0, tx_stalls = 0;
+    uint64_t xrc_bad_srqn = 0;  // XRC requests naming an SRQ outside the TGT QP's domain
+    // Multicast: packets sent to a group, received for a group, and copies handed to
+    // attached QPs (docs/multicast.md).
+    uint64_t mcast_tx_pkts = 0, mcast_rx_pkts = 0, mcast_deliveries = 0;
+    // By opcode (counters_op lines of `uroce counters`). rx counts every datagram of at least
+    // one byte under its first byte, dropped ones included, as rx_pkts does.
+    OpCounters tx_op, rx_op;
+
+    void drop(net::DropReason r) { ++drops[size_t(r)]; }
+    // A drop once the packet has reached a QP: counted for the device and for the QP.
+    void drop(net::DropReason r, Qp& qp) {
+        ++drops[size_t(r)];
+        ++qp.drops[size_t(r)];
+    }
+};
+
+}  // namespace uroce::emu

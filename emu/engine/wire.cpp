@@ -1,0 +1,165 @@
+#include "emu/engine/wire.h"
+
+#include <arpa/inet.h>
+#include <sys/time.h>
+
+#include <algorithm>
+#include <cerrno>
+
+#include "emu/engine/device.h"
+#include "emu/engine/dma.h"
+#include "emu/verbs/mcast_groups.h"
+#include "net/icrc.h"
+#include "net/opcodes.h"
+
+namespace uroce::emu {
+
+Wire::Wire(DeviceConfig& cfg, DeviceCounters& counters, Dma& dma, const McastGroups& mcast,
+           Device& dev)
+    : cfg_(cfg), counters_(counters), dma_(dma), mcast_(mcast), dev_(dev) {
+    self_.sin_family = AF_INET;
+    self_.sin_addr.s_addr = cfg_.ipv4_be;
+    self_.sin_port = htons(cfg_.port);
+    // The engine flushes the capture once per loop turn (Device::run_turn), not once per
+    // packet.
+    pcap_.set_flush_each(false);
+}
+
+int Wire::open() {
+    int err = io_.open(cfg_.ipv4_be, cfg_.port);
+    if (err) return err;
+    if (!cfg_.pcap.empty()) {
+        std::string why;
+        if (!pcap_.open(cfg_.pcap, cfg_.pcap_max, &why)) return errno ? errno : EIO;
+    }
+    if (cfg_.faults.any()) set_faults(cfg_.faults);
+    // A 4 KiB datagram costs more than 8 KiB of receive buffer: its data sits in an 8 KiB
+    // allocation, plus the skb (truesize about 8.8 KiB). 10 KiB a packet leaves some margin.
+    self_budget_ = std::max(16, io_.rcvbuf() / 10240);
+    return 0;
+}
+
+bool Wire::to_self(const sockaddr_in& to) const {
+    return to.sin_port == self_.sin_port && to.sin_addr.s_addr == cfg_.ipv4_be;
+}
+
+bool Wire::loops_back(const sockaddr_in& to) const {
+    return to.sin_port == self_.sin_port && net::is_ipv4_multicast(to.sin_addr.s_addr) &&
+           mcast_.member(to.sin_addr.s_addr);
+}
+
+bool Wire::self_paced(const sockaddr_in& to) {
+    if (self_inflight_ < self_budget_ || !loops_back(to)) return false;
+    if (turn_ - self_rx_turn_ < 4 || now_ns() - last_self_rx_ns_ < 2000000) return true;
+    self_inflight_ = 0;
+    return false;
+}
+
+// The device's own eventfds (doorbells, commands) come through the same ring.
+void Wire::on_eventfd(uint64_t tag) { dev_.on_eventfd(tag); }
+
+uint8_t* Wire::tx_begin(uint32_t* slot) {
+    uint8_t* buf = io_.tx_alloc(slot);
+    if (!buf) ++counters_.tx_stalls;
+    return buf;
+}
+
+void Wire::transmit(uint32_t slot, size_t len_no_icrc, const sockaddr_in& to, Qp* qp) {
+    dma_.flush();  // nothing leaves before the data it may acknowledge (emu/engine/dma.cpp)
+    uint8_t* buf = io_.tx_buffer(slot);
+    size_t len = len_no_icrc + net::kIcrcLen;
+    // A packet to this device itself that nobody can see needs no ICRC: it is never on a
+    // wire, and receive() skips the check for it (docs/behaviour.md, "Loopback").
+    bool icrc = !to_self(to) || packets_observed();
+    if (icrc)
+        net::icrc_store(cfg_.ipv4_be, to.sin_addr.s_addr, cfg_.port, ntohs(to.sin_port), buf, len);
+    if (pcap_.is_open()) {
+        timeval tv;
+        gettimeofday(&tv, nullptr);
+        pcap_.record(cfg_.ipv4_be, cfg_.port, to.sin_addr.s_addr, ntohs(to.sin_port), buf, len, tv);
+    }
+    ++counters_.tx_pkts;
+    counters_.tx_bytes += len;
+    if (net::is_ipv4_multicast(to.sin_addr.s_addr)) ++counters_.mcast_tx_pkts;
+    counters_.tx_op.add(buf[0], len);
+    if (qp) qp->tx_op.add(buf[0], len);
+    if (faults_.armed(net::kFaultTx) && !fault_tx(slot, len, to)) return;  // docs/faults.md
+    wire_send(slot, len, to, icrc);
+}
+
+void Wire::wire_send(uint32_t slot, size_t len, const sockaddr_in& to, bool icrc) {
+    if (to_self(to)) return self_link_.push(slot, uint32_t(len), icrc);
+    if (loops_back(to)) ++self_inflight_;
+    io_.tx_send(slot, len, to);
+}
+
+// What the socket delivered: loopback pacing counts it here, once.
+void Wire::on_packet(const sockaddr_in& from, uint32_t to_be, uint8_t* data, size_t len) {
+    if (from.sin_addr.s_addr == cfg_.ipv4_be && from.sin_port == self_.sin_port) {
+        if (self_inflight_) --self_inflight_;
+        last_self_rx_ns_ = now_ns();
+        self_rx_turn_ = turn_;
+    }
+    arrive(from, to_be, data, len);
+}
+
+// The fault injector (which may drop, hold or duplicate the packet), then the receive path.
+void Wire::arrive(const sockaddr_in& from, uint32_t to_be, uint8_t* data, size_t len) {
+    if (faults_.armed(net::kFaultRx) && !fault_rx(from, to_be, data, len))
+        return;  // docs/faults.md
+    receive(from, to_be, data, len);
+}
+
+void Wire::receive(const sockaddr_in& from, uint32_t to_be, uint8_t* data, size_t len,
+                   bool icrc_unset) {
+    ++counters_.rx_pkts;
+    counters_.rx_bytes += len;
+    if (len) counters_.rx_op.add(data[0], len);
+    if (pcap_.is_open()) {
+        timeval tv;
+        gettimeofday(&tv, nullptr);
+        pcap_.record(from.sin_addr.s_addr, ntohs(from.sin_port), to_be, cfg_.port, data, len, tv);
+    }
+    net::Packet p;
+    net::DropReason why = net::decode(data, len, p);
+    if (why != net::DropReason::kNone) return counters_.drop(why);
+    if (!icrc_unset &&
+        !net::icrc_check(from.sin_addr.s_addr, to_be, ntohs(from.sin_port), cfg_.port, data, len))
+        return counters_.drop(net::DropReason::kBadIcrc);
+    if ((p.bth.pkey & 0x7fff) != (net::kDefaultPkey & 0x7fff))
+        return counters_.drop(net::DropReason::kBadPkey);
+    dev_.dispatch(p, from, to_be, len);
+}
+
+void Wire::deliver_to_self() {
+    if (self_link_.empty()) return;
+    looped_ = true;
+    while (!self_link_.empty()) {
+        SelfLink::Pkt k = self_link_.pop();
+        uint8_t* buf = io_.tx_buffer(k.slot);
+        if (!k.icrc && packets_observed()) {
+            // A capture or the injector started since it was sent.
+            net::icrc_store(cfg_.ipv4_be, cfg_.ipv4_be, cfg_.port, cfg_.port, buf, k.len);
+            k.icrc = true;
+        }
+        if (k.icrc)
+            arrive(self_, cfg_.ipv4_be, buf, k.len);
+        else
+            receive(self_, cfg_.ipv4_be, buf, k.len, true);
+        io_.tx_free(k.slot);
+    }
+}
+
+int Wire::set_capture(const std::string& path, uint64_t max_bytes) {
+    pcap_.close();  // flushes what the current capture still buffers
+    cfg_.pcap.clear();
+    cfg_.pcap_max = 0;
+    if (path.empty()) return 0;
+    std::string why;
+    if (!pcap_.open(path, max_bytes, &why)) return errno ? errno : EIO;
+    cfg_.pcap = path;
+    cfg_.pcap_max = max_bytes;
+    return 0;
+}
+
+}  // namespace uroce::emu

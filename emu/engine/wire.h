@@ -1,0 +1,132 @@
+// The device's side of the wire: its UDP socket and io_uring (net/udp_uring.h), the link
+// that carries what the device sends to itself (self_link.h), the capture, the fault
+// injector and the packet counters. Packets leave through transmit(). Arriving ones pass
+// the fault injector, are counted, captured, decoded and checked (ICRC, P_Key) here, and
+// then go to the device, which hands them to a QP's stage (Device::dispatch).
+#pragma once
+
+#include <netinet/in.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "emu/engine/counters.h"
+#include "emu/engine/self_link.h"
+#include "net/fault_injector.h"
+#include "net/headers.h"
+#include "net/pcap_tap.h"
+#include "net/udp_uring.h"
+
+namespace uroce::emu {
+
+class Device;
+class Dma;
+class McastGroups;
+struct DeviceConfig;
+
+class Wire : private net::UdpUring::Handler {
+public:
+    // `cfg`: the device's address and port, and where the capture and fault settings are
+    // recorded when they change. `dev` gets the packets that pass the checks.
+    Wire(DeviceConfig& cfg, DeviceCounters& counters, Dma& dma, const McastGroups& mcast,
+         Device& dev);
+
+    // Binds the socket; starts the capture and faults the configuration asks for. 0 or errno.
+    int open();
+    net::UdpUring& io() { return io_; }
+    // Waits for packets and eventfds at most `timeout_ns` and handles what came.
+    void run_once(uint64_t timeout_ns) { io_.run_once(timeout_ns, *this); }
+    // Nothing in flight: every transmit buffer is back and nothing waits on the self link.
+    bool idle() const { return self_link_.empty() && io_.tx_free_count() == io_.kTxBufs; }
+
+    // Sending. tx_begin: a transmit buffer (nullptr: all in flight, counted as a stall).
+    uint8_t* tx_begin(uint32_t* slot);
+    // Appends the ICRC, records the packet in the capture, and queues it. `qp`: the QP that
+    // sends it, for its per-opcode counters (nullptr: the device's counters only).
+    void transmit(uint32_t slot, size_t len_no_icrc, const sockaddr_in& to, Qp* qp = nullptr);
+    void tx_free(uint32_t slot) { io_.tx_free(slot); }
+    // True when a requester should wait before sending more to `to`: multicast this device
+    // sent to its own groups that has not come back yet. A count that stops moving (the
+    // kernel dropped some of them after all) is forgotten after 2 ms and 4 engine turns
+    // without one of them arriving.
+    bool self_paced(const sockaddr_in& to);
+
+    // The engine's turn: begin_turn() first; deliver_to_self() receives what this device
+    // sent to itself, until nothing is left (what that answers to itself included).
+    void begin_turn() {
+        ++turn_;
+        looped_ = false;
+    }
+    void deliver_to_self();
+    size_t self_backlog() const { return self_link_.size(); }
+    bool looped() const { return looped_; }  // this turn received packets from the self link
+
+    // Capture (docs/capture.md). set_capture: starts (path non-empty; replaces a running
+    // capture) or stops it; 0 or errno.
+    int set_capture(const std::string& path, uint64_t max_bytes);
+    uint64_t capture_packets() const { return pcap_.packets(); }  // rotated files included
+    void flush_capture() { pcap_.flush(); }
+    void close_capture() { pcap_.close(); }
+
+    // Fault injection (docs/faults.md, wire_faults.cpp). set_faults replaces the spec (off:
+    // !spec.any()) and returns the seed in use.
+    uint64_t set_faults(const net::FaultSpec& spec);
+    bool faults_holding() const { return faults_.holding(); }
+    uint64_t next_release_in(uint64_t now) const { return faults_.next_release_in(now); }
+    void release_faults(uint64_t now);  // the held packets that are due
+    std::string fault_lines() const;    // the "faults ..." lines of the dump
+
+    // The ring's callbacks: a datagram the socket delivered, a doorbell or command eventfd
+    // that fired (the device's). Tests and fuzzers call them as the ring does.
+    void on_packet(const sockaddr_in& from, uint32_t to_be, uint8_t* data, size_t len) override;
+    void on_eventfd(uint64_t tag) override;
+
+private:
+    // Where a packet enters the device, from the socket or from self_link_: the fault
+    // injector, then receive().
+    void arrive(const sockaddr_in& from, uint32_t to_be, uint8_t* data, size_t len);
+    // Checks, counts, captures, then the device's dispatch. `to_be`: the address the packet
+    // was sent to (the device's, or a multicast group's). `icrc_unset`: a packet from this
+    // device to itself whose ICRC nobody needed (transmit).
+    void receive(const sockaddr_in& from, uint32_t to_be, uint8_t* data, size_t len,
+                 bool icrc_unset = false);
+    // Hands a finished packet to the socket, or to self_link_ if it is for this device
+    // (loopback pacing counts the multicast ones that come back).
+    void wire_send(uint32_t slot, size_t len, const sockaddr_in& to, bool icrc = true);
+    // Fault injection: false when the packet must go no further.
+    bool fault_rx(const sockaddr_in& from, uint32_t to_be, uint8_t* data, size_t len);
+    bool fault_tx(uint32_t slot, size_t len, const sockaddr_in& to);
+    // Whether anything outside the engine can see a packet's bytes: a capture, or the fault
+    // injector (which corrupts packets for the ICRC check to find).
+    bool packets_observed() const {
+        return pcap_.is_open() || faults_.armed(net::kFaultTx) || faults_.armed(net::kFaultRx);
+    }
+    bool to_self(const sockaddr_in& to) const;
+    bool loops_back(const sockaddr_in& to) const;
+
+    DeviceConfig& cfg_;
+    DeviceCounters& counters_;
+    Dma& dma_;
+    const McastGroups& mcast_;
+    Device& dev_;
+    sockaddr_in self_{};
+    net::UdpUring io_;
+    net::PcapTap pcap_;
+    net::FaultInjector faults_;
+    SelfLink self_link_;   // unicast packets to this device's own address
+    bool looped_ = false;  // this engine turn received packets from self_link_
+    // Multicast packets this device sent to groups it is a member of that it has not
+    // received back yet. They sit in its own group sockets' receive buffers, so UD requesters
+    // pause at a budget that fits there instead of overrunning it (a loopback link has no
+    // PFC to push back).
+    uint32_t self_inflight_ = 0;
+    uint32_t self_budget_ = 64;
+    uint64_t last_self_rx_ns_ = 0;
+    // Engine loop turns, and the turn that last received a packet from this device itself:
+    // a count is only stale when turns went by without one (a descheduled engine finds its
+    // packets still queued when it runs again, however long it was away).
+    uint64_t turn_ = 0, self_rx_turn_ = 0;
+};
+
+}  // namespace uroce::emu

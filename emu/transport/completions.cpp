@@ -1,0 +1,9 @@
+// The completions stage, instantiated for the device.
+#include "emu/engine/device.h"
+#include "emu/transport/completions_impl.h"
+
+namespace uroce::emu {
+
+template class Completions<TransportEnv>;
+
+}  // namespace uroce::emu

@@ -1,0 +1,9 @@
+// The shared receive path (recv_path.h), instantiated for the device.
+#include "emu/engine/device.h"
+#include "emu/transport/recv_path_impl.h"
+
+namespace uroce::emu {
+
+template class RecvPath<TransportEnv>;
+
+}  // namespace uroce::emu
