@@ -102,8 +102,10 @@ int UdpUring::open(uint32_t ip_be, uint16_t port) {
     io_uring_buf_ring_advance(br_, kRxBufs);
 
     rx_msg_.msg_namelen = sizeof(sockaddr_in);
+    // Queued, not submitted: the first run_once() submits it. io_uring completes a request
+    // in the thread that submitted it, so submitted here (uroced's control thread) every
+    // received packet would wake that thread first, and it the engine.
     arm_recv(0);
-    io_uring_submit(&ring_);
     return 0;
 }
 
