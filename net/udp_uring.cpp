@@ -31,7 +31,9 @@ UdpUring::~UdpUring() {
 
 int UdpUring::open(uint32_t ip_be, uint16_t port) {
     io_uring_params p{};
-    p.flags = IORING_SETUP_SUBMIT_ALL | IORING_SETUP_COOP_TASKRUN;
+    // TASKRUN_FLAG: the ring says when completions wait for the thread to enter the kernel,
+    // so that a run_once() that does not wait (a busy or polling engine) enters only then.
+    p.flags = IORING_SETUP_SUBMIT_ALL | IORING_SETUP_COOP_TASKRUN | IORING_SETUP_TASKRUN_FLAG;
     int r = io_uring_queue_init_params(4096, &ring_, &p);
     if (r < 0) {
         p.flags = 0;  // older kernels

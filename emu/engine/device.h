@@ -49,6 +49,11 @@ struct DeviceConfig {
     std::string pcap;       // capture file, empty: none
     uint64_t pcap_max = 0;  // rotation size in bytes, 0: unlimited
     net::FaultSpec faults;  // fault injection from the start (docs/faults.md)
+    // How long the engine keeps polling after its last work before it sleeps (0: it sleeps
+    // at once). Saves the wake-ups of a latency test on hosts with a core to spare
+    // (docs/performance.md, "Polling budget").
+    uint32_t poll_us = 0;
+    static constexpr uint32_t kMaxPollUs = 1000000;
 };
 
 struct DeviceCounters {
@@ -185,6 +190,9 @@ private:
     // True if anything was found then.
     void poll_doorbells();
     bool doze();
+    // The polling budget (DeviceConfig::poll_us): true while the engine did work (a packet
+    // in or out, a doorbell) less than poll_us ago, so that it polls instead of sleeping.
+    bool keep_polling();
     void run_commands();
     void run_ready();
     void run_timers(uint64_t now);
@@ -340,6 +348,8 @@ private:
     // a count is only stale when turns went by without one (a descheduled engine finds its
     // packets still queued when it runs again, however long it was away).
     uint64_t turn_ = 0, self_rx_turn_ = 0;
+    // The polling budget: doorbells taken, the work count keep_polling() saw last, and when.
+    uint64_t rung_ = 0, work_seen_ = 0, last_work_ns_ = 0;
     bool to_self(const sockaddr_in& to) const {
         return to.sin_port == self_.sin_port && to.sin_addr.s_addr == cfg_.ipv4_be;
     }
