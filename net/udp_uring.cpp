@@ -31,7 +31,9 @@ UdpUring::~UdpUring() {
 
 int UdpUring::open(uint32_t ip_be, uint16_t port) {
     io_uring_params p{};
-    p.flags = IORING_SETUP_SUBMIT_ALL | IORING_SETUP_COOP_TASKRUN;
+    // TASKRUN_FLAG: the ring says when completions wait for the thread to enter the kernel,
+    // so that a run_once() that does not wait (a busy or polling engine) enters only then.
+    p.flags = IORING_SETUP_SUBMIT_ALL | IORING_SETUP_COOP_TASKRUN | IORING_SETUP_TASKRUN_FLAG;
     int r = io_uring_queue_init_params(4096, &ring_, &p);
     if (r < 0) {
         p.flags = 0;  // older kernels
@@ -102,8 +104,10 @@ int UdpUring::open(uint32_t ip_be, uint16_t port) {
     io_uring_buf_ring_advance(br_, kRxBufs);
 
     rx_msg_.msg_namelen = sizeof(sockaddr_in);
+    // Queued, not submitted: the first run_once() submits it. io_uring completes a request
+    // in the thread that submitted it, so submitted here (uroced's control thread) every
+    // received packet would wake that thread first, and it the engine.
     arm_recv(0);
-    io_uring_submit(&ring_);
     return 0;
 }
 

@@ -40,7 +40,9 @@ public:
 
     // Binds ip:port (network order ip, host order port). Multicast sent from this socket
     // leaves through the interface of ip and loops back to the host's members. Returns 0 or
-    // errno.
+    // errno. Submits nothing: the receive starts with the first run_once(), so that its
+    // completions run in the thread that runs the ring (see udp_uring.cpp), which may be
+    // another than this one.
     int open(uint32_t ip_be, uint16_t port);
 
     // Joins IPv4 multicast group `group_be` on the interface of the device's address and

@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <malloc.h>
+#include <sched.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
 
@@ -156,7 +157,14 @@ void Device::run_turn(bool may_sleep) {
     uint64_t wait = sched_.ready_empty() ? next_timeout(now_ns())
                     : wire_.looped()     ? 0
                                          : kStallRetryNs;
-    if (wait && doze()) wait = 0;
+    if (wait && may_sleep && keep_polling()) {
+        // Awake sessions stay awake (their doorbells cost no system call); the yield gives
+        // a CPU shared with busy-polling applications back to them between looks.
+        wait = 0;
+        sched_yield();
+    } else if (wait && doze()) {
+        wait = 0;
+    }
     if (wire_.faults_holding()) wait = std::min(wait, wire_.next_release_in(now_ns()));
     if (!may_sleep) wait = 0;
     // Packets recorded during the last turn reach the file before the engine may sleep:
@@ -209,6 +217,17 @@ bool Device::doze() {
     return found;
 }
 
+bool Device::keep_polling() {
+    if (!cfg_.poll_us) return false;
+    uint64_t now = now_ns();
+    uint64_t work = counters_.rx_pkts + counters_.tx_pkts + rung_;
+    if (work != work_seen_) {
+        work_seen_ = work;
+        last_work_ns_ = now;
+    }
+    return now - last_work_ns_ < uint64_t(cfg_.poll_us) * 1000;
+}
+
 // The QPs and CQs the session's doorbell page names (emu/abi/doorbell.h). An entry that
 // names nothing of this session's is ignored, as is anything past kDoorbellSlots entries.
 bool Device::take_doorbells(Session& s) {
@@ -232,6 +251,7 @@ bool Device::take_doorbells(Session& s) {
         sched_.mark_ready(*qp);
     }
     if (head == first && !p->overflow.load(std::memory_order_acquire)) return false;
+    ++rung_;
     s.db_head = head;
     p->head.store(head, std::memory_order_release);
     if (p->overflow.exchange(0, std::memory_order_acq_rel)) {

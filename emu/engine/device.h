@@ -47,6 +47,11 @@ struct DeviceConfig {
     std::string pcap;       // capture file, empty: none
     uint64_t pcap_max = 0;  // rotation size in bytes, 0: unlimited
     net::FaultSpec faults;  // fault injection from the start (docs/faults.md)
+    // How long the engine keeps polling after its last work before it sleeps (0: it sleeps
+    // at once). Saves the wake-ups of a latency test on hosts with a core to spare
+    // (docs/performance.md, "Polling budget").
+    uint32_t poll_us = 0;
+    static constexpr uint32_t kMaxPollUs = 1000000;
 };
 
 // How many objects of each kind the device holds (Device::objects()): a session that has
@@ -124,6 +129,9 @@ private:
     // True if anything was found then.
     void poll_doorbells();
     bool doze();
+    // The polling budget (DeviceConfig::poll_us): true while the engine did work (a packet
+    // in or out, a doorbell) less than poll_us ago, so that it polls instead of sleeping.
+    bool keep_polling();
     void run_commands();
     void run_ready();
     void run_timers(uint64_t now);
@@ -188,6 +196,8 @@ private:
     std::vector<uint32_t> awake_;  // sessions whose doorbell page says the device is awake
     // The last session closed: release_idle_memory() runs once nothing is in flight.
     bool trim_pending_ = false;
+    // The polling budget: doorbells taken, the work count keep_polling() saw last, and when.
+    uint64_t rung_ = 0, work_seen_ = 0, last_work_ns_ = 0;
     std::thread thread_;
     bool running_ = false;
     bool manual_ = false;  // start_manual(): no thread, turn() runs the loop

@@ -22,7 +22,8 @@ using namespace uroce;
 static void usage() {
     std::fprintf(stderr,
                  "usage: uroced [--name NAME] [--addr IPV4] [--port UDP_PORT]\n"
-                 "              [--pcap FILE] [--pcap-max BYTES] [--faults SPEC] [--nice N]\n");
+                 "              [--pcap FILE] [--pcap-max BYTES] [--faults SPEC] [--nice N]\n"
+                 "              [--poll-us US]\n");
 }
 
 // The device stands for hardware: its peers' ACK timers (4.096 us x 2^timeout, retry_cnt
@@ -78,6 +79,16 @@ int main(int argc, char** argv) {
                 std::fprintf(stderr, "uroced: bad --faults: %s\n", why.c_str());
                 return 2;
             }
+        } else if (a == "--poll-us") {
+            const char* v = val();
+            char* end = nullptr;
+            unsigned long us = std::strtoul(v, &end, 10);
+            if (!*v || *end || *v == '-' || us > emu::DeviceConfig::kMaxPollUs) {
+                std::fprintf(stderr, "uroced: --poll-us %s is not in 0..%u\n", v,
+                             emu::DeviceConfig::kMaxPollUs);
+                return 2;
+            }
+            cfg.poll_us = uint32_t(us);
         } else if (a == "--nice") {
             nice = std::atoi(val());
             if (nice < -20 || nice > 19) {

@@ -468,7 +468,8 @@ inline std::vector<uint8_t> pattern(size_t n, uint32_t seed) {
 // Starts `n` devices (127.0.0.2, 127.0.0.3, ...) on one UDP port that is free on all of
 // them. Each test runs in its own process (gtest_discover_tests) and ctest runs them in
 // parallel, so a fixed port would collide; the first port every bind accepts is ours.
-inline std::vector<std::unique_ptr<Device>> start_devices(int n) {
+// `poll_us`: their polling budget (DeviceConfig::poll_us).
+inline std::vector<std::unique_ptr<Device>> start_devices(int n, uint32_t poll_us = 0) {
     static const char* kAddrs[] = {"127.0.0.2", "127.0.0.3"};
     for (uint32_t port = kFirstPort; port <= kLastPort; ++port) {
         std::vector<std::unique_ptr<Device>> devs;
@@ -477,6 +478,7 @@ inline std::vector<std::unique_ptr<Device>> start_devices(int n) {
             cfg.name = "utest" + std::to_string(i);
             cfg.ipv4_be = ip(kAddrs[i]);
             cfg.port = uint16_t(port);
+            cfg.poll_us = poll_us;
             auto d = std::make_unique<Device>(cfg);
             if (d->start() != 0) break;
             devs.push_back(std::move(d));
