@@ -1,5 +1,5 @@
 // RecvPath's member functions (recv_path.h): included by recv_path.cpp, which
-// instantiates them for the Device; a test can instantiate them with a fake Env.
+// instantiates them for TransportEnv; a test can instantiate them with a fake Env.
 #pragma once
 
 #include <endian.h>
