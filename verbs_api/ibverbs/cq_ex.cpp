@@ -29,16 +29,18 @@ void load(Cq* cq, uint32_t idx) {
 int start_poll(ibv_cq_ex* x, ibv_poll_cq_attr* attr) {
     if (attr->comp_mask) return EINVAL;  // as mlx5
     Cq* cq = cq_of(x);
-    lock_cq(cq);  // held until end_poll
-    abi::RingHeader* h = cq->ring.hdr();
-    uint32_t cons = h->cons.load(std::memory_order_relaxed);
-    if (cons == h->prod.load(std::memory_order_acquire)) {
+    for (bool again = true;; again = false) {
+        lock_cq(cq);  // held until end_poll
+        abi::RingHeader* h = cq->ring.hdr();
+        uint32_t cons = h->cons.load(std::memory_order_relaxed);
+        if (cons != h->prod.load(std::memory_order_acquire)) {
+            load(cq, cons);
+            return 0;
+        }
         unlock_cq(cq);  // the caller does not call end_poll after an error
-        empty_poll(cq);
-        return ENOENT;
+        // Having given the CPU away, look again, as ibv_poll_cq does.
+        if (!again || !empty_poll(cq)) return ENOENT;
     }
-    load(cq, cons);
-    return 0;
 }
 
 int next_poll(ibv_cq_ex* x) {

@@ -192,15 +192,18 @@ void unlock_cq(Cq* cq) {
     if (!cq->single_threaded) cq->lock.unlock();
 }
 
-void empty_poll(Cq* cq) {
+bool empty_poll(Cq* cq) {
     // An empty poll means the application is spinning while the device works. On a
     // host with fewer cores than spinning processes the device would otherwise wait for
     // the spinner's time slice to end, so give the CPU away now and then.
-    if ((++cq->empty_polls & 15) == 0) sched_yield();
+    if ((++cq->empty_polls & 15) != 0) return false;
+    sched_yield();
+    return true;
 }
 
-int poll_cq(ibv_cq* cq_pub, int n, ibv_wc* wc) {
-    Cq* cq = cq_of(cq_pub);
+namespace {
+
+int take_cqes(Cq* cq, int n, ibv_wc* wc) {
     lock_cq(cq);
     abi::RingHeader* h = cq->ring.hdr();
     uint32_t cons = h->cons.load(std::memory_order_relaxed);
@@ -225,7 +228,18 @@ int poll_cq(ibv_cq* cq_pub, int n, ibv_wc* wc) {
     }
     h->cons.store(cons, std::memory_order_release);
     unlock_cq(cq);
-    if (k == 0) empty_poll(cq);
+    return k;
+}
+
+}  // namespace
+
+int poll_cq(ibv_cq* cq_pub, int n, ibv_wc* wc) {
+    Cq* cq = cq_of(cq_pub);
+    int k = take_cqes(cq, n, wc);
+    // After giving the CPU away, look again: the caller acts on "empty" at once (libfabric's
+    // rxm then reads its connection events), and must not act on a look a time slice old
+    // (docs/behaviour.md, "Scheduling on small hosts").
+    if (k == 0 && empty_poll(cq)) k = take_cqes(cq, n, wc);
     return k;
 }
 

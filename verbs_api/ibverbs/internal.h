@@ -400,10 +400,11 @@ int poll_cq(ibv_cq* cq, int n, ibv_wc* wc);
 // ibv_start_poll share them.
 void lock_cq(Cq* cq);
 void unlock_cq(Cq* cq);
-void empty_poll(Cq* cq);
+bool empty_poll(Cq* cq);  // true when it gave the CPU away: the caller looks again
 int req_notify_cq(ibv_cq* cq, int solicited_only);
 // Removes the completions of QP `qpn` that `cq` holds, keeping the others in order: a QP
-// moved to RESET leaves none behind (mlx5's, mlx4's and mthca's providers do the same).
+// moved to RESET or destroyed leaves none behind (mlx5's, mlx4's and mthca's providers do the
+// same).
 void clean_cq(ibv_cq* cq, uint32_t qpn);
 
 // Device queries (device.cpp), installed in verbs_context.

@@ -72,6 +72,16 @@ ibv_qp* create_qp(ibv_context* context, ibv_pd* pd, ibv_qp_init_attr* attr, uint
     return &q;
 }
 
+namespace {
+
+// Takes the QP's completions out of its CQs (clean_cq).
+void clean_cqs(ibv_qp* qp) {
+    if (qp->recv_cq) clean_cq(qp->recv_cq, qp->qp_num);
+    if (qp->send_cq && qp->send_cq != qp->recv_cq) clean_cq(qp->send_cq, qp->qp_num);
+}
+
+}  // namespace
+
 }  // namespace uroce::verbs
 
 extern "C" {
@@ -99,10 +109,7 @@ int ibv_modify_qp(ibv_qp* qp, ibv_qp_attr* attr, int attr_mask) {
     // In RESET the device writes no more completions of the QP: the ones it wrote before
     // (the flushes of its error state) go too, as on mlx5, so that a QP reset and connected
     // again does not hand its old work's completions to the new.
-    if ((attr_mask & IBV_QP_STATE) && attr->qp_state == IBV_QPS_RESET) {
-        if (qp->recv_cq) clean_cq(qp->recv_cq, qp->qp_num);
-        if (qp->send_cq && qp->send_cq != qp->recv_cq) clean_cq(qp->send_cq, qp->qp_num);
-    }
+    if ((attr_mask & IBV_QP_STATE) && attr->qp_state == IBV_QPS_RESET) clean_cqs(qp);
     return 0;
 }
 
@@ -136,6 +143,10 @@ int ibv_destroy_qp(ibv_qp* qp) {
     req.u.destroy_qp.cookie = qp_of(qp)->cookie;
     abi::Response resp{};
     if (int e = destroy_request(ctx_of(qp->context), req, resp)) return e;
+    // The device writes no more completions of the QP: the ones it wrote and nobody polled
+    // go too, as on mlx5 (docs/verbs-support.md, "Destroyed QPs"); libfabric 1.17's rxm
+    // reposts the buffer of a receive it finds there onto the endpoint it is closing.
+    clean_cqs(qp);
     Qp* q = qp_of(qp);
     untrack(ctx_of(qp->context), q);
     // As in rdma-core: every async event handed out must be acknowledged first.
