@@ -28,13 +28,6 @@ constexpr uint32_t lrh_state() {
 constexpr uint32_t kLrhState = lrh_state();
 static_assert(kLrhState == 0xdebb20e3);  // the seed rxe documents for the same purpose
 
-inline void store_le32(uint8_t* p, uint32_t v) {
-    p[0] = static_cast<uint8_t>(v);
-    p[1] = static_cast<uint8_t>(v >> 8);
-    p[2] = static_cast<uint8_t>(v >> 16);
-    p[3] = static_cast<uint8_t>(v >> 24);
-}
-
 // Masks the variant fields of a copied IPv4 + UDP header + BTH in place.
 inline void mask_variant(uint8_t* ip, size_t ihl_bytes) {
     ip[1] = 0xff;            // ToS (DSCP/ECN)
@@ -82,7 +75,7 @@ void icrc_store(uint32_t src_ip_be, uint32_t dst_ip_be, uint16_t sport, uint16_t
                 uint8_t* udp_payload, size_t udp_len) {
     if (udp_payload == nullptr || udp_len < kBthLen + kIcrcLen) return;
     const uint32_t c = icrc_compute(src_ip_be, dst_ip_be, sport, dport, udp_payload, udp_len);
-    store_le32(udp_payload + udp_len - kIcrcLen, c);
+    icrc_put(udp_payload + udp_len - kIcrcLen, c);
 }
 
 bool icrc_check(uint32_t src_ip_be, uint32_t dst_ip_be, uint16_t sport, uint16_t dport,

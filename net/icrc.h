@@ -14,7 +14,9 @@
 // PcapTap records): version 4, IHL 5, ToS 0, total length 20 + 8 + udp_len, ID 0, flags DF
 // (0x4000), TTL 64, protocol 17; UDP length 8 + udp_len, checksum 0. ToS/TTL/checksums are
 // masked anyway; ID and flags are covered, so a peer must send ID 0 + DF for these to match.
-// The *_ipv4 entry points take the real headers instead.
+// The *_ipv4 entry points take the real headers instead. Packets sent as UDP GSO segments carry
+// IDs 0, 1, 2, ...: net/icrc_id.h moves a stored ICRC to another ID and checks one whose ID the
+// receiver cannot see.
 #pragma once
 
 #include <cstddef>
@@ -44,6 +46,14 @@ bool icrc_check_ipv4(const uint8_t* ip, size_t len);
 // The value stored in a packet's ICRC field (reads the 4 bytes LSB first). p must hold 4 bytes.
 inline uint32_t icrc_load(const uint8_t* p) {
     return uint32_t{p[0]} | uint32_t{p[1]} << 8 | uint32_t{p[2]} << 16 | uint32_t{p[3]} << 24;
+}
+
+// Writes v into a packet's ICRC field, as icrc_load reads it.
+inline void icrc_put(uint8_t* p, uint32_t v) {
+    p[0] = static_cast<uint8_t>(v);
+    p[1] = static_cast<uint8_t>(v >> 8);
+    p[2] = static_cast<uint8_t>(v >> 16);
+    p[3] = static_cast<uint8_t>(v >> 24);
 }
 
 }  // namespace uroce::net

@@ -113,7 +113,8 @@ void PcapTap::rotate() {
 }
 
 void PcapTap::record(uint32_t src_ip_be, uint16_t sport, uint32_t dst_ip_be, uint16_t dport,
-                     const uint8_t* udp_payload, size_t udp_len, const struct timeval& ts) {
+                     const uint8_t* udp_payload, size_t udp_len, const struct timeval& ts,
+                     uint16_t ip_id) {
     if (dumper_ == nullptr) return;
 
     const size_t wire_len = kEthLen + kIpv4Len + kUdpLen + udp_len;
@@ -129,13 +130,14 @@ void PcapTap::record(uint32_t src_ip_be, uint16_t sport, uint32_t dst_ip_be, uin
     put_mac(f + 6, src_ip_be);
     store_be16(f + 12, 0x0800);  // IPv4
 
-    // Same header icrc_compute() assumes; lengths saturate for (impossible) oversize payloads.
+    // Same header icrc_compute() assumes (but for the ID, icrc_id.h); lengths saturate for
+    // (impossible) oversize payloads.
     uint8_t* ip = f + kEthLen;
     const size_t ip_total = std::min<size_t>(kIpv4Len + kUdpLen + udp_len, 0xffff);
     ip[0] = 0x45;
     ip[1] = 0;
     store_be16(ip + 2, static_cast<uint16_t>(ip_total));
-    store_be16(ip + 4, 0);
+    store_be16(ip + 4, ip_id);
     store_be16(ip + 6, 0x4000);
     ip[8] = 64;
     ip[9] = 17;

@@ -11,6 +11,7 @@
 
 #include "net/headers.h"
 #include "net/icrc.h"
+#include "net/icrc_id.h"
 #include "net/opcodes.h"
 #include "net/pcap_tap.h"
 #include "net_test_packets.h"
@@ -39,6 +40,17 @@ bool have(const char* tool) {
 
 std::string tmp_path(const char* tag) {
     return "/tmp/uroce_net_test_" + std::to_string(getpid()) + "_" + tag + ".pcap";
+}
+
+// The command that checks a pcap's ICRCs against an independent implementation
+// (tests/unit/icrc_scapy_check.py, scapy.contrib.roce); empty if scapy is not installed.
+std::string scapy_check_command() {
+    const std::filesystem::path script =
+        std::filesystem::path(__FILE__).parent_path() / "icrc_scapy_check.py";
+    if (!std::filesystem::exists(script) || !std::filesystem::exists("/usr/bin/python3") ||
+        run("/usr/bin/python3 -c 'import scapy.contrib.roce' 2>&1 && echo ok") != "ok\n")
+        return "";
+    return "/usr/bin/python3 " + script.string();
 }
 
 struct TestPacket {
@@ -159,12 +171,8 @@ TEST(NetPcapTap, TsharkHasNoMalformedForAnyOpcode) {
 }
 
 TEST(NetPcapTap, IcrcAgreesWithScapy) {
-    // Cross-check against an independent implementation: tests/unit/icrc_scapy_check.py.
-    const std::filesystem::path script =
-        std::filesystem::path(__FILE__).parent_path() / "icrc_scapy_check.py";
-    if (!std::filesystem::exists(script) || !std::filesystem::exists("/usr/bin/python3") ||
-        run("/usr/bin/python3 -c 'import scapy.contrib.roce' 2>&1 && echo ok") != "ok\n")
-        GTEST_SKIP() << "python3-scapy not available";
+    const std::string script = scapy_check_command();
+    if (script.empty()) GTEST_SKIP() << "python3-scapy not available";
     const std::string path = tmp_path("scapy");
     const uint32_t s = ip("192.168.7.1"), d = ip("192.168.7.2");
     PcapTap tap;
@@ -177,13 +185,53 @@ TEST(NetPcapTap, IcrcAgreesWithScapy) {
     }
     const uint64_t n = tap.packets();
     tap.close();
-    const std::string out =
-        run("/usr/bin/python3 " + script.string() + " " + path + " 2>&1; echo rc=$?");
+    const std::string out = run(script + " " + path + " 2>&1; echo rc=$?");
     EXPECT_NE(out.find("checked " + std::to_string(n) + " packets, 0 mismatches"),
               std::string::npos)
         << out;
     EXPECT_NE(out.find("rc=0"), std::string::npos) << out;
     std::filesystem::remove(path);
+}
+
+// Packets as UDP GSO segments leave: IPv4 ID k, the ICRC moved to ID k by icrc_set_id. Recorded
+// with that ID, scapy (computing over the captured header) agrees with every one; recorded
+// with the ICRC left at ID 0 it disagrees with every one, so the ID is really checked.
+TEST(NetPcapTap, IcrcWithSegmentIdsAgreesWithScapy) {
+    const std::string script = scapy_check_command();
+    if (script.empty()) GTEST_SKIP() << "python3-scapy not available";
+    const std::string good = tmp_path("scapy_ids"), stale = tmp_path("scapy_ids_stale");
+    const uint32_t s = ip("192.168.7.1"), d = ip("192.168.7.2");
+    PcapTap tap_good, tap_stale;
+    std::string err;
+    ASSERT_TRUE(tap_good.open(good, 0, &err)) << err;
+    ASSERT_TRUE(tap_stale.open(stale, 0, &err)) << err;
+    IcrcIdDelta delta;
+    uint16_t id = 1;
+    for (uint32_t plen : {0u, 1u, 1024u, 4096u}) {
+        auto pk = make_packets(all_opcodes(), s, d, plen);
+        for (auto& t : pk) {
+            tap_stale.record(s, t.sport, d, kRoceUdpPort, t.bytes.data(), t.bytes.size(), timeval{},
+                             id);
+            icrc_set_id(t.bytes.data(), t.bytes.size(), 0, id, delta);
+            tap_good.record(s, t.sport, d, kRoceUdpPort, t.bytes.data(), t.bytes.size(), timeval{},
+                            id);
+            id = uint16_t(id * 5 + 3);  // small and large IDs, never 0 (odd)
+        }
+    }
+    const uint64_t n = tap_good.packets();
+    tap_good.close();
+    tap_stale.close();
+    const std::string n_str = std::to_string(n);
+    std::string out = run(script + " " + good + " 2>&1; echo rc=$?");
+    EXPECT_NE(out.find("checked " + n_str + " packets, 0 mismatches"), std::string::npos) << out;
+    EXPECT_NE(out.find("rc=0"), std::string::npos) << out;
+    out = run(script + " " + stale + " 2>/dev/null; echo rc=$?");
+    EXPECT_NE(out.find("checked " + n_str + " packets, " + n_str + " mismatches"),
+              std::string::npos)
+        << out;
+    EXPECT_NE(out.find("rc=1"), std::string::npos) << out;
+    std::filesystem::remove(good);
+    std::filesystem::remove(stale);
 }
 
 TEST(NetPcapTap, RotatesAtMaxBytes) {
