@@ -68,7 +68,9 @@ void icrc_set_id(uint8_t* udp_payload, size_t udp_len, uint16_t from_id, uint16_
 // the other headers as icrc_check assumes; *id_found (if not null) is then that ID (only one can
 // match: D(len, id) != 0 for id != 0). The CRC runs once (for ID 0); then ID hint if it is in
 // range, then every ID in [1, max_ids) by a Gray-code walk, one XOR and one compare each.
-// max_ids: 64 is the kernel's UDP_SEGMENT limit; up to 65536; 0 accepts nothing, 1 is icrc_check.
+// max_ids: the most segments one UDP_SEGMENT send can have (the kernel's UDP_MAX_SEGMENTS: 64 on
+// older kernels, 128 on recent ones); any value up to 65536 works; 0 accepts nothing, 1 is
+// icrc_check.
 bool icrc_check_ids(uint32_t src_ip_be, uint32_t dst_ip_be, uint16_t sport, uint16_t dport,
                     const uint8_t* udp_payload, size_t udp_len, uint16_t hint, uint32_t max_ids,
                     IcrcIdDelta& d, uint16_t* id_found);

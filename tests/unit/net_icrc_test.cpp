@@ -401,13 +401,14 @@ TEST(NetIcrcId, CheckIdsFindsTheSenderId) {
     EXPECT_FALSE(icrc_check_ids(kSrc, kDst, kSport, kRoceUdpPort, nullptr, 16, 0, 64, d, nullptr));
 }
 
-// A max_ids that is not a power of two: the Gray-code walk passes IDs past it (gray(2) = 3 with
-// max_ids 3) and must neither accept them nor skip the ones below.
-TEST(NetIcrcId, CheckIdsWithMaxIdsNotAPowerOfTwo) {
+// Other max_ids: 128 (UDP_MAX_SEGMENTS of recent kernels), and ones that are not a power of
+// two, where the Gray-code walk passes IDs past max_ids (gray(2) = 3 with max_ids 3) and must
+// neither accept them nor skip the ones below.
+TEST(NetIcrcId, CheckIdsWithOtherMaxIds) {
     IcrcIdDelta d;
     auto orig = id_test_packets()[4];
-    for (uint32_t max_ids : {3u, 5u, 33u, 100u}) {
-        for (uint16_t k = 0; k < 128; ++k) {
+    for (uint32_t max_ids : {3u, 5u, 33u, 100u, 128u}) {
+        for (uint16_t k = 0; k < 200; ++k) {
             auto b = orig;
             icrc_set_id(b.data(), b.size(), 0, k, d);
             uint16_t got = 0xffff;
