@@ -1,10 +1,12 @@
 #include "net/udp_uring.h"
 
 #include <arpa/inet.h>
+#include <netinet/udp.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -16,6 +18,23 @@ constexpr uint64_t kKindShift = 56;
 enum Kind : uint64_t { kRecv = 1, kSend = 2, kWatch = 3, kCancel = 4 };
 constexpr uint64_t tag(Kind k, uint64_t idx) { return (k << kKindShift) | idx; }
 constexpr uint16_t kBgid = 1;
+#ifndef UDP_SEGMENT
+constexpr int UDP_SEGMENT = 103;  // linux/udp.h, since 4.18
+#endif
+#ifndef UDP_GRO
+constexpr int UDP_GRO = 104;  // since 5.0
+#endif
+
+bool same_peer(const sockaddr_in& a, const sockaddr_in& b) {
+    return a.sin_addr.s_addr == b.sin_addr.s_addr && a.sin_port == b.sin_port;
+}
+bool multicast(const sockaddr_in& a) { return (ntohl(a.sin_addr.s_addr) >> 28) == 0xe; }
+// A sendmsg error that says the kernel will not take GSO trains here: no UDP_SEGMENT (old
+// kernel), no checksum offload on the way out (EIO), a segment the route cannot carry.
+bool gso_refused(int err) {
+    return err == EIO || err == EINVAL || err == EOPNOTSUPP || err == ENOPROTOOPT ||
+           err == EMSGSIZE;
+}
 }  // namespace
 
 UdpUring::~UdpUring() {
@@ -25,11 +44,11 @@ UdpUring::~UdpUring() {
     for (auto& k : socks_)
         if (k.fd >= 0) close(k.fd);
     if (tx_mem_) munmap(tx_mem_, size_t(kTxBufs) * kBufSize);
-    if (rx_mem_) munmap(rx_mem_, size_t(kRxBufs) * kBufSize);
+    if (rx_mem_) munmap(rx_mem_, size_t(rx_bufs_) * rx_buf_size_);
     if (br_) munmap(br_, br_bytes_);
 }
 
-int UdpUring::open(uint32_t ip_be, uint16_t port) {
+int UdpUring::open(uint32_t ip_be, uint16_t port, bool offload) {
     io_uring_params p{};
     // TASKRUN_FLAG: the ring says when completions wait for the thread to enter the kernel,
     // so that a run_once() that does not wait (a busy or polling engine) enters only then.
@@ -66,6 +85,20 @@ int UdpUring::open(uint32_t ip_be, uint16_t port) {
     sa.sin_port = htons(port);
     if (bind(sock_, reinterpret_cast<sockaddr*>(&sa), sizeof sa) != 0) return errno;
 
+    // Offloads: the kernel knows UDP_SEGMENT if it takes the option (a size per sendmsg is
+    // given in a control message); whether the way out takes trains shows at the first send.
+    if (offload) {
+        int zero = 0, one = 1;
+        off_.gso = setsockopt(sock_, SOL_UDP, UDP_SEGMENT, &zero, sizeof zero) == 0;
+        if (!off_.gso) off_.gso_errno = errno;
+        off_.gro = setsockopt(sock_, SOL_UDP, UDP_GRO, &one, sizeof one) == 0;
+        if (!off_.gro) off_.gro_errno = errno;
+    }
+    if (off_.gro) {
+        rx_buf_size_ = kRxTrainBufSize;
+        rx_bufs_ = kRxTrainBufs;
+    }
+
     // Transmit pool.
     tx_mem_ =
         static_cast<uint8_t*>(mmap(nullptr, size_t(kTxBufs) * kBufSize, PROT_READ | PROT_WRITE,
@@ -74,36 +107,40 @@ int UdpUring::open(uint32_t ip_be, uint16_t port) {
         tx_mem_ = nullptr;
         return ENOMEM;
     }
-    tx_.resize(kTxBufs);
     tx_free_.reserve(kTxBufs);
     for (uint32_t i = kTxBufs; i-- > 0;) tx_free_.push_back(i);
+    trains_.reset(new Train[kTxBufs]);  // default-initialised: pages touched when used
+    trains_free_.reserve(kTxBufs);
+    for (uint32_t i = kTxBufs; i-- > 0;) trains_free_.push_back(i);
 
     // Receive buffers, provided to the kernel through a buffer ring.
     rx_mem_ =
-        static_cast<uint8_t*>(mmap(nullptr, size_t(kRxBufs) * kBufSize, PROT_READ | PROT_WRITE,
+        static_cast<uint8_t*>(mmap(nullptr, size_t(rx_bufs_) * rx_buf_size_, PROT_READ | PROT_WRITE,
                                    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
     if (rx_mem_ == MAP_FAILED) {
         rx_mem_ = nullptr;
         return ENOMEM;
     }
-    br_bytes_ = kRxBufs * sizeof(io_uring_buf);
+    br_bytes_ = rx_bufs_ * sizeof(io_uring_buf);
     void* brm =
         mmap(nullptr, br_bytes_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (brm == MAP_FAILED) return ENOMEM;
     br_ = static_cast<io_uring_buf_ring*>(brm);
     io_uring_buf_reg reg{};
     reg.ring_addr = reinterpret_cast<unsigned long>(br_);
-    reg.ring_entries = kRxBufs;
+    reg.ring_entries = rx_bufs_;
     reg.bgid = kBgid;
     r = io_uring_register_buf_ring(&ring_, &reg, 0);
     if (r < 0) return -r;
     io_uring_buf_ring_init(br_);
-    for (uint32_t i = 0; i < kRxBufs; ++i)
-        io_uring_buf_ring_add(br_, rx_mem_ + size_t(i) * kBufSize, kBufSize, uint16_t(i),
-                              io_uring_buf_ring_mask(kRxBufs), int(i));
-    io_uring_buf_ring_advance(br_, kRxBufs);
+    for (uint32_t i = 0; i < rx_bufs_; ++i)
+        io_uring_buf_ring_add(br_, rx_mem_ + size_t(i) * rx_buf_size_, unsigned(rx_buf_size_),
+                              uint16_t(i), io_uring_buf_ring_mask(rx_bufs_), int(i));
+    io_uring_buf_ring_advance(br_, int(rx_bufs_));
 
     rx_msg_.msg_namelen = sizeof(sockaddr_in);
+    // Room in front of each received datagram for UDP_GRO's segment size.
+    if (off_.gro) rx_msg_.msg_controllen = CMSG_SPACE(sizeof(int));
     // Queued, not submitted: the first run_once() submits it. io_uring completes a request
     // in the thread that submitted it, so submitted here (uroced's control thread) every
     // received packet would wake that thread first, and it the engine.
@@ -191,15 +228,15 @@ void UdpUring::arm_recv(uint32_t sock) {
 }
 
 void UdpUring::recycle_rx(uint16_t bid) {
-    io_uring_buf_ring_add(br_, rx_mem_ + size_t(bid) * kBufSize, kBufSize, bid,
-                          io_uring_buf_ring_mask(kRxBufs), 0);
+    io_uring_buf_ring_add(br_, rx_mem_ + size_t(bid) * rx_buf_size_, unsigned(rx_buf_size_), bid,
+                          io_uring_buf_ring_mask(rx_bufs_), 0);
     io_uring_buf_ring_advance(br_, 1);
 }
 
 void UdpUring::release_idle_buffers() {
     if (tx_mem_ && tx_free_.size() == kTxBufs)
         madvise(tx_mem_, size_t(kTxBufs) * kBufSize, MADV_DONTNEED);
-    if (rx_mem_) madvise(rx_mem_, size_t(kRxBufs) * kBufSize, MADV_DONTNEED);
+    if (rx_mem_) madvise(rx_mem_, size_t(rx_bufs_) * rx_buf_size_, MADV_DONTNEED);
 }
 
 uint8_t* UdpUring::tx_alloc(uint32_t* slot) {
@@ -211,27 +248,122 @@ uint8_t* UdpUring::tx_alloc(uint32_t* slot) {
 
 void UdpUring::tx_free(uint32_t slot) { tx_free_.push_back(slot); }
 
-void UdpUring::tx_send(uint32_t slot, size_t len, const sockaddr_in& to) {
-    Tx& t = tx_[slot];
-    t.to = to;
-    t.iov.iov_base = tx_mem_ + size_t(slot) * kBufSize;
-    t.iov.iov_len = len;
-    t.msg = msghdr{};
-    t.msg.msg_name = &t.to;
-    t.msg.msg_namelen = sizeof t.to;
-    t.msg.msg_iov = &t.iov;
-    t.msg.msg_iovlen = 1;
-    io_uring_sqe* s = sqe();
-    io_uring_prep_sendmsg(s, sock_, &t.msg, 0);
-    io_uring_sqe_set_data64(s, tag(kSend, slot));
+// One received datagram, or the packets of a GRO train one by one.
+uint32_t UdpUring::deliver(const sockaddr_in& from, uint32_t to_be, uint8_t* data, size_t len,
+                           uint32_t seg, Handler& h) {
+    if (seg == 0 || len <= seg) {
+        h.on_packet(from, to_be, data, len, 0);
+        return 1;
+    }
+    uint16_t k = 0;
+    for (size_t off = 0; off < len; off += seg, ++k)
+        h.on_packet(from, to_be, data + off, std::min<size_t>(seg, len - off), k);
+    ++off_.rx_trains;
+    off_.rx_train_pkts += k;
+    return k;
+}
+
+bool UdpUring::joins(const Train& t, size_t len, const sockaddr_in& to) const {
+    return !t.closed && len <= t.seg && t.n < kMaxSegs && t.bytes + len <= kMaxTrainBytes &&
+           same_peer(t.to, to);
+}
+
+uint16_t UdpUring::tx_next_seg(size_t len, const sockaddr_in& to) const {
+    if (open_train_ < 0) return 0;
+    const Train& t = trains_[size_t(open_train_)];
+    return joins(t, len, to) ? uint16_t(t.n) : 0;
+}
+
+uint16_t UdpUring::tx_send(uint32_t slot, size_t len, const sockaddr_in& to) {
+    if (open_train_ >= 0) {
+        Train& t = trains_[size_t(open_train_)];
+        if (joins(t, len, to)) {
+            uint32_t k = t.n++;
+            t.slot[k] = slot;
+            t.iov[k] = iovec{tx_mem_ + size_t(slot) * kBufSize, len};
+            t.bytes += uint32_t(len);
+            t.closed = len < t.seg;  // GSO: only the last segment may be shorter
+            return uint16_t(k);
+        }
+        close_train();
+    }
     // A long burst (a window of requests, the responses to a large READ) leaves in batches
     // while the engine builds the rest, instead of all at once at the end of the turn: the
     // peer starts working (and acknowledging) at once, and the burst's first packets do not
     // wait behind its last ones for longer than the peer's ACK timeout.
-    if (++sends_queued_ >= kSendBatch) {
+    if (sends_queued_ >= kSendBatch) {
         io_uring_submit(&ring_);
         sends_queued_ = 0;
     }
+    start_train(slot, len, to);
+    // Multicast goes on its own: the group sockets of this host's members have no GRO.
+    if (!off_.gso || multicast(to)) close_train();
+    return 0;
+}
+
+void UdpUring::start_train(uint32_t slot, size_t len, const sockaddr_in& to) {
+    uint32_t i = trains_free_.back();  // never empty: a train holds one buffer at least
+    trains_free_.pop_back();
+    Train& t = trains_[i];
+    t.to = to;
+    t.n = 1;
+    t.seg = t.bytes = uint32_t(len);
+    t.closed = false;
+    t.slot[0] = slot;
+    t.iov[0] = iovec{tx_mem_ + size_t(slot) * kBufSize, len};
+    open_train_ = i;
+}
+
+void UdpUring::close_train() {
+    uint32_t i = uint32_t(open_train_);
+    open_train_ = -1;
+    Train& t = trains_[i];
+    t.msg = msghdr{};
+    t.msg.msg_name = &t.to;
+    t.msg.msg_namelen = sizeof t.to;
+    t.msg.msg_iov = t.iov;
+    t.msg.msg_iovlen = t.n;
+    if (t.n > 1) {
+        t.msg.msg_control = t.ctl;
+        t.msg.msg_controllen = sizeof t.ctl;
+        cmsghdr* c = CMSG_FIRSTHDR(&t.msg);
+        c->cmsg_level = SOL_UDP;
+        c->cmsg_type = UDP_SEGMENT;
+        c->cmsg_len = CMSG_LEN(sizeof(uint16_t));
+        uint16_t seg = uint16_t(t.seg);
+        std::memcpy(CMSG_DATA(c), &seg, sizeof seg);
+    }
+    io_uring_sqe* s = sqe();
+    io_uring_prep_sendmsg(s, sock_, &t.msg, 0);
+    io_uring_sqe_set_data64(s, tag(kSend, i));
+    sends_queued_ += t.n;
+}
+
+// A sendmsg completed. A train the kernel refused goes again one packet at a time, and no
+// more trains are built; any other error loses the packets as a wire would (RC retransmits).
+void UdpUring::sent(uint32_t i, int res, Handler& h) {
+    Train& t = trains_[i];
+    if (t.n > 1) {
+        if (res < 0 && off_.gso && gso_refused(-res)) {
+            off_.gso = false;
+            off_.gso_errno = -res;
+        }
+        if (res < 0 && !off_.gso) {
+            if (open_train_ >= 0) close_train();  // keeps the order of what is queued
+            for (uint32_t k = 0; k < t.n; ++k) {
+                h.on_resend(static_cast<uint8_t*>(t.iov[k].iov_base), t.iov[k].iov_len, uint16_t(k),
+                            0);
+                start_train(t.slot[k], t.iov[k].iov_len, t.to);
+                close_train();
+            }
+            trains_free_.push_back(i);
+            return;
+        }
+        ++off_.tx_trains;
+        off_.tx_train_pkts += t.n;
+    }
+    for (uint32_t k = 0; k < t.n; ++k) tx_free_.push_back(t.slot[k]);
+    trains_free_.push_back(i);
 }
 
 void UdpUring::watch_eventfd(int fd, uint64_t t) {
@@ -268,6 +400,7 @@ void UdpUring::post_watch_read(uint32_t idx) {
 
 void UdpUring::run_once(uint64_t timeout_ns, Handler& h) {
     io_uring_cqe* cqe = nullptr;
+    if (open_train_ >= 0) close_train();
     sends_queued_ = 0;  // submitted just below
     if (timeout_ns == 0) {
         io_uring_submit(&ring_);
@@ -294,7 +427,7 @@ void UdpUring::run_once(uint64_t timeout_ns, Handler& h) {
             if (cqe->res == -ENOBUFS) ++rx_nobufs_;
             if (cqe->res < 0 || !(cqe->flags & IORING_CQE_F_BUFFER)) break;
             uint16_t bid = uint16_t(cqe->flags >> IORING_CQE_BUFFER_SHIFT);
-            uint8_t* buf = rx_mem_ + size_t(bid) * kBufSize;
+            uint8_t* buf = rx_mem_ + size_t(bid) * rx_buf_size_;
             auto* out = io_uring_recvmsg_validate(buf, cqe->res, &rx_msg_);
             if (k.active && out && out->namelen >= sizeof(sockaddr_in) &&
                 !(out->flags & MSG_TRUNC)) {
@@ -302,10 +435,18 @@ void UdpUring::run_once(uint64_t timeout_ns, Handler& h) {
                 std::memcpy(&from, io_uring_recvmsg_name(out), sizeof from);
                 auto* data = static_cast<uint8_t*>(io_uring_recvmsg_payload(out, &rx_msg_));
                 size_t len = io_uring_recvmsg_payload_length(out, cqe->res, &rx_msg_);
-                h.on_packet(from, k.local_be, data, len);
+                int seg = 0;  // UDP_GRO: the size of the train's segments
+                for (cmsghdr* c = io_uring_recvmsg_cmsg_firsthdr(out, &rx_msg_); c;
+                     c = io_uring_recvmsg_cmsg_nexthdr(out, &rx_msg_, c))
+                    if (c->cmsg_level == SOL_UDP && c->cmsg_type == UDP_GRO &&
+                        c->cmsg_len >= CMSG_LEN(sizeof(int)))
+                        std::memcpy(&seg, CMSG_DATA(c), sizeof seg);
+                rx_since_submit +=
+                    deliver(from, k.local_be, data, len, seg > 0 ? uint32_t(seg) : 0, h);
                 // What handling received packets produced (ACKs, NAKs, READ responses)
                 // leaves after a few of them, not when the whole batch is done.
-                if (sends_queued_ && ++rx_since_submit >= kRecvBatch) {
+                if (rx_since_submit >= kRecvBatch && (sends_queued_ || open_train_ >= 0)) {
+                    if (open_train_ >= 0) close_train();
                     io_uring_submit(&ring_);
                     sends_queued_ = 0;
                     rx_since_submit = 0;
@@ -314,7 +455,7 @@ void UdpUring::run_once(uint64_t timeout_ns, Handler& h) {
             recycle_rx(bid);
             break;
         }
-        case kSend: tx_free_.push_back(uint32_t(idx)); break;
+        case kSend: sent(uint32_t(idx), cqe->res, h); break;
         case kWatch: {
             Watch& w = watches_[idx];
             if (w.closing || cqe->res < 0) {

@@ -2,15 +2,22 @@
 // multishot recvmsg with a ring of provided buffers; sends use a fixed pool of
 // transmit buffers; eventfds (doorbells, the command queue) are watched with reads on
 // the same ring. Everything is submitted in batches: one io_uring_enter per loop turn.
+// Offloads (docs/performance.md, "GSO and GRO"): consecutive packets to one peer leave as one
+// UDP GSO train (one sendmsg with UDP_SEGMENT, the kernel cuts it into the datagrams), and the
+// socket has UDP_GRO on, so a train arrives in one receive and is cut here by the segment size
+// the kernel reports. Each packet still reaches the handler on its own. Where the kernel
+// refuses either, packets go one datagram per sendmsg/receive, as without offloads.
 // Multicast groups the device has joined each have a socket of their own (bound to the
 // group's address, member on the device's interface) whose receives share the buffers.
 #pragma once
 
 #include <liburing.h>
 #include <netinet/in.h>
+#include <sys/socket.h>
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 namespace uroce::net {
@@ -20,6 +27,18 @@ public:
     static constexpr size_t kBufSize = 4608;  // largest RoCEv2 packet (4096 MTU) + slack
     static constexpr uint32_t kTxBufs = 2048;
     static constexpr uint32_t kRxBufs = 1024;
+    // With GRO a receive buffer holds a whole train: the largest UDP payload, plus the header,
+    // address and control message the multishot receive puts in front of it. Fewer of them:
+    // the pages of every buffer are touched as the ring cycles through them.
+    static constexpr size_t kRxTrainBufSize = 65536 + 512;
+    static constexpr uint32_t kRxTrainBufs = 256;
+    // A GSO train: at most 64 segments (UDP_SEGMENT's limit before Linux 6.9) and one UDP
+    // payload's worth of bytes.
+    static constexpr uint32_t kMaxSegs = 64;
+    // What a received packet's segment number (its sender's IPv4 ID) can be: Linux 6.9 and
+    // later take trains of up to 128 segments.
+    static constexpr uint32_t kMaxPeerSegs = 128;
+    static constexpr size_t kMaxTrainBytes = 65535 - 20 - 8;
     static constexpr uint32_t kSendBatch = 32;  // sends queued before a submission mid-turn
     static constexpr uint32_t kRecvBatch = 8;   // received packets handled before one
 
@@ -28,9 +47,27 @@ public:
         virtual ~Handler() = default;
         // `to_be`: the destination IPv4 address the datagram was sent to (network order):
         // the device's own address, or a multicast group's.
-        virtual void on_packet(const sockaddr_in& from, uint32_t to_be, uint8_t* data,
-                               size_t len) = 0;
+        // `seg`: the packet's place in the GRO train it arrived in (0 for a datagram on its
+        // own), which is the IPv4 ID the sender's kernel gave it if the train is the sender's
+        // GSO train whole (loopback, veth).
+        virtual void on_packet(const sockaddr_in& from, uint32_t to_be, uint8_t* data, size_t len,
+                               uint16_t seg) = 0;
         virtual void on_eventfd(uint64_t tag) = 0;
+        // A packet queued as segment `from_seg` of a GSO train leaves as segment `to_seg` of
+        // another (the kernel refused the train; it goes again one datagram at a time). Its
+        // IPv4 ID, which the sender's ICRC covers, changes accordingly.
+        virtual void on_resend(uint8_t* data, size_t len, uint16_t from_seg, uint16_t to_seg) {
+            (void)data, (void)len, (void)from_seg, (void)to_seg;
+        }
+    };
+
+    // Whether the offloads are in use, and what they carried.
+    struct Offloads {
+        bool gso = false, gro = false;
+        int gso_errno = 0;  // why GSO is off: the kernel's refusal (0: turned off, or never on)
+        int gro_errno = 0;
+        uint64_t tx_trains = 0, tx_train_pkts = 0;  // GSO trains sent (2 packets or more)
+        uint64_t rx_trains = 0, rx_train_pkts = 0;  // GRO trains received (2 or more)
     };
 
     UdpUring() = default;
@@ -43,7 +80,8 @@ public:
     // errno. Submits nothing: the receive starts with the first run_once(), so that its
     // completions run in the thread that runs the ring (see udp_uring.cpp), which may be
     // another than this one.
-    int open(uint32_t ip_be, uint16_t port);
+    // `offload`: try GSO and GRO (false: one datagram per packet both ways).
+    int open(uint32_t ip_be, uint16_t port, bool offload = true);
 
     // Joins IPv4 multicast group `group_be` on the interface of the device's address and
     // receives what is sent to group:port. Returns the group socket's number (> 0), or a
@@ -56,7 +94,14 @@ public:
     uint8_t* tx_alloc(uint32_t* slot);
     void tx_free(uint32_t slot);
     uint8_t* tx_buffer(uint32_t slot) const { return tx_mem_ + size_t(slot) * kBufSize; }
-    void tx_send(uint32_t slot, size_t len, const sockaddr_in& to);
+    // Queues the packet. It joins the train to `to` being built when it can (same peer, not
+    // longer than the train's first packet, room left), else starts one; a train leaves when
+    // the next packet cannot join it, and at the latest with run_once(). Returns its segment
+    // number in the train (the IPv4 ID the kernel gives it), 0 for the first or only packet.
+    // Until the next tx_send or run_once the buffer may still be changed.
+    uint16_t tx_send(uint32_t slot, size_t len, const sockaddr_in& to);
+    // The segment number tx_send(…, len, to) would give a packet now.
+    uint16_t tx_next_seg(size_t len, const sockaddr_in& to) const;
     uint32_t tx_free_count() const { return uint32_t(tx_free_.size()); }
     // Gives the pages of the packet buffers back to the kernel; they stay mapped and come
     // back, zeroed, when a packet next uses them. Transmit buffers only when every one is
@@ -75,14 +120,24 @@ public:
     void run_once(uint64_t timeout_ns, Handler& h);
 
     uint64_t rx_nobufs() const { return rx_nobufs_; }
+    const Offloads& offloads() const { return off_; }
+    int socket_fd() const { return sock_; }  // the device's socket (tests change its options)
     // The socket's receive buffer in bytes, as the kernel granted it.
     int rcvbuf() const;
 
 private:
-    struct Tx {
+    // One sendmsg: a packet on its own, or a GSO train of packets of `seg` bytes (the last
+    // may be shorter). Its buffers are not contiguous: one iovec per packet.
+    struct Train {
         msghdr msg;
-        iovec iov;
         sockaddr_in to;
+        uint32_t n;      // packets
+        uint32_t seg;    // the first packet's length: every segment's but the last
+        uint32_t bytes;  // all packets' lengths
+        bool closed;     // its last packet is shorter than seg: nothing may follow it
+        alignas(cmsghdr) unsigned char ctl[CMSG_SPACE(sizeof(uint16_t))];
+        iovec iov[kMaxSegs];
+        uint32_t slot[kMaxSegs];
     };
     // A receiving socket: [0] the device's own, then one per joined multicast group.
     struct Sock {
@@ -102,6 +157,12 @@ private:
 
     io_uring_sqe* sqe();
     void arm_recv(uint32_t sock);
+    bool joins(const Train& t, size_t len, const sockaddr_in& to) const;
+    void start_train(uint32_t slot, size_t len, const sockaddr_in& to);
+    void close_train();  // the open train's sendmsg is queued
+    void sent(uint32_t train, int res, Handler& h);
+    uint32_t deliver(const sockaddr_in& from, uint32_t to_be, uint8_t* data, size_t len,
+                     uint32_t seg, Handler& h);  // returns the packets
     static void set_buffers(int fd);
     void post_watch_read(uint32_t idx);
     void recycle_rx(uint16_t bid);
@@ -113,8 +174,14 @@ private:
     uint16_t port_ = 0;
     std::vector<Sock> socks_;
     uint8_t* tx_mem_ = nullptr;
-    std::vector<Tx> tx_;
     std::vector<uint32_t> tx_free_;
+    // Trains: as many as transmit buffers (a train has one at least), allocated once and
+    // touched as they are used.
+    std::unique_ptr<Train[]> trains_;
+    std::vector<uint32_t> trains_free_;
+    int64_t open_train_ = -1;  // being built: packets may still join it
+    size_t rx_buf_size_ = kBufSize;
+    uint32_t rx_bufs_ = kRxBufs;
     uint8_t* rx_mem_ = nullptr;
     io_uring_buf_ring* br_ = nullptr;
     size_t br_bytes_ = 0;
@@ -122,7 +189,8 @@ private:
     std::vector<Watch> watches_;
     std::vector<uint32_t> watch_free_;
     uint64_t rx_nobufs_ = 0;
-    uint32_t sends_queued_ = 0;  // sendmsg SQEs not yet submitted
+    uint32_t sends_queued_ = 0;  // packets in sendmsg SQEs not yet submitted
+    Offloads off_;
 };
 
 }  // namespace uroce::net

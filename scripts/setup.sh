@@ -10,7 +10,7 @@ packages=(
     ibverbs-utils rdmacm-utils perftest
     ucx-utils libfabric-bin infiniband-diags
     tshark python3 python3-scapy python3-pyverbs
-    iproute2 procps
+    iproute2 procps ethtool
     socat netcat-openbsd
     clang libclang-rt-14-dev clang-format
 )

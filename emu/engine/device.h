@@ -52,6 +52,9 @@ struct DeviceConfig {
     // (docs/performance.md, "Polling budget").
     uint32_t poll_us = 0;
     static constexpr uint32_t kMaxPollUs = 1000000;
+    // UDP GSO and GRO on the socket (docs/performance.md, "GSO and GRO"). Off: one datagram
+    // per packet, which a capture on the interface (tcpdump) shows one by one.
+    bool offload = true;
 };
 
 // How many objects of each kind the device holds (Device::objects()): a session that has

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstring>
 
 #include "emu/engine/device.h"
 #include "emu/engine/dma.h"
@@ -26,7 +27,7 @@ Wire::Wire(DeviceConfig& cfg, DeviceCounters& counters, Dma& dma, const McastGro
 }
 
 int Wire::open() {
-    int err = io_.open(cfg_.ipv4_be, cfg_.port);
+    int err = io_.open(cfg_.ipv4_be, cfg_.port, cfg_.offload);
     if (err) return err;
     if (!cfg_.pcap.empty()) {
         std::string why;
@@ -74,9 +75,15 @@ void Wire::transmit(uint32_t slot, size_t len_no_icrc, const sockaddr_in& to, Qp
     if (icrc)
         net::icrc_store(cfg_.ipv4_be, to.sin_addr.s_addr, cfg_.port, ntohs(to.sin_port), buf, len);
     if (pcap_.is_open()) {
+        // Recorded with the IPv4 ID it will have on the wire (its place in the GSO train it
+        // joins, net/udp_uring.h) and the ICRC for it; wire_send numbers it again from ID 0.
+        uint16_t id = icrc && !to_self(to) ? io_.tx_next_seg(len, to) : 0;
+        if (id) net::icrc_set_id(buf, len, 0, id, icrc_ids_);
         timeval tv;
         gettimeofday(&tv, nullptr);
-        pcap_.record(cfg_.ipv4_be, cfg_.port, to.sin_addr.s_addr, ntohs(to.sin_port), buf, len, tv);
+        pcap_.record(cfg_.ipv4_be, cfg_.port, to.sin_addr.s_addr, ntohs(to.sin_port), buf, len, tv,
+                     id);
+        if (id) net::icrc_set_id(buf, len, id, 0, icrc_ids_);
     }
     ++counters_.tx_pkts;
     counters_.tx_bytes += len;
@@ -90,42 +97,54 @@ void Wire::transmit(uint32_t slot, size_t len_no_icrc, const sockaddr_in& to, Qp
 void Wire::wire_send(uint32_t slot, size_t len, const sockaddr_in& to, bool icrc) {
     if (to_self(to)) return self_link_.push(slot, uint32_t(len), icrc);
     if (loops_back(to)) ++self_inflight_;
-    io_.tx_send(slot, len, to);
+    uint8_t* buf = io_.tx_buffer(slot);
+    if (uint16_t id = io_.tx_send(slot, len, to)) net::icrc_set_id(buf, len, 0, id, icrc_ids_);
+}
+
+void Wire::on_resend(uint8_t* data, size_t len, uint16_t from_seg, uint16_t to_seg) {
+    net::icrc_set_id(data, len, from_seg, to_seg, icrc_ids_);
 }
 
 // What the socket delivered: loopback pacing counts it here, once.
-void Wire::on_packet(const sockaddr_in& from, uint32_t to_be, uint8_t* data, size_t len) {
+void Wire::on_packet(const sockaddr_in& from, uint32_t to_be, uint8_t* data, size_t len,
+                     uint16_t seg) {
     if (from.sin_addr.s_addr == cfg_.ipv4_be && from.sin_port == self_.sin_port) {
         if (self_inflight_) --self_inflight_;
         last_self_rx_ns_ = now_ns();
         self_rx_turn_ = turn_;
     }
-    arrive(from, to_be, data, len);
+    arrive(from, to_be, data, len, seg);
 }
 
 // The fault injector (which may drop, hold or duplicate the packet), then the receive path.
-void Wire::arrive(const sockaddr_in& from, uint32_t to_be, uint8_t* data, size_t len) {
-    if (faults_.armed(net::kFaultRx) && !fault_rx(from, to_be, data, len))
+void Wire::arrive(const sockaddr_in& from, uint32_t to_be, uint8_t* data, size_t len,
+                  uint16_t seg) {
+    if (faults_.armed(net::kFaultRx) && !fault_rx(from, to_be, data, len, seg))
         return;  // docs/faults.md
-    receive(from, to_be, data, len);
+    receive(from, to_be, data, len, false, seg);
 }
 
 void Wire::receive(const sockaddr_in& from, uint32_t to_be, uint8_t* data, size_t len,
-                   bool icrc_unset) {
+                   bool icrc_unset, uint16_t seg) {
     ++counters_.rx_pkts;
     counters_.rx_bytes += len;
     if (len) counters_.rx_op.add(data[0], len);
+    // The ICRC covers the sender's IPv4 ID, which a socket does not show: a packet that was
+    // segment k of a GSO train had ID k (net/udp_uring.h). The ID found goes in the capture.
+    uint16_t id = seg;
+    bool icrc_ok = icrc_unset ||
+                   net::icrc_check_ids(from.sin_addr.s_addr, to_be, ntohs(from.sin_port), cfg_.port,
+                                       data, len, seg, net::UdpUring::kMaxPeerSegs, icrc_ids_, &id);
     if (pcap_.is_open()) {
         timeval tv;
         gettimeofday(&tv, nullptr);
-        pcap_.record(from.sin_addr.s_addr, ntohs(from.sin_port), to_be, cfg_.port, data, len, tv);
+        pcap_.record(from.sin_addr.s_addr, ntohs(from.sin_port), to_be, cfg_.port, data, len, tv,
+                     id);
     }
     net::Packet p;
     net::DropReason why = net::decode(data, len, p);
     if (why != net::DropReason::kNone) return counters_.drop(why);
-    if (!icrc_unset &&
-        !net::icrc_check(from.sin_addr.s_addr, to_be, ntohs(from.sin_port), cfg_.port, data, len))
-        return counters_.drop(net::DropReason::kBadIcrc);
+    if (!icrc_ok) return counters_.drop(net::DropReason::kBadIcrc);
     if ((p.bth.pkey & 0x7fff) != (net::kDefaultPkey & 0x7fff))
         return counters_.drop(net::DropReason::kBadPkey);
     dev_.dispatch(p, from, to_be, len);
@@ -143,7 +162,7 @@ void Wire::deliver_to_self() {
             k.icrc = true;
         }
         if (k.icrc)
-            arrive(self_, cfg_.ipv4_be, buf, k.len);
+            arrive(self_, cfg_.ipv4_be, buf, k.len, 0);
         else
             receive(self_, cfg_.ipv4_be, buf, k.len, true);
         io_.tx_free(k.slot);
@@ -160,6 +179,23 @@ int Wire::set_capture(const std::string& path, uint64_t max_bytes) {
     cfg_.pcap = path;
     cfg_.pcap_max = max_bytes;
     return 0;
+}
+
+}  // namespace uroce::emu
+
+namespace uroce::emu {
+
+std::string Wire::offload_line() const {
+    const net::UdpUring::Offloads& o = io_.offloads();
+    auto state = [](bool on, int err) {
+        if (on) return std::string("on");
+        return err ? "off (" + std::string(strerrorname_np(err) ? strerrorname_np(err) : "?") + ")"
+                   : std::string("off");
+    };
+    return "counters_offload gso " + state(o.gso, o.gso_errno) + " gro " +
+           state(o.gro, o.gro_errno) + " tx_trains " + std::to_string(o.tx_trains) +
+           " tx_train_pkts " + std::to_string(o.tx_train_pkts) + " rx_trains " +
+           std::to_string(o.rx_trains) + " rx_train_pkts " + std::to_string(o.rx_train_pkts) + "\n";
 }
 
 }  // namespace uroce::emu

@@ -42,7 +42,7 @@ int usage() {
                  "usage:\n"
                  "  uroce start [--name N] [--addr IPV4] [--port P] [--pcap FILE] "
                  "[--pcap-max BYTES]\n"
-                 "              [--faults SPEC] [--poll-us US]\n"
+                 "              [--faults SPEC] [--poll-us US] [--offload on|off]\n"
                  "  uroce stop [NAME]          stop NAME, or every device\n"
                  "  uroce list\n"
                  "  uroce res [NAME] [xrcd|srq|qp|mr|mw]...\n"
@@ -92,7 +92,7 @@ std::string free_name() {
 
 // Starts a device and returns once it accepts work. Prints its name.
 int cmd_start(std::vector<std::string> args, bool quiet = false) {
-    std::string name, addr = "127.0.0.1", port, pcap, pcap_max, faults, poll_us;
+    std::string name, addr = "127.0.0.1", port, pcap, pcap_max, faults, poll_us, offload;
     if (const char* p = getenv("UROCE_UDP_PORT")) port = p;
     for (size_t i = 0; i < args.size(); ++i) {
         auto val = [&](std::string& out) {
@@ -115,6 +115,8 @@ int cmd_start(std::vector<std::string> args, bool quiet = false) {
             ok = val(faults);
         else if (args[i] == "--poll-us")  // checked by uroced, whose log says why it refused
             ok = val(poll_us);
+        else if (args[i] == "--offload")  // on or off, checked by uroced
+            ok = val(offload);
         else
             ok = false;
         if (!ok) return usage();
@@ -146,6 +148,7 @@ int cmd_start(std::vector<std::string> args, bool quiet = false) {
     if (!pcap_max.empty()) argv.insert(argv.end(), {"--pcap-max", pcap_max});
     if (!faults.empty()) argv.insert(argv.end(), {"--faults", faults});
     if (!poll_us.empty()) argv.insert(argv.end(), {"--poll-us", poll_us});
+    if (!offload.empty()) argv.insert(argv.end(), {"--offload", offload});
     std::string log = abi::runtime_dir() + "/" + name + ".log";
 
     pid_t child = fork();

@@ -23,7 +23,7 @@ static void usage() {
     std::fprintf(stderr,
                  "usage: uroced [--name NAME] [--addr IPV4] [--port UDP_PORT]\n"
                  "              [--pcap FILE] [--pcap-max BYTES] [--faults SPEC] [--nice N]\n"
-                 "              [--poll-us US]\n");
+                 "              [--poll-us US] [--offload on|off]\n");
 }
 
 // The device stands for hardware: its peers' ACK timers (4.096 us x 2^timeout, retry_cnt
@@ -89,6 +89,13 @@ int main(int argc, char** argv) {
                 return 2;
             }
             cfg.poll_us = uint32_t(us);
+        } else if (a == "--offload") {
+            std::string v = val();
+            if (v != "on" && v != "off") {
+                std::fprintf(stderr, "uroced: --offload %s is not on or off\n", v.c_str());
+                return 2;
+            }
+            cfg.offload = v == "on";
         } else if (a == "--nice") {
             nice = std::atoi(val());
             if (nice < -20 || nice > 19) {

@@ -95,6 +95,16 @@ if echo "$spec" | grep -q corrupt=; then
     [ -n "$bad" ] && [ "$bad" -gt 0 ] || fail "uroce1 counted no bad ICRC under $spec"
 fi
 
+# The packets crossed as UDP GSO/GRO trains (docs/performance.md), each still faulted on
+# its own: data went both ways (WRITE and SEND one way, READ responses the other).
+for d in uroce0 uroce1; do
+    line=$("$UROCE" counters "$d" | grep '^counters_offload')
+    echo "$d: $line"
+    case $line in "counters_offload gso on gro on "*) ;; *) fail "$d: GSO/GRO not on: $line" ;; esac
+    [ "$(field "$line" tx_trains)" -gt 0 ] || fail "$d sent no GSO train"
+    [ "$(field "$line" rx_trains)" -gt 0 ] || fail "$d received no GRO train"
+done
+
 # Off at run time.
 "$UROCE" faults off uroce0 | grep -q "uroce0: faults off" || fail "uroce faults off"
 "$UROCE" res uroce0 | grep -qx "faults off" || fail "uroce res does not show faults off"

@@ -2,10 +2,12 @@
 # Acceptance: an unmodified perftest program (Debian's perftest package), server and
 # client as two processes over one device, with perftest's default connection setup
 # (QP numbers, PSNs, rkeys exchanged over TCP on -p PORT).
-#   usage: perftest_test.sh [--two-devices|--capture] PROGRAM [perftest args...]
+#   usage: perftest_test.sh [--two-devices] [--capture] PROGRAM [perftest args...]
 # --two-devices: the server on uroce1 (127.0.0.7), the client on uroce0 (127.0.0.6).
-# --capture: the device records a pcap; afterwards tshark decodes every frame cleanly, the
+# --capture: the device(s) record a pcap; afterwards tshark decodes every frame cleanly, the
 # file holds what the device counted, and scapy agrees on every ICRC (capture_lib.sh).
+# --two-devices --capture: also, the packets crossed the socket as UDP GSO trains and were
+# received as GRO trains (`uroce counters`, counters_offload), in both directions.
 # Checks: both sides exit 0; the client prints its results table (the line under the
 # "#bytes" header, all numbers, with a nonzero bandwidth or latency); and the
 # libmlx5.so.1/libefa.so.1 the programs load are uroce's stand-ins from the build
@@ -17,14 +19,20 @@ if [ "${1:-}" = "--capture" ]; then capture=1; shift; fi
 prog=$1
 shift
 need "$prog"
-if [ $two = 1 ]; then
+if [ $capture = 1 ]; then
+    . "$(dirname "$0")/capture_lib.sh"
+    need tshark
+    pcap=$UROCE_RUNTIME_DIR/perftest.pcap
+fi
+if [ $two = 1 ] && [ $capture = 1 ]; then
+    start_device uroce0 127.0.0.6 --pcap "$UROCE_RUNTIME_DIR/uroce0.pcap"
+    start_device uroce1 127.0.0.7 --pcap "$UROCE_RUNTIME_DIR/uroce1.pcap"
+    sdev=(-d uroce1) cdev=(-d uroce0) server_dev=uroce1
+elif [ $two = 1 ]; then
     start_device uroce0 127.0.0.6
     start_device uroce1 127.0.0.7
     sdev=(-d uroce1) cdev=(-d uroce0) server_dev=uroce1
 elif [ $capture = 1 ]; then
-    . "$(dirname "$0")/capture_lib.sh"
-    need tshark
-    pcap=$UROCE_RUNTIME_DIR/perftest.pcap
     start_device uroce0 127.0.0.1 --pcap "$pcap"
     sdev=() cdev=() server_dev=uroce0
 else
@@ -85,14 +93,39 @@ done
 if echo "$inits" | grep -E '/libibverbs/|-rdmav[0-9]+\.so'; then
     fail "a provider plug-in was loaded"
 fi
+# offload DEV NAME: a number from DEV's counters_offload line.
+offload() {
+    "$UROCE" counters "$1" | awk -v k="$2" '$1 == "counters_offload" {
+        for (i = 2; i < NF; i++) if ($i == k) print $(i + 1) }'
+}
 if [ $capture = 1 ]; then
-    "$UROCE" capture stop uroce0 >/dev/null
-    counted=$("$UROCE" counters uroce0 | awk '$1 == "counters" {
-        for (i = 2; i < NF; i++) { if ($i == "tx_pkts") t = $(i + 1); if ($i == "rx_pkts") r = $(i + 1) }
-        print t + r }')
     # Wireshark 4.0's RPC-over-RDMA heuristic claims ib_send_bw's small SEND payloads and
     # throws on them (malformed RPCoRDMA); they are perftest's bytes, not RPC-over-RDMA.
     TSHARK_EXTRA=(--disable-protocol rpcordma)
-    check_capture "$pcap" "$counted"
+    devs=uroce0
+    [ $two = 1 ] && devs="uroce0 uroce1"
+    for d in $devs; do
+        "$UROCE" capture stop "$d" >/dev/null
+        counted=$("$UROCE" counters "$d" | awk '$1 == "counters" {
+            for (i = 2; i < NF; i++) { if ($i == "tx_pkts") t = $(i + 1); if ($i == "rx_pkts") r = $(i + 1) }
+            print t + r }')
+        f=$pcap
+        [ $two = 1 ] && f=$UROCE_RUNTIME_DIR/$d.pcap
+        check_capture "$f" "$counted"
+    done
+    if [ $two = 1 ]; then
+        # The wire path used the offloads (docs/performance.md, "GSO and GRO"), both ways.
+        for d in uroce0 uroce1; do
+            "$UROCE" counters "$d" | grep '^counters_offload'
+            "$UROCE" counters "$d" | grep -q '^counters_offload gso on gro on ' ||
+                fail "$d does not have GSO and GRO on"
+        done
+        # The data went as trains one way (the client's WRITEs and SENDs, the server's READ
+        # responses) and arrived as trains on the other side.
+        if ! { [ "$(offload uroce0 tx_trains)" -gt 0 ] && [ "$(offload uroce1 rx_trains)" -gt 0 ]; } &&
+            ! { [ "$(offload uroce1 tx_trains)" -gt 0 ] && [ "$(offload uroce0 rx_trains)" -gt 0 ]; }; then
+            fail "no GSO train crossed from one device to the other"
+        fi
+    fi
 fi
 echo PASS

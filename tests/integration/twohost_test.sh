@@ -10,7 +10,11 @@
 #   ud_pingpong  ibv_ud_pingpong -s 2048 is refused against the port MTU (as on hardware
 #                with a 1024 MTU); without -s it exchanges 1024-byte messages
 #   rping        rping -S 4000 -C 100 -V: RDMA READ/WRITE of four packets at the CM's MTU
-#   write_bw     ib_write_bw (perftest's TCP setup; 64 KiB messages at the port's MTU)
+#   write_bw     ib_write_bw (perftest's TCP setup; 64 KiB messages at the port's MTU); the
+#                packets crossed the link as UDP GSO trains and arrived as GRO trains
+#   write_bw_swgso  the same with the link's transmit checksum offload off: the kernel cuts
+#                the trains into datagrams before the link, so host A receives each packet
+#                on its own and checks ICRCs made for IPv4 IDs it cannot see (nothing dropped)
 #   fi ENDPOINT  libfabric's fi_pingpong (libfabric-bin, unmodified) at its default sizes,
 #                the server given no address: msg (-p verbs), rdm (-p "verbs;ofi_rxm"),
 #                dgram (-p verbs; sizes up to the path MTU)
@@ -34,6 +38,16 @@ sent_by() {
     n=$("${pre[@]}" "$UROCE" counters uroce0 | awk '$1 == "counters" { print $3; exit }')
     echo "host $1 uroce0 sent ${n:-0} packets"
     [ "${n:-0}" -gt 0 ] || fail "host $1's device sent nothing"
+}
+
+# offload HOST NAME: a field of the host's counters_offload line (docs/performance.md).
+offload() {
+    local pre
+    if [ "$1" = A ]; then pre=("${HOST_A[@]}"); else pre=("${HOST_B[@]}"); fi
+    "${pre[@]}" "$UROCE" counters uroce0 | awk -v k="$2" '$1 == "counters_offload" {
+        if (k == "gso" || k == "gro") { for (i = 2; i <= NF; i++) if ($i == k) {
+            v = $(i + 1); if ($(i + 2) ~ /^\(/) v = v " " $(i + 2); print v } }
+        else for (i = 2; i < NF; i++) if ($i == k) print $(i + 1) }'
 }
 
 # Readiness for run_pair: the server's TCP port (pingpongs, perftest) or CM listener (rping)
@@ -105,14 +119,34 @@ rping)
     sent_by A
     sent_by B
     ;;
-write_bw)
+write_bw | write_bw_swgso)
     need ib_write_bw
+    if [ $mode = write_bw_swgso ]; then
+        command -v ethtool >/dev/null 2>&1 || skip "ethtool is not installed (run scripts/setup.sh)"
+        for ns in "$NS_A" "$NS_B"; do
+            ip netns exec "$ns" ethtool -K eth0 tx off >/dev/null || fail "ethtool -K eth0 tx off"
+        done
+    fi
     PAIR_TIMEOUT=60 PAIR_READY=tcp_listening run_pair "${HOST_A[@]}" ib_write_bw -p "$PORT" -n 1000 -- \
         "${HOST_B[@]}" ib_write_bw -p "$PORT" -n 1000 "$ADDR_A"
     check_perftest_results ib_write_bw "$c"
     expect "$c" 'Mtu +: 1024\[B\]' "perftest did not take the port's MTU"
     sent_by A
     sent_by B
+    for h in A B; do
+        echo "host $h: gso $(offload $h gso), gro $(offload $h gro), tx_trains $(offload $h tx_trains), rx_trains $(offload $h rx_trains)"
+    done
+    if [ $mode = write_bw ]; then
+        # The client's WRITEs went as trains and arrived as trains.
+        [ "$(offload B gso)" = on ] && [ "$(offload A gro)" = on ] || fail "GSO/GRO not on"
+        [ "$(offload B tx_trains)" -gt 0 ] || fail "host B sent no GSO train"
+        [ "$(offload A rx_trains)" -gt 0 ] || fail "host A received no GRO train"
+    else
+        [ "$(offload B tx_trains)" -gt 0 ] || fail "host B sent no GSO train"
+        [ "$(offload A rx_trains)" = 0 ] || fail "host A received trains: the link did not cut them"
+        bad=$("${HOST_A[@]}" "$UROCE" counters uroce0 | awk '$1 == "drop" && $2 == "bad_icrc" { print $3 }')
+        [ "$bad" = 0 ] || fail "host A dropped $bad packets for their ICRC"
+    fi
     ;;
 rstream)
     need rstream

@@ -9,8 +9,12 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
 #include <cstdint>
+#include <cstring>
 #include <thread>
+#include <utility>
+#include <vector>
 
 #include "net/udp_uring.h"
 
@@ -20,7 +24,7 @@ namespace {
 
 struct Counter : UdpUring::Handler {
     std::atomic<int> packets{0};
-    void on_packet(const sockaddr_in&, uint32_t, uint8_t*, size_t) override { ++packets; }
+    void on_packet(const sockaddr_in&, uint32_t, uint8_t*, size_t, uint16_t) override { ++packets; }
     void on_eventfd(uint64_t) override {}
 };
 
@@ -91,4 +95,163 @@ TEST(UdpUring, ReceivedPacketsWakeOnlyTheThreadThatRunsTheRing) {
     EXPECT_EQ(h.packets, kPackets);
     // One switch for the read itself; a few spare for the host's own reasons.
     EXPECT_LT(woken, kPackets / 4) << "the opening thread was woken " << woken << " times";
+}
+
+namespace {
+
+// Records what arrived: each packet's first byte, length and place in its GRO train, and
+// the packets a refused train sent again.
+struct Recorder : UdpUring::Handler {
+    struct Got {
+        uint8_t tag;
+        size_t len;
+        uint16_t seg;
+    };
+    std::vector<Got> got;
+    std::vector<std::pair<uint16_t, uint16_t>> moved;  // on_resend's (from_seg, to_seg)
+    void on_packet(const sockaddr_in&, uint32_t, uint8_t* data, size_t len, uint16_t seg) override {
+        got.push_back({data[0], len, seg});
+    }
+    void on_eventfd(uint64_t) override {}
+    void on_resend(uint8_t*, size_t, uint16_t from, uint16_t to) override {
+        moved.emplace_back(from, to);
+    }
+};
+
+// Two rings on 127.0.0.1: tx sends to rx.
+class UdpUringPair : public ::testing::Test {
+protected:
+    void open(bool offload = true) {
+        uint16_t ptx = free_udp_port(), prx = free_udp_port();
+        ASSERT_EQ(tx.open(htonl(INADDR_LOOPBACK), ptx, offload), 0);
+        ASSERT_EQ(rx.open(htonl(INADDR_LOOPBACK), prx, offload), 0);
+        to.sin_family = AF_INET;
+        to.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        to.sin_port = htons(prx);
+    }
+    bool offloads_here() const { return tx.offloads().gso && rx.offloads().gro; }
+
+    // Queues packets of `lens` (the first byte of packet i is i); returns the segment
+    // numbers tx_send gave them.
+    std::vector<uint16_t> queue(const std::vector<size_t>& lens) {
+        std::vector<uint16_t> ids;
+        for (size_t i = 0; i < lens.size(); ++i) {
+            uint32_t slot;
+            uint8_t* b = tx.tx_alloc(&slot);
+            EXPECT_NE(b, nullptr);
+            if (!b) break;
+            std::memset(b, 0, lens[i]);
+            b[0] = uint8_t(i);
+            ids.push_back(tx.tx_send(slot, lens[i], to));
+        }
+        return ids;
+    }
+    // Runs both rings until rx has `n` packets (at most a second), then the send completions.
+    void deliver(size_t n) {
+        for (int i = 0; i < 200 && got.got.size() < n; ++i) {
+            tx.run_once(0, sent);
+            rx.run_once(5000000, got);
+        }
+        tx.run_once(1000000, sent);
+    }
+    std::vector<uint16_t> send_all(const std::vector<size_t>& lens) {
+        got = Recorder{};
+        std::vector<uint16_t> ids = queue(lens);
+        deliver(lens.size());
+        return ids;
+    }
+
+    UdpUring tx, rx;
+    sockaddr_in to{};
+    Recorder got, sent;
+};
+
+}  // namespace
+
+// Packets of one length to one peer leave as one GSO train and arrive as one GRO train, each
+// packet handed over on its own, in order, with its place in the train. A shorter packet ends
+// a train; a longer one starts the next.
+TEST_F(UdpUringPair, PacketsToOnePeerTravelAsOneTrain) {
+    open();
+    if (!offloads_here())
+        GTEST_SKIP() << "this kernel has no UDP GSO/GRO (errno " << tx.offloads().gso_errno << "/"
+                     << rx.offloads().gro_errno << ")";
+    std::vector<size_t> lens(10, 1100);
+    lens.push_back(700);               // ends the first train
+    lens.insert(lens.end(), 3, 1200);  // a train of its own
+    std::vector<uint16_t> ids = send_all(lens);
+    ASSERT_EQ(got.got.size(), lens.size());
+    std::vector<uint16_t> want_ids = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 0, 1, 2};
+    EXPECT_EQ(ids, want_ids);
+    for (size_t i = 0; i < lens.size(); ++i) {
+        EXPECT_EQ(got.got[i].tag, uint8_t(i)) << i;
+        EXPECT_EQ(got.got[i].len, lens[i]) << i;
+        EXPECT_EQ(got.got[i].seg, want_ids[i]) << i;
+    }
+    EXPECT_EQ(tx.offloads().tx_trains, 2u);
+    EXPECT_EQ(tx.offloads().tx_train_pkts, 14u);
+    EXPECT_EQ(rx.offloads().rx_trains, 2u);
+    EXPECT_EQ(rx.offloads().rx_train_pkts, 14u);
+    EXPECT_EQ(tx.tx_free_count(), UdpUring::kTxBufs);  // every buffer came back
+}
+
+// A train holds at most kMaxSegs packets and one UDP payload's worth of bytes.
+TEST_F(UdpUringPair, TrainsStopAtTheKernelsLimits) {
+    open();
+    if (!offloads_here()) GTEST_SKIP() << "no UDP GSO/GRO here";
+    // 4 KiB packets: 15 fit in 65507 bytes.
+    std::vector<uint16_t> ids = send_all(std::vector<size_t>(31, 4140));
+    ASSERT_EQ(got.got.size(), 31u);
+    for (size_t i = 0; i < 31; ++i) EXPECT_EQ(ids[i], i % 15) << i;
+    // Small packets: 64 a train.
+    ids = send_all(std::vector<size_t>(130, 60));
+    ASSERT_EQ(got.got.size(), 130u);
+    for (size_t i = 0; i < 130; ++i) {
+        EXPECT_EQ(ids[i], i % UdpUring::kMaxSegs) << i;
+        EXPECT_EQ(got.got[i].tag, uint8_t(i)) << i;
+    }
+}
+
+// Offloads off: one datagram per packet both ways, as on a kernel without them.
+TEST_F(UdpUringPair, OffloadsOffSendsOneDatagramPerPacket) {
+    open(false);
+    EXPECT_FALSE(tx.offloads().gso);
+    EXPECT_FALSE(rx.offloads().gro);
+    std::vector<uint16_t> ids = send_all(std::vector<size_t>(20, 1000));
+    ASSERT_EQ(got.got.size(), 20u);
+    for (size_t i = 0; i < 20; ++i) {
+        EXPECT_EQ(ids[i], 0) << i;
+        EXPECT_EQ(got.got[i].seg, 0) << i;
+        EXPECT_EQ(got.got[i].tag, uint8_t(i)) << i;
+    }
+    EXPECT_EQ(tx.offloads().tx_trains, 0u);
+    EXPECT_EQ(rx.offloads().rx_trains, 0u);
+}
+
+// A train the kernel refuses (here: a socket without UDP checksums, where Linux takes no
+// UDP_SEGMENT) goes again one datagram per packet, each renumbered; nothing is lost, GSO is
+// off from then on and the offloads say why.
+TEST_F(UdpUringPair, ARefusedTrainGoesAgainPacketByPacket) {
+    open();
+    if (!tx.offloads().gso) GTEST_SKIP() << "no UDP GSO here";
+    int one = 1;
+    ASSERT_EQ(setsockopt(tx.socket_fd(), SOL_SOCKET, SO_NO_CHECK, &one, sizeof one), 0);
+    std::vector<uint16_t> ids = send_all(std::vector<size_t>(6, 1000));
+    EXPECT_EQ(ids, (std::vector<uint16_t>{0, 1, 2, 3, 4, 5}));
+    ASSERT_EQ(got.got.size(), 6u);
+    for (size_t i = 0; i < 6; ++i) {
+        EXPECT_EQ(got.got[i].tag, uint8_t(i)) << i;
+        EXPECT_EQ(got.got[i].seg, 0) << i;
+    }
+    std::vector<std::pair<uint16_t, uint16_t>> want = {{0, 0}, {1, 0}, {2, 0},
+                                                       {3, 0}, {4, 0}, {5, 0}};
+    EXPECT_EQ(sent.moved, want);
+    EXPECT_FALSE(tx.offloads().gso);
+    EXPECT_EQ(tx.offloads().gso_errno, EINVAL);
+    EXPECT_EQ(tx.offloads().tx_trains, 0u);
+    EXPECT_EQ(tx.tx_free_count(), UdpUring::kTxBufs);
+    // Later packets go one by one at once.
+    ids = send_all(std::vector<size_t>(2, 1000));
+    EXPECT_EQ(ids, (std::vector<uint16_t>{0, 0}));
+    EXPECT_EQ(got.got.size(), 2u);
 }
