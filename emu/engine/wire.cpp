@@ -195,7 +195,8 @@ std::string Wire::offload_line() const {
     return "counters_offload gso " + state(o.gso, o.gso_errno) + " gro " +
            state(o.gro, o.gro_errno) + " tx_trains " + std::to_string(o.tx_trains) +
            " tx_train_pkts " + std::to_string(o.tx_train_pkts) + " rx_trains " +
-           std::to_string(o.rx_trains) + " rx_train_pkts " + std::to_string(o.rx_train_pkts) + "\n";
+           std::to_string(o.rx_trains) + " rx_train_pkts " + std::to_string(o.rx_train_pkts) +
+           " rx_nobufs " + std::to_string(io_.rx_nobufs()) + "\n";
 }
 
 }  // namespace uroce::emu

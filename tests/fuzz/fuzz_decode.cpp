@@ -10,7 +10,9 @@
 //   - encode_headers() of the decoded packet gives back the input's headers (modulo reserved
 //     bits, which the encoder zeroes) and decodes to the same fields;
 //   - the ICRC: icrc_store() then icrc_check() succeed; flipping a covered bit makes
-//     icrc_check() fail; the masked BTH byte 4 (FECN/BECN) does not change the ICRC;
+//     icrc_check() fail; the masked BTH byte 4 (FECN/BECN) does not change the ICRC; moved to
+//     another IPv4 ID (icrc_set_id) it is the ICRC over a header with that ID, and
+//     icrc_check_ids() finds that ID;
 //   - the IPv4-datagram entry points (icrc_compute_ipv4, icrc_check_ipv4) on the raw input
 //     and on a well-formed IPv4/UDP datagram built around it agree with icrc_compute().
 #include <arpa/inet.h>
@@ -23,6 +25,7 @@
 #include "net/byteorder.h"
 #include "net/headers.h"
 #include "net/icrc.h"
+#include "net/icrc_id.h"
 #include "net/opcodes.h"
 
 using namespace uroce::net;
@@ -68,16 +71,14 @@ void check_op_table(uint8_t opcode) {
     if (op->flags & kMiddle) CHECK(!(op->flags & (kFirst | kLast)));
 }
 
-// The datagram as the device would see it on the wire: IPv4 (ID 0, DF) + UDP + payload.
-void check_ipv4(const uint8_t* data, size_t len) {
-    // Raw input as a datagram: must be safe whatever it holds.
-    uint32_t c = 0;
-    if (icrc_compute_ipv4(data, len, &c)) (void)icrc_check_ipv4(data, len);
-    if (len < kBthLen + kIcrcLen || len > 2000) return;
+// The datagram as the device would see it on the wire: IPv4 (DF, IPv4 ID `id`) + UDP +
+// payload.
+std::vector<uint8_t> datagram(const uint8_t* data, size_t len, uint16_t id) {
     std::vector<uint8_t> ip(20 + 8 + len);
     ip[0] = 0x45;
     ip[1] = 0x02;  // ECN bits: masked, must not matter
     store_be16(&ip[2], uint16_t(ip.size()));
+    store_be16(&ip[4], id);
     store_be16(&ip[6], 0x4000);
     ip[8] = 17;  // a TTL other than 64: masked too
     ip[9] = 17;
@@ -87,6 +88,15 @@ void check_ipv4(const uint8_t* data, size_t len) {
     store_be16(&ip[22], kPort);
     store_be16(&ip[24], uint16_t(8 + len));
     std::memcpy(&ip[28], data, len);
+    return ip;
+}
+
+void check_ipv4(const uint8_t* data, size_t len) {
+    // Raw input as a datagram: must be safe whatever it holds.
+    uint32_t c = 0;
+    if (icrc_compute_ipv4(data, len, &c)) (void)icrc_check_ipv4(data, len);
+    if (len < kBthLen + kIcrcLen || len > 2000) return;
+    std::vector<uint8_t> ip = datagram(data, len, 0);
     CHECK(icrc_compute_ipv4(ip.data(), ip.size(), &c));
     CHECK(c == icrc_compute(kSrc, kDst, kPort, kPort, data, len));
     CHECK(icrc_check_ipv4(ip.data(), ip.size()) == icrc_check(kSrc, kDst, kPort, kPort, data, len));
@@ -152,6 +162,21 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t len) {
     re[4] ^= 0xc0;
     CHECK(icrc_check(kSrc, kDst, kPort, kPort, re.data(), len));
     re[4] ^= 0xc0;
+    // Another IPv4 ID (a GSO segment's, icrc_id.h): the ICRC moved to it is the one over a
+    // real header with that ID; icrc_check_ids finds the ID without the hint, and the ID-0
+    // check refuses it.
+    static IcrcIdDelta ids;
+    uint16_t id = uint16_t(1 + p.bth.psn % 127);
+    icrc_set_id(re.data(), len, 0, id, ids);
+    if (len <= 60000) {
+        std::vector<uint8_t> ip = datagram(re.data(), len, id);
+        CHECK(icrc_check_ipv4(ip.data(), ip.size()));
+    }
+    CHECK(!icrc_check(kSrc, kDst, kPort, kPort, re.data(), len));
+    uint16_t found = 0;
+    CHECK(icrc_check_ids(kSrc, kDst, kPort, kPort, re.data(), len, 0, 128, ids, &found));
+    CHECK(found == id);
+    icrc_set_id(re.data(), len, id, 0, ids);
     size_t bit = (size_t(p.bth.psn) * 7919u) % ((len - kIcrcLen) * 8);
     if (bit / 8 != 4) {
         re[bit / 8] ^= uint8_t(1u << (bit % 8));
