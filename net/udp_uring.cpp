@@ -350,13 +350,16 @@ void UdpUring::sent(uint32_t i, int res, Handler& h) {
         }
         if (res < 0 && !off_.gso) {
             if (open_train_ >= 0) close_train();  // keeps the order of what is queued
-            for (uint32_t k = 0; k < t.n; ++k) {
-                h.on_resend(static_cast<uint8_t*>(t.iov[k].iov_base), t.iov[k].iov_len, uint16_t(k),
-                            0);
-                start_train(t.slot[k], t.iov[k].iov_len, t.to);
+            // The train's entry is given back first: each packet takes one of its own, and
+            // with every buffer in flight there may be no other.
+            const Train was = t;
+            trains_free_.push_back(i);
+            for (uint32_t k = 0; k < was.n; ++k) {
+                h.on_resend(static_cast<uint8_t*>(was.iov[k].iov_base), was.iov[k].iov_len,
+                            uint16_t(k), 0);
+                start_train(was.slot[k], was.iov[k].iov_len, was.to);
                 close_train();
             }
-            trains_free_.push_back(i);
             return;
         }
         ++off_.tx_trains;
