@@ -165,3 +165,20 @@ expect_no_objects() {
             fail "objects remain on $d"
     done
 }
+
+# offloads_on DEV: true when DEV sends GSO trains and receives GRO trains (`uroce counters`,
+# counters_offload). A kernel without UDP_SEGMENT/UDP_GRO (before 4.18/5.0) refuses them with
+# ENOPROTOOPT: then false, with a note, and the caller does not look for trains. Anything
+# else (refused for another reason, or off) fails the test.
+offloads_on() {
+    local line
+    line=$("$UROCE" counters "$1" | grep '^counters_offload') || fail "$1 shows no counters_offload"
+    case $line in
+    "counters_offload gso on gro on "*) return 0 ;;
+    *"(ENOPROTOOPT)"*)
+        echo "note: this kernel has no UDP GSO/GRO ($line): trains not checked"
+        return 1
+        ;;
+    *) fail "$1: GSO/GRO not in use: $line" ;;
+    esac
+}

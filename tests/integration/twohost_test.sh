@@ -136,7 +136,9 @@ write_bw | write_bw_swgso)
     for h in A B; do
         echo "host $h: gso $(offload $h gso), gro $(offload $h gro), tx_trains $(offload $h tx_trains), rx_trains $(offload $h rx_trains)"
     done
-    if [ $mode = write_bw ]; then
+    if [ "$(offload B gso)" = "off (ENOPROTOOPT)" ]; then
+        echo "note: this kernel has no UDP GSO/GRO: trains not checked"
+    elif [ $mode = write_bw ]; then
         # The client's WRITEs went as trains and arrived as trains.
         [ "$(offload B gso)" = on ] && [ "$(offload A gro)" = on ] || fail "GSO/GRO not on"
         [ "$(offload B tx_trains)" -gt 0 ] || fail "host B sent no GSO train"
