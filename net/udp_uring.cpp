@@ -10,6 +10,8 @@
 #include <cerrno>
 #include <cstring>
 
+#include "net/headers.h"
+
 namespace uroce::net {
 
 namespace {
@@ -28,7 +30,6 @@ constexpr int UDP_GRO = 104;  // since 5.0
 bool same_peer(const sockaddr_in& a, const sockaddr_in& b) {
     return a.sin_addr.s_addr == b.sin_addr.s_addr && a.sin_port == b.sin_port;
 }
-bool multicast(const sockaddr_in& a) { return (ntohl(a.sin_addr.s_addr) >> 28) == 0xe; }
 // A sendmsg error that says the kernel will not take GSO trains here: no UDP_SEGMENT (old
 // kernel), no checksum offload on the way out (EIO), a segment the route cannot carry.
 bool gso_refused(int err) {
@@ -263,9 +264,12 @@ uint32_t UdpUring::deliver(const sockaddr_in& from, uint32_t to_be, uint8_t* dat
     return k;
 }
 
+// A train takes packets of its first packet's length, and then one shorter packet at most
+// (GSO cuts at one size; only the last segment may be shorter). So until then it holds n
+// packets of seg bytes.
 bool UdpUring::joins(const Train& t, size_t len, const sockaddr_in& to) const {
-    return !t.closed && len <= t.seg && t.n < kMaxSegs && t.bytes + len <= kMaxTrainBytes &&
-           same_peer(t.to, to);
+    return t.iov[t.n - 1].iov_len == t.seg && len <= t.seg && t.n < kMaxSegs &&
+           size_t(t.n) * t.seg + len <= kMaxTrainBytes && same_peer(t.to, to);
 }
 
 uint16_t UdpUring::tx_next_seg(size_t len, const sockaddr_in& to) const {
@@ -281,8 +285,6 @@ uint16_t UdpUring::tx_send(uint32_t slot, size_t len, const sockaddr_in& to) {
             uint32_t k = t.n++;
             t.slot[k] = slot;
             t.iov[k] = iovec{tx_mem_ + size_t(slot) * kBufSize, len};
-            t.bytes += uint32_t(len);
-            t.closed = len < t.seg;  // GSO: only the last segment may be shorter
             return uint16_t(k);
         }
         close_train();
@@ -297,7 +299,7 @@ uint16_t UdpUring::tx_send(uint32_t slot, size_t len, const sockaddr_in& to) {
     }
     start_train(slot, len, to);
     // Multicast goes on its own: the group sockets of this host's members have no GRO.
-    if (!off_.gso || multicast(to)) close_train();
+    if (!off_.gso || is_ipv4_multicast(to.sin_addr.s_addr)) close_train();
     return 0;
 }
 
@@ -307,8 +309,7 @@ void UdpUring::start_train(uint32_t slot, size_t len, const sockaddr_in& to) {
     Train& t = trains_[i];
     t.to = to;
     t.n = 1;
-    t.seg = t.bytes = uint32_t(len);
-    t.closed = false;
+    t.seg = uint32_t(len);
     t.slot[0] = slot;
     t.iov[0] = iovec{tx_mem_ + size_t(slot) * kBufSize, len};
     open_train_ = i;
@@ -343,25 +344,23 @@ void UdpUring::close_train() {
 // more trains are built; any other error loses the packets as a wire would (RC retransmits).
 void UdpUring::sent(uint32_t i, int res, Handler& h) {
     Train& t = trains_[i];
-    if (t.n > 1) {
-        if (res < 0 && off_.gso && gso_refused(-res)) {
-            off_.gso = false;
-            off_.gso_errno = -res;
+    if (t.n > 1 && res < 0 && gso_refused(-res)) {
+        if (off_.gso) off_.gso_errno = -res;  // the first refusal says why
+        off_.gso = false;
+        if (open_train_ >= 0) close_train();  // keeps the order of what is queued
+        // The train's entry is given back first: each packet takes one of its own, and with
+        // every buffer in flight there may be no other.
+        const Train was = t;
+        trains_free_.push_back(i);
+        for (uint32_t k = 0; k < was.n; ++k) {
+            h.on_resend(static_cast<uint8_t*>(was.iov[k].iov_base), was.iov[k].iov_len, uint16_t(k),
+                        0);
+            start_train(was.slot[k], was.iov[k].iov_len, was.to);
+            close_train();
         }
-        if (res < 0 && !off_.gso) {
-            if (open_train_ >= 0) close_train();  // keeps the order of what is queued
-            // The train's entry is given back first: each packet takes one of its own, and
-            // with every buffer in flight there may be no other.
-            const Train was = t;
-            trains_free_.push_back(i);
-            for (uint32_t k = 0; k < was.n; ++k) {
-                h.on_resend(static_cast<uint8_t*>(was.iov[k].iov_base), was.iov[k].iov_len,
-                            uint16_t(k), 0);
-                start_train(was.slot[k], was.iov[k].iov_len, was.to);
-                close_train();
-            }
-            return;
-        }
+        return;
+    }
+    if (t.n > 1 && res >= 0) {
         ++off_.tx_trains;
         off_.tx_train_pkts += t.n;
     }

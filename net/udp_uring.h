@@ -131,10 +131,8 @@ private:
     struct Train {
         msghdr msg;
         sockaddr_in to;
-        uint32_t n;      // packets
-        uint32_t seg;    // the first packet's length: every segment's but the last
-        uint32_t bytes;  // all packets' lengths
-        bool closed;     // its last packet is shorter than seg: nothing may follow it
+        uint32_t n;    // packets
+        uint32_t seg;  // the first packet's length: every segment's but the last
         alignas(cmsghdr) unsigned char ctl[CMSG_SPACE(sizeof(uint16_t))];
         iovec iov[kMaxSegs];
         uint32_t slot[kMaxSegs];

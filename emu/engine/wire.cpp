@@ -181,10 +181,6 @@ int Wire::set_capture(const std::string& path, uint64_t max_bytes) {
     return 0;
 }
 
-}  // namespace uroce::emu
-
-namespace uroce::emu {
-
 std::string Wire::offload_line() const {
     const net::UdpUring::Offloads& o = io_.offloads();
     auto state = [](bool on, int err) {

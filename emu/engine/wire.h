@@ -82,7 +82,7 @@ public:
     // that fired (the device's). Tests and fuzzers call them as the ring does.
     // `seg`: the packet's place in the GRO train it came in (net/udp_uring.h; 0: alone).
     void on_packet(const sockaddr_in& from, uint32_t to_be, uint8_t* data, size_t len,
-                   uint16_t seg = 0) override;
+                   uint16_t seg) override;
     void on_eventfd(uint64_t tag) override;
     // The GSO/GRO line of the dump (`uroce counters`): which offloads are in use.
     std::string offload_line() const;

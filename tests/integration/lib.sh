@@ -166,6 +166,14 @@ expect_no_objects() {
     done
 }
 
+# offload_field NAME: from `uroce counters` output on stdin, NAME's value on the
+# counters_offload line (docs/counters.md); gso and gro give "on", "off" or "off (ERRNO)".
+offload_field() {
+    awk -v k="$1" '$1 == "counters_offload" { for (i = 2; i < NF; i++) if ($i == k) {
+        v = $(i + 1); if ((k == "gso" || k == "gro") && $(i + 2) ~ /^\(/) v = v " " $(i + 2)
+        print v } }'
+}
+
 # offloads_on DEV: true when DEV sends GSO trains and receives GRO trains (`uroce counters`,
 # counters_offload). A kernel without UDP_SEGMENT/UDP_GRO (before 4.18/5.0) refuses them with
 # ENOPROTOOPT: then false, with a note, and the caller does not look for trains. Anything

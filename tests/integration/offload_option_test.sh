@@ -19,7 +19,7 @@ run_pair ibv_rc_pingpong -d uroce0 -g 0 -p "$port" -s 65536 -n 200 -- \
 grep -q "200 iters in" "$UROCE_RUNTIME_DIR/client.out" || fail "client did not report 200 iterations"
 
 line() { "$UROCE" counters "$1" | grep '^counters_offload'; }
-field() { echo "$1" | awk -v k="$2" '{ for (i = 1; i < NF; ++i) if ($i == k) print $(i + 1) }'; }
+field() { echo "$1" | offload_field "$2"; }  # field LINE NAME (lib.sh)
 off=$(line uroce0) on=$(line uroce1)
 echo "uroce0: $off"
 echo "uroce1: $on"

@@ -93,11 +93,7 @@ done
 if echo "$inits" | grep -E '/libibverbs/|-rdmav[0-9]+\.so'; then
     fail "a provider plug-in was loaded"
 fi
-# offload DEV NAME: a number from DEV's counters_offload line.
-offload() {
-    "$UROCE" counters "$1" | awk -v k="$2" '$1 == "counters_offload" {
-        for (i = 2; i < NF; i++) if ($i == k) print $(i + 1) }'
-}
+offload() { "$UROCE" counters "$1" | offload_field "$2"; }  # offload DEV NAME
 if [ $capture = 1 ]; then
     # Wireshark 4.0's RPC-over-RDMA heuristic claims ib_send_bw's small SEND payloads and
     # throws on them (malformed RPCoRDMA); they are perftest's bytes, not RPC-over-RDMA.

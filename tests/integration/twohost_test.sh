@@ -40,14 +40,11 @@ sent_by() {
     [ "${n:-0}" -gt 0 ] || fail "host $1's device sent nothing"
 }
 
-# offload HOST NAME: a field of the host's counters_offload line (docs/performance.md).
+# offload HOST NAME: a field of the host's counters_offload line (lib.sh, offload_field).
 offload() {
     local pre
     if [ "$1" = A ]; then pre=("${HOST_A[@]}"); else pre=("${HOST_B[@]}"); fi
-    "${pre[@]}" "$UROCE" counters uroce0 | awk -v k="$2" '$1 == "counters_offload" {
-        if (k == "gso" || k == "gro") { for (i = 2; i <= NF; i++) if ($i == k) {
-            v = $(i + 1); if ($(i + 2) ~ /^\(/) v = v " " $(i + 2); print v } }
-        else for (i = 2; i < NF; i++) if ($i == k) print $(i + 1) }'
+    "${pre[@]}" "$UROCE" counters uroce0 | offload_field "$2"
 }
 
 # Readiness for run_pair: the server's TCP port (pingpongs, perftest) or CM listener (rping)
