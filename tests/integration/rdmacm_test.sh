@@ -26,6 +26,8 @@
 #                  listener), client from 127.0.0.3 (UROCE_RDMACM_SRC_ADDR) to 127.0.0.2
 #   srq BINARY     tests/integration/rdmacm_srq_tests.cpp (GoogleTest): rdma_create_srq(3),
 #                  one test per sentence, over two devices (127.0.0.10 and 127.0.0.11)
+#   events BINARY  tests/integration/rdmacm_events_tests.cpp (GoogleTest): an id's unread
+#                  events follow rdma_migrate_id and go with rdma_destroy_id, one device
 #   api BINARY     tests/integration/rdmacm_api.cpp: private data sizes, reject, a slow
 #                  server (MRA), rdma_init_qp_attr, destroy waiting for acks, ports
 . "$(dirname "$0")/lib.sh"
@@ -311,6 +313,14 @@ srq)
     start_device uroce1 127.0.0.11
     verbs timeout 120 "$prog" || fail "$(basename "$prog") failed"
     expect_no_objects uroce0 uroce1
+    ;;
+events)
+    # rdmacm_events_tests (GoogleTest): rdma_migrate_id and rdma_destroy_id with events
+    # unread, over one device; afterwards it holds no object of the test's.
+    start_device uroce0 127.0.0.1
+    verbs timeout 120 "${2:?usage: rdmacm_test.sh events BINARY}" ||
+        fail "$(basename "$2") failed"
+    expect_no_objects uroce0
     ;;
 api)
     start_device uroce0 127.0.0.1

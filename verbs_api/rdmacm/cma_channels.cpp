@@ -5,6 +5,8 @@
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
+#include <poll.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -142,9 +144,9 @@ void post_local(Id* id, rdma_cm_event_type type, int status) {
     write_local(id->chan, rec);
 }
 
-// Reads one event record from the channel. 0 or an errno (EAGAIN: non-blocking and empty).
-// Every writer writes whole records of at most PIPE_BUF bytes, which a pipe keeps whole.
-int read_record(Channel* c, abi::CmEventRec* rec) {
+// Reads one whole record from the pipe. Every writer writes whole records of at most
+// PIPE_BUF bytes, which a pipe keeps whole.
+static int read_record(Channel* c, abi::CmEventRec* rec) {
     for (;;) {
         ssize_t r = read(c->rd, rec, sizeof *rec);
         if (r == ssize_t(sizeof *rec)) return 0;
@@ -152,6 +154,116 @@ int read_record(Channel* c, abi::CmEventRec* rec) {
         if (r < 0) return errno;
         return EPROTO;  // cannot happen while c->wr is open: no writer writes part of a record
     }
+}
+
+// Moves every record waiting in the pipe to the end of c->held (the marker is dropped on
+// the way). Under c->read_mu. Reads only what FIONREAD counts, so it never blocks.
+static int drain(Channel* c) {
+    int avail = 0;
+    if (ioctl(c->rd, FIONREAD, &avail) != 0) return errno;
+    for (; avail >= int(sizeof(abi::CmEventRec)); avail -= int(sizeof(abi::CmEventRec))) {
+        abi::CmEventRec rec;
+        if (int e = read_record(c, &rec)) return e;
+        if (rec.dev_tag == kMarkerTag)
+            c->marker = false;
+        else
+            c->held.push_back(rec);
+    }
+    return 0;
+}
+
+// Keeps the invariant: a marker in the pipe exactly while c->held has records. Under
+// c->read_mu, right after drain() (so a marker still in the pipe is never doubled).
+static void sync_marker(Channel* c) {
+    if (c->held.empty() || c->marker) return;
+    abi::CmEventRec m{};
+    m.dev_tag = kMarkerTag;
+    // A full pipe (a megabyte of unread events) takes no marker: readers still find held's
+    // records, but poll() no longer sees them until another event arrives.
+    c->marker = write(c->wr, &m, sizeof m) == ssize_t(sizeof m);
+}
+
+// The channel's next record, oldest first: 0, or an errno (EAGAIN: non-blocking and empty).
+// Several threads may read one channel; they wait outside read_mu, so rdma_migrate_id and
+// rdma_destroy_id can take records out while a reader waits.
+int next_record(Channel* c, abi::CmEventRec* rec) {
+    for (;;) {
+        {
+            std::lock_guard<std::mutex> g(c->read_mu);
+            if (int e = drain(c)) return e;
+            if (!c->held.empty()) {
+                *rec = c->held.front();
+                c->held.pop_front();
+                sync_marker(c);
+                return 0;
+            }
+        }
+        int fl = fcntl(c->rd, F_GETFL);
+        if (fl >= 0 && (fl & O_NONBLOCK)) return EAGAIN;
+        pollfd p{c->rd, POLLIN, 0};
+        if (poll(&p, 1, -1) < 0 && errno != EINTR) return errno;
+    }
+}
+
+// The keys an id's events carry: its local number and its handle on each device.
+std::vector<uint64_t> id_keys(const Id* id) {
+    std::vector<uint64_t> keys{key(kLocalTag, id->lid)};
+    if (id->dev && id->handle) keys.push_back(key(id->dev->tag, id->handle));
+    for (auto& [d, h] : id->listens) keys.push_back(key(d->tag, h));
+    return keys;
+}
+
+// Takes the records for `keys` out of c (under c->read_mu), oldest first.
+static std::deque<abi::CmEventRec> take_records(Channel* c, const std::vector<uint64_t>& keys) {
+    std::deque<abi::CmEventRec> taken, kept;
+    drain(c);
+    for (const abi::CmEventRec& r : c->held) {
+        bool mine = std::find(keys.begin(), keys.end(), key(r.dev_tag, r.handle)) != keys.end();
+        (mine ? taken : kept).push_back(r);
+    }
+    c->held.swap(kept);
+    sync_marker(c);
+    return taken;
+}
+
+// A connection request nobody will take (its listener is gone, or making its id failed):
+// the device rejects it and forgets the new id.
+static void refuse_request(const abi::CmEventRec& r) {
+    if (DevConn* d = dev_by_tag(r.dev_tag)) {
+        abi::CmReq q = cm_req(abi::CmOp::kDestroy, r.new_handle);
+        cm_call(*d, q);
+    }
+}
+
+// rdma_migrate_id: the id's unread events go along to channel `to`, in order and ahead of
+// any the devices have written there since they moved the id (the kernel's ucma_move_events).
+// Both channels' readers wait meanwhile, so an event is read once, from one of them.
+void move_events(Id* id, Channel* from, Channel* to) {
+    if (from == to || !try_ref_channel(from)) return;
+    {
+        std::scoped_lock g(from->read_mu, to->read_mu);
+        std::deque<abi::CmEventRec> moved = take_records(from, id_keys(id));
+        if (!moved.empty()) {
+            drain(to);
+            to->held.insert(to->held.begin(), moved.begin(), moved.end());
+            sync_marker(to);
+        }
+    }
+    unref_channel(from);
+}
+
+// rdma_destroy_id: the id's unread events go with it (the kernel's ucma_free_ctx), and so do
+// the connection requests a listener had not read: the device rejects them.
+void drop_events(Id* id, Channel* c) {
+    if (!try_ref_channel(c)) return;
+    std::deque<abi::CmEventRec> dropped;
+    {
+        std::lock_guard<std::mutex> g(c->read_mu);
+        dropped = take_records(c, id_keys(id));
+    }
+    unref_channel(c);
+    for (const abi::CmEventRec& r : dropped)
+        if (r.event == RDMA_CM_EVENT_CONNECT_REQUEST) refuse_request(r);
 }
 
 void fill_ud(Event* e, Id* id, const abi::CmEventRec& rec) {
@@ -274,7 +386,7 @@ int rdma_get_cm_event(rdma_event_channel* channel, rdma_cm_event** event) {
     } unref{c};
     for (;;) {
         abi::CmEventRec rec;
-        if (int e = read_record(c, &rec)) return fail(e);
+        if (int e = next_record(c, &rec)) return fail(e);
         Id* id = nullptr;
         {
             // Counted as handed out while the id is certainly alive, so an rdma_destroy_id
@@ -299,14 +411,11 @@ int rdma_get_cm_event(rdma_event_channel* channel, rdma_cm_event** event) {
         } dropped{id};
         if (!id) {
             // The id is gone. A request for a listener that is gone must not linger.
-            if (rec.event == RDMA_CM_EVENT_CONNECT_REQUEST)
-                if (DevConn* d = dev_by_tag(rec.dev_tag)) {
-                    abi::CmReq r = cm_req(abi::CmOp::kDestroy, rec.new_handle);
-                    cm_call(*d, r);
-                }
+            if (rec.event == RDMA_CM_EVENT_CONNECT_REQUEST) refuse_request(rec);
             continue;
         }
-        if (id->chan != c) {  // migrated: the event belongs to the other channel now
+        // Migrated while this thread read the record (move_events took the rest along).
+        if (id->chan != c) {
             write_local(id->chan, rec);
             continue;
         }
@@ -320,10 +429,7 @@ int rdma_get_cm_event(rdma_event_channel* channel, rdma_cm_event** event) {
         case RDMA_CM_EVENT_CONNECT_REQUEST: {
             Id* child = make_child(id, rec);
             if (!child) {
-                if (DevConn* d = dev_by_tag(rec.dev_tag)) {
-                    abi::CmReq r = cm_req(abi::CmOp::kDestroy, rec.new_handle);
-                    cm_call(*d, r);
-                }
+                refuse_request(rec);
                 continue;
             }
             ev->ev.listen_id = &id->id;
@@ -467,6 +573,7 @@ int rdma_migrate_id(rdma_cm_id* idp, rdma_event_channel* channel) {
         idp->channel = &nc->ch;
         id->sync = channel == nullptr;
     }
+    move_events(id, old, nc);
     if (old_sync) {
         if (idp->event) {
             rdma_ack_cm_event(idp->event);

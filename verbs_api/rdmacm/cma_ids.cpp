@@ -260,6 +260,7 @@ int rdma_destroy_id(rdma_cm_id* idp) {
         abi::CmReq r = cm_req(abi::CmOp::kDestroy, h);
         cm_call(*d, r);
     }
+    drop_events(id, id->chan);
     if (id->id.event) {
         rdma_ack_cm_event(id->id.event);
         id->id.event = nullptr;

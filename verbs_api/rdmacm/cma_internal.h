@@ -17,7 +17,8 @@
 
 namespace uroce::rdmacm {
 
-constexpr uint32_t kLocalTag = 0xffffffff;  // dev_tag of events the library writes itself
+constexpr uint32_t kLocalTag = 0xffffffff;   // dev_tag of events the library writes itself
+constexpr uint32_t kMarkerTag = 0xfffffffe;  // dev_tag of a channel's marker (Channel::held)
 constexpr uint8_t kHopLimit = 64;
 constexpr uint8_t kPacketLifeTime = 16;  // as the kernel's RDMA CM reports for RoCE
 constexpr uint8_t kRate = 16;            // 100 Gb/s (IB rate enum), what the port reports
@@ -57,7 +58,10 @@ void free_channel(Channel* c);
 int ensure_channel(Channel* c, DevConn* d);
 void write_local(Channel* c, const abi::CmEventRec& rec);
 void post_local(Id* id, rdma_cm_event_type type, int status);
-int read_record(Channel* c, abi::CmEventRec* rec);
+int next_record(Channel* c, abi::CmEventRec* rec);
+std::vector<uint64_t> id_keys(const Id* id);
+void move_events(Id* id, Channel* from, Channel* to);
+void drop_events(Id* id, Channel* c);
 void fill_ud(Event* e, Id* id, const abi::CmEventRec& rec);
 void fill_conn(Event* e, const abi::CmEventRec& rec);
 Id* make_child(Id* l, const abi::CmEventRec& rec);

@@ -10,6 +10,7 @@
 #include <cerrno>
 #include <condition_variable>
 #include <cstdint>
+#include <deque>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -45,6 +46,9 @@ struct DevConn {
 // application polls, and where it sets O_NONBLOCK), every device the channel is registered
 // with holds a copy of the write end, and the library writes the events it makes itself into
 // the same pipe. So all of a channel's events queue in the order they were written.
+// rdma_migrate_id and rdma_destroy_id take an id's unread events out of the middle of that
+// queue, as the kernel's ucma does with its event list: the records before them wait in
+// `held`, which readers empty before they read the pipe again.
 struct Channel {
     rdma_event_channel ch;  // first
     uint32_t id = 0;
@@ -58,6 +62,13 @@ struct Channel {
     // for good: never referenced again (try_ref_channel), its memory kept a while.
     std::atomic<int> refs{1};
     bool was_nonblocking = false;  // O_NONBLOCK when released (what a late reader gets)
+    // Records read out of the pipe and not handed out yet, oldest first. While there are any,
+    // one marker record (dev_tag kMarkerTag) waits in the pipe, so the fd stays readable
+    // exactly while an event waits, as the kernel's does. Both guarded by read_mu, which
+    // every reader of the pipe holds.
+    std::mutex read_mu;
+    std::deque<abi::CmEventRec> held;
+    bool marker = false;
 };
 
 // A multicast group an id joined (rdma_join_multicast): the address as the application gave

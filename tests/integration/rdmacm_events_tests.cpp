@@ -1,0 +1,280 @@
+// Where librdmacm's events wait, as the kernel's ucma keeps them (docs/cm.md, "Event
+// channels"): an id's unread events move with it on rdma_migrate_id (ucma_move_events), in
+// order, and leave the old channel; rdma_destroy_id takes its unread events away
+// (ucma_free_ctx), and a listener's unread connection requests are rejected; other ids'
+// events stay where they are. Built against the system's <rdma/rdma_cma.h>, run over the
+// drop-in libraries on one device (rdmacm_test.sh events, 127.0.0.1).
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <poll.h>
+#include <rdma/rdma_cma.h>
+#include <sys/ioctl.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <thread>
+#include <vector>
+
+namespace {
+
+constexpr const char* kAddr = "127.0.0.1";
+
+sockaddr_in addr(uint16_t port) {
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_port = htons(port);
+    inet_pton(AF_INET, kAddr, &a.sin_addr);
+    return a;
+}
+
+// Whether an event waits on ch within ms (the fd is what an application polls).
+bool readable(rdma_event_channel* ch, int ms) {
+    pollfd p{ch->fd, POLLIN, 0};
+    return poll(&p, 1, ms) == 1;
+}
+
+// The next event on ch; it must be `type`, for `id` (nullptr: any id).
+rdma_cm_event* next(rdma_event_channel* ch, rdma_cm_event_type type, rdma_cm_id* id = nullptr) {
+    if (!readable(ch, 10000)) {
+        ADD_FAILURE() << "no event, expected " << rdma_event_str(type);
+        return nullptr;
+    }
+    rdma_cm_event* ev = nullptr;
+    if (rdma_get_cm_event(ch, &ev) != 0) {
+        ADD_FAILURE() << "rdma_get_cm_event: " << std::strerror(errno);
+        return nullptr;
+    }
+    EXPECT_EQ(ev->event, type) << "got " << rdma_event_str(ev->event) << ", expected "
+                               << rdma_event_str(type);
+    if (id) {
+        EXPECT_EQ(ev->id, id);
+    }
+    return ev;
+}
+
+void ack(rdma_cm_event* ev) {
+    if (ev) rdma_ack_cm_event(ev);
+}
+
+// True when ch has no event: poll says so and a non-blocking read gives EAGAIN.
+bool empty(rdma_event_channel* ch) {
+    if (readable(ch, 200)) return false;
+    int fl = fcntl(ch->fd, F_GETFL);
+    fcntl(ch->fd, F_SETFL, fl | O_NONBLOCK);
+    rdma_cm_event* ev = nullptr;
+    errno = 0;
+    int r = rdma_get_cm_event(ch, &ev);
+    int e = errno;
+    fcntl(ch->fd, F_SETFL, fl);
+    if (r == 0) {
+        ADD_FAILURE() << "an event was there: " << rdma_event_str(ev->event);
+        rdma_ack_cm_event(ev);
+        return false;
+    }
+    return e == EAGAIN;
+}
+
+void make_qp(rdma_cm_id* id) {
+    ibv_qp_init_attr a{};
+    a.cap.max_send_wr = a.cap.max_recv_wr = 2;
+    a.cap.max_send_sge = a.cap.max_recv_sge = 1;
+    a.qp_type = IBV_QPT_RC;
+    ASSERT_EQ(rdma_create_qp(id, nullptr, &a), 0) << std::strerror(errno);
+}
+
+// A listener on its own channel and a client on another, connecting to it.
+class MigrateEvents : public ::testing::Test {
+protected:
+    void SetUp() override {
+        lch_ = rdma_create_event_channel();
+        cch_ = rdma_create_event_channel();
+        ASSERT_TRUE(lch_ && cch_);
+        ASSERT_EQ(rdma_create_id(lch_, &listen_, nullptr, RDMA_PS_TCP), 0);
+        sockaddr_in a = addr(0);
+        ASSERT_EQ(rdma_bind_addr(listen_, reinterpret_cast<sockaddr*>(&a)), 0);
+        port_ = ntohs(rdma_get_src_port(listen_));
+        ASSERT_EQ(rdma_listen(listen_, 8), 0);
+    }
+    void TearDown() override {
+        for (rdma_cm_id* id : ids_) rdma_destroy_id(id);
+        if (listen_) rdma_destroy_id(listen_);
+        for (rdma_event_channel* ch : {lch_, cch_, nch_})
+            if (ch) rdma_destroy_event_channel(ch);
+    }
+
+    // A client id on `ch`, resolved, with a QP, its connect sent.
+    rdma_cm_id* connect(rdma_event_channel* ch) {
+        rdma_cm_id* id = nullptr;
+        EXPECT_EQ(rdma_create_id(ch, &id, nullptr, RDMA_PS_TCP), 0);
+        ids_.push_back(id);
+        sockaddr_in d = addr(port_);
+        EXPECT_EQ(rdma_resolve_addr(id, nullptr, reinterpret_cast<sockaddr*>(&d), 2000), 0);
+        ack(next(ch, RDMA_CM_EVENT_ADDR_RESOLVED, id));
+        EXPECT_EQ(rdma_resolve_route(id, 2000), 0);
+        ack(next(ch, RDMA_CM_EVENT_ROUTE_RESOLVED, id));
+        make_qp(id);
+        rdma_conn_param p{};
+        p.retry_count = p.rnr_retry_count = 7;
+        EXPECT_EQ(rdma_connect(id, &p), 0) << std::strerror(errno);
+        return id;
+    }
+
+    // The listener's next request, accepted: the new id (its ESTABLISHED follows on lch_).
+    rdma_cm_id* accept_next() {
+        rdma_cm_event* ev = next(lch_, RDMA_CM_EVENT_CONNECT_REQUEST);
+        if (!ev) return nullptr;
+        rdma_cm_id* child = ev->id;
+        ack(ev);
+        ids_.push_back(child);
+        make_qp(child);
+        rdma_conn_param p{};
+        EXPECT_EQ(rdma_accept(child, &p), 0) << std::strerror(errno);
+        return child;
+    }
+
+    // A connection whose server side's ESTABLISHED waits unread on lch_; the server's id.
+    rdma_cm_id* established(rdma_cm_id** client) {
+        *client = connect(cch_);
+        rdma_cm_id* child = accept_next();
+        ack(next(cch_, RDMA_CM_EVENT_ESTABLISHED, *client));  // reading the REP sends the RTU
+        EXPECT_TRUE(readable(lch_, 10000)) << "the server's ESTABLISHED never came";
+        return child;
+    }
+
+    rdma_event_channel* lch_ = nullptr;  // the listener's
+    rdma_event_channel* cch_ = nullptr;  // the clients'
+    rdma_event_channel* nch_ = nullptr;  // where ids migrate to
+    rdma_cm_id* listen_ = nullptr;
+    uint16_t port_ = 0;
+    std::vector<rdma_cm_id*> ids_;
+};
+
+// librpma's server: rdma_accept, then the new id moves to a channel of its own while its
+// ESTABLISHED already waits on the listener's.
+TEST_F(MigrateEvents, PassiveEstablishedMovesToTheNewChannel) {
+    rdma_cm_id* client = nullptr;
+    rdma_cm_id* child = established(&client);
+    ASSERT_TRUE(child);
+    nch_ = rdma_create_event_channel();
+    ASSERT_TRUE(nch_);
+    ASSERT_EQ(rdma_migrate_id(child, nch_), 0);
+    EXPECT_EQ(child->channel, nch_);
+    ack(next(nch_, RDMA_CM_EVENT_ESTABLISHED, child));
+    EXPECT_TRUE(empty(lch_)) << "the event stayed on the listener's channel too";
+    EXPECT_TRUE(empty(nch_));
+}
+
+// The active side: an event of the library's own (ADDR_RESOLVED) and one the device writes
+// (the REP, delivered as ESTABLISHED) both follow the id.
+TEST_F(MigrateEvents, ActiveEventsMoveToTheNewChannel) {
+    nch_ = rdma_create_event_channel();
+    ASSERT_TRUE(nch_);
+    rdma_cm_id* id = nullptr;
+    ASSERT_EQ(rdma_create_id(cch_, &id, nullptr, RDMA_PS_TCP), 0);
+    ids_.push_back(id);
+    sockaddr_in d = addr(port_);
+    ASSERT_EQ(rdma_resolve_addr(id, nullptr, reinterpret_cast<sockaddr*>(&d), 2000), 0);
+    ASSERT_TRUE(readable(cch_, 10000));
+    ASSERT_EQ(rdma_migrate_id(id, nch_), 0);
+    ack(next(nch_, RDMA_CM_EVENT_ADDR_RESOLVED, id));
+    EXPECT_TRUE(empty(cch_));
+
+    ASSERT_EQ(rdma_resolve_route(id, 2000), 0);
+    ack(next(nch_, RDMA_CM_EVENT_ROUTE_RESOLVED, id));
+    make_qp(id);
+    rdma_conn_param p{};
+    p.retry_count = p.rnr_retry_count = 7;
+    ASSERT_EQ(rdma_connect(id, &p), 0);
+    rdma_cm_id* child = accept_next();
+    ASSERT_TRUE(child);
+    ASSERT_TRUE(readable(nch_, 10000)) << "the client's ESTABLISHED never came";
+    ASSERT_EQ(rdma_migrate_id(id, cch_), 0);  // and back, with the event waiting
+    ack(next(cch_, RDMA_CM_EVENT_ESTABLISHED, id));
+    EXPECT_TRUE(empty(nch_));
+    ack(next(lch_, RDMA_CM_EVENT_ESTABLISHED, child));
+}
+
+// Several unread events move in order, and another id's events on the old channel stay
+// there (in order too).
+TEST_F(MigrateEvents, EventsMoveInOrderAndOthersStay) {
+    rdma_cm_id* c1 = nullptr;
+    rdma_cm_id* child = established(&c1);
+    ASSERT_TRUE(child);
+    // The bytes one event takes in the channel's file (only child's ESTABLISHED waits).
+    int one = 0;
+    ASSERT_EQ(ioctl(lch_->fd, FIONREAD, &one), 0);
+    ASSERT_GT(one, 0);
+    // Then child's DISCONNECTED and a second client's request: three unread events.
+    ASSERT_EQ(rdma_disconnect(c1), 0);
+    ack(next(cch_, RDMA_CM_EVENT_DISCONNECTED, c1));
+    rdma_cm_id* c2 = connect(cch_);
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    int avail = 0;
+    while (avail < 3 && std::chrono::steady_clock::now() < deadline) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+        int n = 0;
+        ioctl(lch_->fd, FIONREAD, &n);
+        avail = n / one;
+    }
+    ASSERT_GE(avail, 3) << "the events did not all arrive";
+    nch_ = rdma_create_event_channel();
+    ASSERT_TRUE(nch_);
+    ASSERT_EQ(rdma_migrate_id(child, nch_), 0);
+    ack(next(nch_, RDMA_CM_EVENT_ESTABLISHED, child));
+    ack(next(nch_, RDMA_CM_EVENT_DISCONNECTED, child));
+    EXPECT_TRUE(empty(nch_));
+    rdma_cm_id* child2 = accept_next();  // the second request stayed with the listener
+    ASSERT_TRUE(child2);
+    EXPECT_NE(child2, child);
+    ack(next(cch_, RDMA_CM_EVENT_ESTABLISHED, c2));  // reading the REP sends the RTU
+    ack(next(lch_, RDMA_CM_EVENT_ESTABLISHED, child2));
+    EXPECT_TRUE(empty(lch_));
+}
+
+// rdma_destroy_id takes the id's unread events with it: the channel is no longer readable.
+TEST_F(MigrateEvents, DestroyTakesUnreadEventsAlong) {
+    rdma_cm_id* id = nullptr;
+    ASSERT_EQ(rdma_create_id(cch_, &id, nullptr, RDMA_PS_TCP), 0);
+    sockaddr_in d = addr(port_);
+    ASSERT_EQ(rdma_resolve_addr(id, nullptr, reinterpret_cast<sockaddr*>(&d), 2000), 0);
+    ASSERT_TRUE(readable(cch_, 10000));
+    ASSERT_EQ(rdma_destroy_id(id), 0);
+    EXPECT_TRUE(empty(cch_));
+}
+
+// A listener destroyed with a request unread: the request goes with it and its client is
+// rejected, as when the kernel destroys the request's id.
+TEST_F(MigrateEvents, DestroyedListenerRejectsUnreadRequests) {
+    rdma_cm_id* client = connect(cch_);
+    ASSERT_TRUE(readable(lch_, 10000));
+    ASSERT_EQ(rdma_destroy_id(listen_), 0);
+    listen_ = nullptr;
+    EXPECT_TRUE(empty(lch_));
+    ack(next(cch_, RDMA_CM_EVENT_REJECTED, client));
+}
+
+// A thread blocked reading the old channel while an id moves gets the old channel's next
+// event, never the moved one; the moved one is read once, from the new channel.
+TEST_F(MigrateEvents, ConcurrentReaderGetsNoMovedEvent) {
+    rdma_cm_id* c1 = nullptr;
+    rdma_cm_id* child = established(&c1);
+    ASSERT_TRUE(child);
+    nch_ = rdma_create_event_channel();
+    ASSERT_TRUE(nch_);
+    ASSERT_EQ(rdma_migrate_id(child, nch_), 0);
+    rdma_cm_event* got = nullptr;
+    std::thread reader([&] { rdma_get_cm_event(lch_, &got); });
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    EXPECT_EQ(got, nullptr);
+    ack(next(nch_, RDMA_CM_EVENT_ESTABLISHED, child));
+    connect(cch_);  // a second request wakes the reader
+    reader.join();
+    ASSERT_TRUE(got);
+    EXPECT_EQ(got->event, RDMA_CM_EVENT_CONNECT_REQUEST);
+    ids_.push_back(got->id);
+    ack(got);
+}
+
+}  // namespace
