@@ -65,6 +65,13 @@ void CmAgent::request(Session& s, const abi::CmReq& r, abi::CmResp& out, int in_
         }
         close(it->second.fd);
         channels_.erase(it);
+        // As the kernel's ucma_close: the ids whose events went there go with the channel
+        // (REJ, DREQ, ... as their state requires); a later rdma_destroy_id finds none.
+        std::vector<uint32_t> orphans;
+        for (auto& [h, p] : table_.ids)
+            if (p->owner == &s && p->channel == r.channel) orphans.push_back(h);
+        for (uint32_t h : orphans)
+            if (Id* o = table_.find(s, h)) destroy(*o);
         break;
     }
     case CmOp::kBind: err = bind(s, r, out); break;

@@ -277,4 +277,17 @@ TEST_F(MigrateEvents, ConcurrentReaderGetsNoMovedEvent) {
     ack(got);
 }
 
+// rdma_destroy_event_channel with ids still on it: as the kernel's ucma_close, the ids go
+// with it. The connected one disconnects its peer; the listener listens no more.
+TEST_F(MigrateEvents, DestroyedChannelTakesItsIds) {
+    rdma_cm_id* c1 = nullptr;
+    rdma_cm_id* child = established(&c1);
+    ASSERT_TRUE(child);
+    rdma_destroy_event_channel(lch_);
+    lch_ = nullptr;
+    ack(next(cch_, RDMA_CM_EVENT_DISCONNECTED, c1));
+    rdma_cm_id* c2 = connect(cch_);
+    ack(next(cch_, RDMA_CM_EVENT_REJECTED, c2));
+}
+
 }  // namespace

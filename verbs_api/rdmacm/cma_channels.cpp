@@ -553,14 +553,17 @@ int rdma_migrate_id(rdma_cm_id* idp, rdma_event_channel* channel) {
     if (!nc) return -1;
     std::vector<std::pair<DevConn*, uint32_t>> handles = id->listens;
     if (id->dev && id->handle) handles.emplace_back(id->dev, id->handle);
-    for (auto& [d, h] : handles) {
-        int e = ensure_channel(nc, d);
-        if (!e) {
-            abi::CmReq r = cm_req(abi::CmOp::kMigrate, h);
-            r.channel = nc->id;
-            e = cm_call(*d, r);
-        }
-        if (e) {
+    auto move = [](DevConn* d, uint32_t h, Channel* to) {
+        int e = ensure_channel(to, d);
+        if (e) return e;
+        abi::CmReq r = cm_req(abi::CmOp::kMigrate, h);
+        r.channel = to->id;
+        return cm_call(*d, r);
+    };
+    for (size_t i = 0; i < handles.size(); ++i) {
+        if (int e = move(handles[i].first, handles[i].second, nc)) {
+            // Back where they were: closing nc would take the moved ones with it.
+            for (size_t j = 0; j < i; ++j) move(handles[j].first, handles[j].second, id->chan);
             if (!channel) free_channel(nc);
             return fail(e);
         }
