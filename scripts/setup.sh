@@ -12,6 +12,7 @@ packages=(
     tshark python3 python3-scapy python3-pyverbs
     iproute2 procps ethtool
     socat netcat-openbsd
+    librpma-dev
     clang libclang-rt-14-dev clang-format
 )
 

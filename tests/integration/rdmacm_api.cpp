@@ -18,7 +18,10 @@
 //     are not disturbed; a thread that calls it just after the destroy is answered as if it
 //     had called a moment earlier (rping's race);
 //   - a loopback address no device has binds as a wildcard (no device, every device
-//     listens); rdma_getaddrinfo fails with -1 and getaddrinfo's code in errno.
+//     listens); rdma_getaddrinfo fails with -1 and getaddrinfo's code in errno;
+//   - librpma 1.3's native atomic write: device_cap_flags_ex has IB_UVERBS_DEVICE_ATOMIC_WRITE
+//     (bit 40), rdma_create_qp_ex with IBV_QP_EX_WITH_ATOMIC_WRITE gives a QP whose
+//     ibv_qp_to_qp_ex has wr_atomic_write, and ibv_wr_atomic_write over the connection lands.
 // usage: rdmacm_api ADDR
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -500,6 +503,92 @@ void test_loopback_wildcard() {
     CHECK(errno == EAI_NONAME);  // rdma-core leaves getaddrinfo's code in errno
 }
 
+// An RC QP as librpma 1.3 makes one where the device reports native atomic write
+// (peer.c, rpma_peer_setup_qp): rdma_create_qp_ex with the send ops it posts through qp_ex.
+void make_qp_ex(rdma_cm_id* id, ibv_pd* pd, ibv_cq* cq) {
+    ibv_qp_init_attr_ex a{};
+    a.send_cq = a.recv_cq = cq;
+    a.cap.max_send_wr = a.cap.max_recv_wr = 4;
+    a.cap.max_send_sge = a.cap.max_recv_sge = 1;
+    a.cap.max_inline_data = 8;
+    a.qp_type = IBV_QPT_RC;
+    a.comp_mask = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
+    a.send_ops_flags = IBV_QP_EX_WITH_ATOMIC_WRITE;
+    a.pd = pd;
+    CHECK(rdma_create_qp_ex(id, &a) == 0);
+    ibv_qp_ex* x = ibv_qp_to_qp_ex(id->qp);
+    CHECK(x && x->wr_atomic_write);
+}
+
+void test_native_atomic_write() {
+    std::printf("rdma_create_qp_ex with IBV_QP_EX_WITH_ATOMIC_WRITE (librpma 1.3's path)\n");
+    Server s = listen_on_free_port();
+    ibv_device_attr_ex da{};
+    CHECK(ibv_query_device_ex(s.listen->verbs, nullptr, &da) == 0);
+    CHECK(da.device_cap_flags_ex & (uint64_t(1) << 40));  // IB_UVERBS_DEVICE_ATOMIC_WRITE
+    rdma_event_channel* cch = rdma_create_event_channel();
+    CHECK(cch);
+    rdma_cm_id* c = resolved_client(cch, s.port);
+    ibv_cq* ccq = ibv_create_cq(c->verbs, 8, nullptr, nullptr, 0);
+    CHECK(ccq);
+    make_qp_ex(c, c->pd, ccq);
+    rdma_conn_param p{};
+    p.responder_resources = p.initiator_depth = 1;
+    p.retry_count = p.rnr_retry_count = 7;
+    CHECK(rdma_connect(c, &p) == 0);
+    rdma_cm_event* ev = expect(s.ch, RDMA_CM_EVENT_CONNECT_REQUEST);
+    rdma_cm_id* child = ev->id;
+    rdma_ack_cm_event(ev);
+    ibv_pd* spd = ibv_alloc_pd(child->verbs);
+    ibv_cq* scq = ibv_create_cq(child->verbs, 8, nullptr, nullptr, 0);
+    CHECK(spd && scq);
+    make_qp_ex(child, spd, scq);
+    alignas(8) uint8_t mem[64];
+    std::memset(mem, 0xe7, sizeof mem);
+    ibv_mr* mr = ibv_reg_mr(spd, mem, sizeof mem, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+    CHECK(mr);
+    rdma_conn_param ap{};
+    ap.responder_resources = ap.initiator_depth = 1;
+    CHECK(rdma_accept(child, &ap) == 0);
+    rdma_ack_cm_event(expect(cch, RDMA_CM_EVENT_ESTABLISHED));
+    rdma_ack_cm_event(expect(s.ch, RDMA_CM_EVENT_ESTABLISHED));
+
+    const uint64_t v = 0x1122334455667788ull;
+    ibv_qp_ex* x = ibv_qp_to_qp_ex(c->qp);
+    ibv_wr_start(x);
+    x->wr_id = 77;
+    x->wr_flags = IBV_SEND_SIGNALED;
+    ibv_wr_atomic_write(x, mr->rkey, uint64_t(uintptr_t(mem + 16)), &v);
+    CHECK(ibv_wr_complete(x) == 0);
+    ibv_wc wc{};
+    int n = 0;
+    for (int i = 0; i < 10000 && n == 0; ++i) {
+        n = ibv_poll_cq(ccq, 1, &wc);
+        if (n == 0) usleep(100);
+    }
+    CHECK(n == 1 && wc.status == IBV_WC_SUCCESS && wc.wr_id == 77);
+    CHECK(wc.opcode == IBV_WC_ATOMIC_WRITE);
+    uint64_t got;
+    std::memcpy(&got, mem + 16, 8);
+    CHECK(got == v);
+    for (size_t i = 0; i < sizeof mem; ++i)
+        if (i < 16 || i >= 24) CHECK(mem[i] == 0xe7);
+
+    CHECK(rdma_disconnect(c) == 0);
+    rdma_ack_cm_event(expect(s.ch, RDMA_CM_EVENT_DISCONNECTED));
+    rdma_destroy_qp(c);
+    rdma_destroy_qp(child);
+    ibv_dereg_mr(mr);
+    ibv_destroy_cq(ccq);
+    ibv_destroy_cq(scq);
+    ibv_dealloc_pd(spd);
+    CHECK(rdma_destroy_id(c) == 0);
+    CHECK(rdma_destroy_id(child) == 0);
+    CHECK(rdma_destroy_id(s.listen) == 0);
+    rdma_destroy_event_channel(cch);
+    rdma_destroy_event_channel(s.ch);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -516,6 +605,7 @@ int main(int argc, char** argv) {
     test_private_data_and_data();
     test_reject_and_slow_accept();
     test_late_listener();
+    test_native_atomic_write();
     std::printf("PASS\n");
     return 0;
 }
