@@ -1,13 +1,24 @@
 #!/usr/bin/env bash
-# Checks that uroce's libibverbs.so.1 is link-compatible with rdma-core's.
+# Checks that uroce's libibverbs.so.1 (or another drop-in library) is link-compatible with
+# rdma-core's, the system's library and every release in the repository's table.
 #
-#   check_exports.sh [--reference REF_LIB] OUR_LIB
-#       Compares the exported dynamic symbols of OUR_LIB with those of the
-#       system's rdma-core libibverbs.so.1 (or REF_LIB, or $UROCE_REF_LIBIBVERBS)
-#       as (name, version, default|compat, type[, size for data objects])
-#       tuples, plus the set of version definitions. Imports (UND) and the
-#       version-definition pseudo-symbols (IBVERBS_1.5 itself, ...) are
-#       ignored. Any missing or extra tuple is an error.
+#   check_exports.sh OUR_LIB
+#       Both checks below for libibverbs: against the system's libibverbs.so.1 (or
+#       $UROCE_REF_LIBIBVERBS) and against verbs_api/abi/libibverbs.exports for the
+#       releases in $UROCE_ABI_RELEASES (default: 44 50 56 newest).
+#
+#   check_exports.sh --reference REF_LIB OUR_LIB [TABLE]
+#       Every exported (name, version, default|compat, type[, size for data objects])
+#       tuple of REF_LIB is exported by OUR_LIB, and every version node REF_LIB defines.
+#       OUR_LIB may export more (what newer rdma-core releases added), but only what
+#       TABLE records for some release; without TABLE the two sets must be equal.
+#       Imports (UND) and the version-definition pseudo-symbols are ignored.
+#
+#   check_exports.sh --table TABLE OUR_LIB [RELEASE...]
+#       For each RELEASE (a number, or "newest"; default as above) every version node of
+#       that release, with its parent, is defined by OUR_LIB and every (name, version,
+#       default|compat) it exports is exported by OUR_LIB; and OUR_LIB exports nothing
+#       that no release in TABLE does. TABLE: verbs_api/abi/<lib>.exports.
 #
 #   check_exports.sh --imports OUR_LIB BINARY_OR_LIB...
 #       For each binary, checks that every IBVERBS_* version it needs
@@ -22,14 +33,21 @@
 # Why tuples and not just names: binaries carry versioned references
 # (ibv_open_device@IBVERBS_1.1), so a symbol exported under the wrong node is
 # as fatal as a missing one; and default vs. compat decides what a program
-# linked against *our* library would bind to.
+# linked against *our* library would bind to. One exception: a node the newest
+# release no longer defines (IBVERBS_PRIVATE_34, the provider interface of 44-56)
+# holds compat versions in ours, because the newest node holds the defaults, as
+# rdma-core would do if it kept old nodes; binaries bind to either.
 
 set -euo pipefail
 
 usage() {
-    sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//' >&2
+    sed -n '2,36p' "$0" | sed 's/^# \{0,1\}//' >&2
     exit 2
 }
+
+here=$(cd "$(dirname "$0")" && pwd)
+tables=$here/../../verbs_api/abi
+abi_tool=$tables/rdma_core_exports.py
 
 die() {
     echo "check_exports.sh: $*" >&2
@@ -110,8 +128,40 @@ imported_ibverbs_symbols() {
         }' | LC_ALL=C sort -u
 }
 
+# "node parent" for every version node the library defines ("-": no parent).
+version_parents() {
+    LC_ALL=C readelf -V -W "$1" | awk '
+        /^Version definition section/ { d = 1; next }
+        /^Version (needs|symbols) section/ { d = 0 }
+        d && /Flags:/ && /Name:/ {
+            if (node != "") print node, "-"
+            node = ""
+            if ($0 ~ /Flags: BASE/) next
+            node = $0; sub(/.*Name: */, "", node); sub(/ .*/, "", node); next }
+        d && /Parent 1:/ && node != "" {
+            p = $0; sub(/.*Parent 1: */, "", p); sub(/ .*/, "", p); print node, p; node = "" }
+        END { if (node != "") print node, "-" }' | LC_ALL=C sort -u
+}
+
+# Nodes of the newest release in TABLE (the nodes whose symbols keep their default kind).
+newest_nodes() {
+    python3 "$abi_tool" nodes "$1" newest | awk '{ print $1 }' | LC_ALL=C sort -u
+}
+
+# Prints the lines of $2 ("name version kind ...") that $3 lacks; a line whose version
+# is not in $1 (nodes of the newest release) also matches a line of the other kind.
+missing_tuples() {
+    awk -v newest="$1" -v have="$3" '
+        BEGIN { while ((getline l < newest) > 0) cur[l] = 1
+                while ((getline l < have) > 0) { full[l] = 1; split(l, f, " ")
+                                                  any[f[1] " " f[2]] = 1 } }
+        { if ($0 in full) next
+          if (!($2 in cur) && (($1 " " $2) in any)) next
+          print }' "$2"
+}
+
 compare_exports() {
-    local ref=$1 ours=$2
+    local ref=$1 ours=$2 table=${3:-}
     [[ -r $ref ]] || die "reference library not readable: $ref"
     [[ -r $ours ]] || die "library not readable: $ours"
 
@@ -122,10 +172,27 @@ compare_exports() {
 
     local status=0
     local missing extra vd_missing vd_extra
-    missing=$(LC_ALL=C comm -23 "$tmp/ref" "$tmp/ours")
-    extra=$(LC_ALL=C comm -13 "$tmp/ref" "$tmp/ours")
+    if [[ -n $table ]]; then
+        newest_nodes "$table" >"$tmp/newest.nodes"
+    else
+        cp "$tmp/ref.vd" "$tmp/newest.nodes"
+    fi
+    missing=$(missing_tuples "$tmp/newest.nodes" "$tmp/ref" "$tmp/ours")
     vd_missing=$(LC_ALL=C comm -23 "$tmp/ref.vd" "$tmp/ours.vd")
-    vd_extra=$(LC_ALL=C comm -13 "$tmp/ref.vd" "$tmp/ours.vd")
+    if [[ -n $table ]]; then
+        # Beyond the reference: only what some rdma-core release exports.
+        python3 "$abi_tool" symbols "$table" all | awk '{ print $1, $2 }' |
+            LC_ALL=C sort -u >"$tmp/table.pairs"
+        python3 "$abi_tool" nodes "$table" all | awk '{ print $1 }' |
+            LC_ALL=C sort -u >"$tmp/table.nodes"
+        extra=$(LC_ALL=C comm -13 "$tmp/ref" "$tmp/ours" | awk '{ print $1, $2 }' |
+                LC_ALL=C sort -u | LC_ALL=C comm -23 - "$tmp/table.pairs")
+        vd_extra=$(LC_ALL=C comm -13 "$tmp/ref.vd" "$tmp/ours.vd" |
+                   LC_ALL=C comm -23 - "$tmp/table.nodes")
+    else
+        extra=$(LC_ALL=C comm -13 "$tmp/ref" "$tmp/ours")
+        vd_extra=$(LC_ALL=C comm -13 "$tmp/ref.vd" "$tmp/ours.vd")
+    fi
 
     echo "reference: $ref ($(wc -l <"$tmp/ref") symbols, $(wc -l <"$tmp/ref.vd") version nodes)"
     echo "ours:      $ours ($(wc -l <"$tmp/ours") symbols, $(wc -l <"$tmp/ours.vd") version nodes)"
@@ -134,18 +201,65 @@ compare_exports() {
         echo "MISSING version definitions:"; sed 's/^/  - /' <<<"$vd_missing"; status=1
     fi
     if [[ -n $vd_extra ]]; then
-        echo "EXTRA version definitions:"; sed 's/^/  + /' <<<"$vd_extra"; status=1
+        echo "EXTRA version definitions${table:+ (in no release of $table)}:"
+        sed 's/^/  + /' <<<"$vd_extra"; status=1
     fi
     if [[ -n $missing ]]; then
         echo "MISSING symbols (name version kind type):"
         sed 's/^/  - /' <<<"$missing"; status=1
     fi
     if [[ -n $extra ]]; then
-        echo "EXTRA symbols (name version kind type):"
+        echo "EXTRA symbols${table:+ (in no release of $table)}:"
         sed 's/^/  + /' <<<"$extra"; status=1
     fi
     if ((status == 0)); then
-        echo "OK: exported symbol set matches the reference"
+        if [[ -n $table ]]; then
+            echo "OK: every export of the reference is exported; the $(($(wc -l <"$tmp/ours") - $(wc -l <"$tmp/ref") )) more are newer releases' (table)"
+        else
+            echo "OK: exported symbol set matches the reference"
+        fi
+    fi
+    return $status
+}
+
+# check_table TABLE OUR_LIB [RELEASE...]
+check_table() {
+    local table=$1 ours=$2; shift 2
+    [[ -r $table ]] || die "table not readable: $table"
+    [[ -r $ours ]] || die "library not readable: $ours"
+    local releases=("$@")
+    ((${#releases[@]})) || read -r -a releases <<<"${UROCE_ABI_RELEASES:-44 50 56 newest}"
+
+    exported_tuples "$ours" | awk '{ print $1, $2, $3 }' | LC_ALL=C sort -u >"$tmp/ours.nvk"
+    awk '{ print $1, $2 }' "$tmp/ours.nvk" | LC_ALL=C sort -u >"$tmp/ours.pairs"
+    version_parents "$ours" >"$tmp/ours.np"
+    newest_nodes "$table" >"$tmp/newest.nodes"
+
+    local status=0 rel r missing miss_nodes extra
+    for rel in "${releases[@]}"; do
+        r=$rel
+        [[ $rel == newest ]] && r="$(python3 "$abi_tool" releases "$table" | tail -1) (newest)"
+        python3 "$abi_tool" symbols "$table" "$rel" | LC_ALL=C sort -u >"$tmp/t.syms" ||
+            die "cannot read release $rel from $table"
+        python3 "$abi_tool" nodes "$table" "$rel" | LC_ALL=C sort -u >"$tmp/t.nodes"
+        missing=$(missing_tuples "$tmp/newest.nodes" "$tmp/t.syms" "$tmp/ours.nvk")
+        miss_nodes=$(LC_ALL=C comm -23 "$tmp/t.nodes" "$tmp/ours.np")
+        if [[ -z $missing && -z $miss_nodes ]]; then
+            echo "OK   rdma-core $r: all $(wc -l <"$tmp/t.syms") symbol versions and $(wc -l <"$tmp/t.nodes") nodes (with parents) of $(basename "$table" .exports)"
+        else
+            echo "FAIL rdma-core $r ($(basename "$table")):"
+            [[ -n $miss_nodes ]] && sed 's/^/  missing node (node parent): /' <<<"$miss_nodes"
+            [[ -n $missing ]] && sed 's/^/  missing symbol (name node kind): /' <<<"$missing"
+            status=1
+        fi
+    done
+    python3 "$abi_tool" symbols "$table" all | awk '{ print $1, $2 }' |
+        LC_ALL=C sort -u >"$tmp/table.pairs"
+    extra=$(LC_ALL=C comm -23 "$tmp/ours.pairs" "$tmp/table.pairs")
+    if [[ -n $extra ]]; then
+        echo "FAIL $(basename "$ours") exports what no release in $(basename "$table") does:"
+        sed 's/^/  + /' <<<"$extra"
+        status=1
     fi
     return $status
 }
@@ -212,15 +326,24 @@ main() {
         check_imports "$@"
         ;;
     --reference)
-        [[ $# -eq 3 ]] || usage
-        compare_exports "$2" "$3"
+        [[ $# -eq 3 || $# -eq 4 ]] || usage
+        compare_exports "$2" "$3" "${4:-}"
+        ;;
+    --table)
+        [[ $# -ge 3 ]] || usage
+        shift
+        check_table "$@"
         ;;
     -*)
         usage
         ;;
     *)
         [[ $# -eq 1 ]] || usage
-        compare_exports "${UROCE_REF_LIBIBVERBS:-$(default_reference)}" "$1"
+        local status=0
+        compare_exports "${UROCE_REF_LIBIBVERBS:-$(default_reference)}" "$1" \
+            "$tables/libibverbs.exports" || status=1
+        check_table "$tables/libibverbs.exports" "$1" || status=1
+        return $status
         ;;
     esac
 }

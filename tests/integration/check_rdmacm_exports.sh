@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
 # Checks that uroce's librdmacm.so.1 is link-compatible with rdma-core's:
-#   1. the exported (name, version, default|compat, type) tuples and the version nodes equal
-#      those of the system's librdmacm.so.1 (check_exports.sh --reference does the work);
-#   2. every RDMACM_*-versioned symbol and version node that the rdmacm-utils programs
+#   1. it exports every (name, version, default|compat, type) tuple and version node of the
+#      system's librdmacm.so.1, and beyond them only what some rdma-core release's does
+#      (check_exports.sh --reference with verbs_api/abi/librdmacm.exports);
+#   2. every symbol version and node (with its parent) of rdma-core 44, 50, 56 and the
+#      newest release in that table ($UROCE_ABI_RELEASES; check_exports.sh --table);
+#   3. every RDMACM_*-versioned symbol and version node that the rdmacm-utils programs
 #      import is provided (they are linked with BIND_NOW: one missing symbol and they do
 #      not start).
 # usage: check_rdmacm_exports.sh OUR_LIB [REFERENCE_LIB]
@@ -17,7 +20,10 @@ ref=${2:-${UROCE_REF_LIBRDMACM:-/usr/lib/$multiarch/librdmacm.so.1}}
 command -v readelf >/dev/null || { echo "readelf (binutils) is required" >&2; exit 2; }
 
 status=0
-bash "$(dirname "$0")/check_exports.sh" --reference "$ref" "$ours" || status=1
+here=$(dirname "$0")
+table=$here/../../verbs_api/abi/librdmacm.exports
+bash "$here/check_exports.sh" --reference "$ref" "$ours" "$table" || status=1
+bash "$here/check_exports.sh" --table "$table" "$ours" || status=1
 
 # "name version" for every symbol our library defines.
 provided=$(LC_ALL=C readelf --dyn-syms -W "$ours" | awk '

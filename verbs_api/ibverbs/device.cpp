@@ -229,13 +229,22 @@ int query_port(ibv_context* c, uint8_t port, ibv_port_attr* attr, size_t len) {
     a.active_speed = 32;  // EDR: reported as a 100 Gb/s link; see docs/device.md
     a.phys_state = 5;     // LinkUp
     a.link_layer = IBV_LINK_LAYER_ETHERNET;
+    // len is sizeof(struct ibv_port_attr) in the caller's verbs.h (verbs.h's ibv_query_port
+    // wrapper passes it). As rdma-core: a shorter structure gets its part, a longer one
+    // (rdma-core 50 appended active_speed_ex) is zeroed past ours, and 0 there means "see
+    // active_speed", which is how rdma-core's programs read it.
+    if (len > sizeof a) std::memset(attr, 0, len);
     std::memcpy(attr, &a, len < sizeof a ? len : sizeof a);
     return 0;
 }
 
 int query_device_ex(ibv_context* c, const ibv_query_device_ex_input* in, ibv_device_attr_ex* attr,
                     size_t len) {
+    // len is sizeof(struct ibv_device_attr_ex) in the caller's verbs.h. As rdma-core
+    // (ibv_cmd_query_device_any): at least orig_attr, the part we know copied, the rest of
+    // a longer (newer) structure zeroed, so its newer fields read "not supported".
     if (in && in->comp_mask) return EINVAL;
+    if (len < sizeof(ibv_device_attr)) return EINVAL;
     if (device_is_gone(c)) return EIO;
     ibv_device_attr_ex a{};
     fill_device_attr(ctx_of(c), &a.orig_attr);
@@ -256,6 +265,7 @@ int query_device_ex(ibv_context* c, const ibv_query_device_ex_input* in, ibv_dev
         IBV_ODP_SUPPORT_SEND | IBV_ODP_SUPPORT_RECV | IBV_ODP_SUPPORT_SRQ_RECV;
     a.xrc_odp_caps = IBV_ODP_SUPPORT_SEND | IBV_ODP_SUPPORT_WRITE | IBV_ODP_SUPPORT_READ |
                      IBV_ODP_SUPPORT_ATOMIC | IBV_ODP_SUPPORT_SRQ_RECV;
+    if (len > sizeof a) std::memset(attr, 0, len);
     std::memcpy(attr, &a, len < sizeof a ? len : sizeof a);
     return 0;
 }

@@ -31,6 +31,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <iterator>
 
 #include "emu/abi/verbs_names.h"
 
@@ -201,6 +202,33 @@ const char* ibv_wc_status_str(enum ibv_wc_status status) {
 }
 
 const char* ibv_event_type_str(enum ibv_event_type event) { return uroce::abi::event_text(event); }
+
+// rdma-core's names (verbs.h declares it, rdma-core 49 on exports it from its provider
+// interface node). Numbers, not enumerators: IBV_WR_FLUSH (14) is newer than 44's
+// header. rdma-core's table has no entry for 12 and 13 and returns NULL for them;
+// "unknown" here, as for any other value outside the enum.
+const char* ibv_wr_opcode_str(enum ibv_wr_opcode opcode) {
+    static const char* const names[] = {
+        "rdma-write",
+        "rdma-write-with-imm",
+        "send",
+        "send-with-imm",
+        "rdma-read",
+        "atomic-cmp-and-swp",
+        "atomic-fetch-and-add",
+        "local-inv",
+        "bind-mw",
+        "send-with-inv",
+        "tso",
+        "driver1",
+        nullptr,
+        nullptr,
+        "flush",
+        "atomic-write",
+    };
+    const auto i = static_cast<unsigned>(opcode);
+    return i < std::size(names) && names[i] ? names[i] : "unknown";
+}
 
 const char* ibv_node_type_str(enum ibv_node_type node_type) {
     switch (node_type) {
@@ -460,29 +488,46 @@ struct ibv_mr* ibv_reg_dmabuf_mr(struct ibv_pd* pd, uint64_t offset, size_t leng
     return unsupported_null<ibv_mr>();
 }
 
+// Newer verbs (rdma-core 59-64) over operations uroce's device does not have; rdma-core
+// answers so for a provider without them (its dummy ops): DMA handles (TPH steering
+// hints), device memory as a dma-buf, the port's effective speed.
+struct ibv_dmah* ibv_alloc_dmah(struct ibv_context* context, struct ibv_dmah_init_attr* attr) {
+    return unsupported_null<ibv_dmah>();
+}
+
+int ibv_dealloc_dmah(struct ibv_dmah* dmah) { return unsupported(); }
+
+int ibv_dm_export_dmabuf_fd(struct ibv_dm* dm) { return unsupported_minus1(); }
+
+int ibv_query_port_speed(struct ibv_context* context, uint32_t port_num, uint64_t* port_speed) {
+    return unsupported();
+}
+
 // 0 means "not guaranteed in order", the conservative answer rdma-core gives
-// when the provider does not implement the query.
+// when the provider does not implement the query (with
+// IBV_QUERY_QP_DATA_IN_ORDER_RETURN_CAPS, rdma-core 54 on: no capability bits).
 int ibv_query_qp_data_in_order(struct ibv_qp* qp, enum ibv_wr_opcode op, uint32_t flags) {
     return 0;
 }
 
 // ===========================================================================
-// IBVERBS_PRIVATE_34: the interface between rdma-core and its provider
+// IBVERBS_PRIVATE_NN: the interface between rdma-core and its provider
 // plug-ins (libmlx5.so.1, libefa.so.1, ...). Those libraries import these
 // symbols, so they must exist for such a library to load next to ours, but
 // uroce has no plug-in providers and no kernel uverbs file descriptor for the
-// ibv_cmd_* helpers to talk to.
+// ibv_cmd_* helpers to talk to. Each release's node: libibverbs.map.
+// verbs_allow_disassociate_destroy, the one variable: private_abi.cpp.
 // ===========================================================================
-
-// Set from RDMAV_ALLOW_DISASSOC_DESTROY in rdma-core; it only matters when a
-// kernel device is hot-unplugged, which cannot happen here.
-bool verbs_allow_disassociate_destroy = false;
 
 // Providers register from a constructor as soon as their library is loaded
 // (perftest links libmlx5.so.1 and libefa.so.1 directly), so registration
 // must succeed silently; the registration is ignored because uroce's devices
-// are not rdma-core providers.
+// are not rdma-core providers. One name per provider ABI (rdma-core 44-56, 57-58,
+// 59-63, 64); the older ones get their node from private_abi_older.cpp.
 void verbs_register_driver_34(const struct verbs_device_ops* ops) {}
+void verbs_register_driver_57(const struct verbs_device_ops* ops) {}
+void verbs_register_driver_59(const struct verbs_device_ops* ops) {}
+void verbs_register_driver_64(const struct verbs_device_ops* ops) {}
 
 // Counts the attributes of a chain of ioctl command buffers. uroce never
 // builds chains (nobody can call execute_ioctl usefully), so only the
@@ -786,5 +831,45 @@ int ibv_cmd_reg_dm_mr(struct ibv_pd* pd, struct verbs_dm* dm, uint64_t offset, s
                       unsigned int access, struct verbs_mr* vmr, struct ibv_command_buffer* link) {
     return unsupported();
 }
+
+// Added to the provider interface by rdma-core 53-64 (prototypes as in the newest).
+int ibv_cmd_create_cq_ex2(struct ibv_context* context, const struct ibv_cq_init_attr_ex* cq_attr,
+                          struct verbs_create_cq_prov_attr* prov_attr, struct verbs_cq* cq,
+                          struct ibv_create_cq_ex* cmd, size_t cmd_size,
+                          struct ib_uverbs_ex_create_cq_resp* resp, size_t resp_size,
+                          uint32_t cmd_flags, struct ibv_command_buffer* driver) {
+    return unsupported();
+}
+
+int ibv_cmd_alloc_dmah(struct ibv_context* ctx, struct verbs_dmah* st,
+                       struct ibv_dmah_init_attr* attr) {
+    return unsupported();
+}
+
+int ibv_cmd_free_dmah(struct verbs_dmah* dmah) { return unsupported(); }
+
+int ibv_cmd_reg_mr_ex(struct ibv_pd* pd, struct verbs_mr* vmr,
+                      struct ibv_mr_init_attr* mr_init_attr) {
+    return unsupported();
+}
+
+int ibv_cmd_export_dmabuf_fd(struct ibv_context* ctx, off_t pg_off) { return unsupported_minus1(); }
+
+int ibv_cmd_query_port_speed(struct ibv_context* context, uint32_t port_num, uint64_t* speed) {
+    return unsupported();
+}
+
+// The dma-buf heap (confidential-computing shared memory) rdma-core 64's mlx5 allocates from.
+struct ibv_dmabuf_heap* ibv_dmabuf_heap_cc_shared_init(void) {
+    return unsupported_null<ibv_dmabuf_heap>();
+}
+
+void ibv_dmabuf_heap_destroy(struct ibv_dmabuf_heap* heap) {}
+
+void* ibv_dmabuf_heap_alloc(struct ibv_dmabuf_heap* heap, size_t size, int* dmabuf_fd) {
+    return unsupported_null<void>();
+}
+
+void ibv_dmabuf_heap_free(void* buf, size_t size, int dmabuf_fd) {}
 
 }  // extern "C"
