@@ -542,6 +542,14 @@ const char* rdma_event_str(rdma_cm_event_type event) {
     case RDMA_CM_EVENT_MULTICAST_ERROR: return "RDMA_CM_EVENT_MULTICAST_ERROR";
     case RDMA_CM_EVENT_ADDR_CHANGE: return "RDMA_CM_EVENT_ADDR_CHANGE";
     case RDMA_CM_EVENT_TIMEWAIT_EXIT: return "RDMA_CM_EVENT_TIMEWAIT_EXIT";
+    default: break;
+    }
+    // Events newer headers than the build's name (rdma-core 57 and later).
+    switch (int(event)) {
+    case 16: return "RDMA_CM_EVENT_ADDRINFO_RESOLVED";
+    case 17: return "RDMA_CM_EVENT_ADDRINFO_ERROR";
+    case 18: return "RDMA_CM_EVENT_USER";
+    case 19: return "RDMA_CM_EVENT_INTERNAL";
     default: return "UNKNOWN EVENT";
     }
 }
