@@ -270,6 +270,11 @@ TEST(NetIcrcSolver, ConnectX4LxCnp) {
     EXPECT_EQ(g.dst, ip(10, 0, 18, 1));
     g.sport = load_be16(&g.bytes[20]);
     g.dport = load_be16(&g.bytes[22]);
+    // uroce's own numbering (IDs 0 - 127, what the receiver accepted before the solver) does
+    // not cover it.
+    IcrcIdDelta d;
+    EXPECT_FALSE(icrc_check_ids(g.src, g.dst, g.sport, g.dport, g.udp_payload(), g.udp_len(), 0,
+                                128, d, nullptr));
     const Checked c = check(g, false, solver());
     EXPECT_EQ(c.way, IcrcWay::kSolved);
     EXPECT_EQ(c.id, 0x718c);
