@@ -6,8 +6,8 @@
 // socket: segment k gets ID k). The ICRC covers the ID, so the packet that becomes segment k must
 // carry the ICRC for ID k, or rxe, a NIC or tshark on a real interface see a bad ICRC. A uroce
 // receiver cannot see the ID at all (a UDP socket does not hand over the IP header); with UDP_GRO
-// it knows a packet's index in its train (a hint), without it nothing. So it accepts a packet
-// whose ICRC is right for some ID in [0, max_ids), trying the hint first.
+// it knows a packet's index in its train (a hint), without it nothing; and other senders (rxe,
+// NICs) use any ID. So it tries ID 0 and the hint, then solves for the ID (IcrcIdSolver below).
 //
 // How: CRC-32 is affine over GF(2). Two packets of one length that differ only in the 16-bit ID
 // have ICRCs that differ by D(len, id), the CRC register contribution of the ID bits followed by

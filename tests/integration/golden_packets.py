@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """Sends RoCEv2 packets nobody in uroce made, with their own IPv4 headers, through a raw socket.
 
-usage: golden_packets.py DST_ADDR CX4_CNP_FILE --seed N (--good | --flipped)
+usage: golden_packets.py DST_ADDR CX4_CNP_FILE --seed N (--good | --flipped | --nodf)
 
 The packets:
   - the ConnectX-4 Lx CNP in CX4_CNP_FILE (tests/data/golden/connectx4lx_cnp.txt, its origin
@@ -15,7 +15,9 @@ The packets:
 --good sends each as made; --flipped sends each with one bit flipped (a random bit from BTH byte
 5 on: the destination QP, PSN, extension headers, payload or ICRC; never the opcode, P_Key or
 pad bits, which other checks look at first, nor the masked byte 4). The device must accept all
-of the first (no bad_icrc) and drop all of the second as bad_icrc.
+of the first (no bad_icrc) and drop all of the second as bad_icrc. --nodf sends the scapy
+packets with the flags field 0 (DF clear; the ICRC covers it), without the CNP: accepted only
+by a device started with --icrc-nodf on.
 
 Sent with IP_HDRINCL, so the kernel keeps the IPv4 header as given (it fills in the checksum).
 Prints "sent OPCODE_NAME ID" per packet and "total N".
@@ -49,13 +51,13 @@ def atomic_eth(va, rkey, swap_add, compare):
     return struct.pack(">QIQQ", va, rkey, swap_add, compare)
 
 
-def scapy_packets(rng, dst):
+def scapy_packets(rng, dst, df=True):
     """(opcode, bytes) for each kind, built by scapy as rxe would put them on the wire."""
     out = []
 
     def ip_udp():
         src = "10.0.17.%d" % rng.randint(2, 250)
-        return (IP(src=src, dst=dst, id=rng.randint(1, 0xFFFF), flags="DF", ttl=64) /
+        return (IP(src=src, dst=dst, id=rng.randint(1, 0xFFFF), flags="DF" if df else 0, ttl=64) /
                 UDP(sport=0xC000 + rng.randint(0, 0x3FFF), dport=ROCE_PORT, chksum=0))
 
     def bth(op, pad=0, ackreq=0):
@@ -89,10 +91,14 @@ def main():
     g = ap.add_mutually_exclusive_group(required=True)
     g.add_argument("--good", action="store_true")
     g.add_argument("--flipped", action="store_true")
+    g.add_argument("--nodf", action="store_true")
     a = ap.parse_args()
     rng = random.Random(a.seed)
 
-    pkts = [cx4_cnp(a.cnp_file)] + scapy_packets(rng, a.dst)
+    if a.nodf:
+        pkts = scapy_packets(rng, a.dst, df=False)
+    else:
+        pkts = [cx4_cnp(a.cnp_file)] + scapy_packets(rng, a.dst)
     s = socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_RAW)
     s.setsockopt(socket.IPPROTO_IP, socket.IP_HDRINCL, 1)
     for p in pkts:
@@ -106,8 +112,8 @@ def main():
         ident = struct.unpack(">H", p[4:6])[0]
         dst = socket.inet_ntoa(bytes(p[16:20]))
         s.sendto(bytes(p), (dst, 0))
-        print("sent %s 0x%04x %s" % (NAMES.get(p[udp], "opcode_0x%02x" % p[udp]), ident,
-                                      "flipped" if a.flipped else "as made"))
+        how = "flipped" if a.flipped else "DF clear" if a.nodf else "as made"
+        print("sent %s 0x%04x %s" % (NAMES.get(p[udp], "opcode_0x%02x" % p[udp]), ident, how))
     print("total %d" % len(pkts))
     return 0
 

@@ -9,7 +9,9 @@
 #     (counters_icrc solved, the ID each really had being none uroce uses), none is bad_icrc;
 #   - the device's capture records each with the IPv4 ID it really had, and its ICRC verifies
 #     over that header (scapy recomputes it);
-#   - each with one bit flipped: every one dropped as bad_icrc, none accepted.
+#   - each with one bit flipped: every one dropped as bad_icrc, none accepted;
+#   - the scapy packets with DF clear: bad_icrc by default; accepted (counters_icrc solved_nodf)
+#     by a device started with --icrc-nodf on, which still accepts the DF ones.
 # Three rounds with different seeds. Root only (namespace, raw socket): skips otherwise.
 . "$(dirname "$0")/lib.sh"
 [ "$(id -u)" = 0 ] || skip "needs root (a network namespace and a raw socket)"
@@ -72,6 +74,7 @@ send() {
         fail "the device received $(( $(counter "$after" counters rx_pkts) - want + total )) of $total packets"
     d_bad=$(( $(drop "$after" bad_icrc) - $(drop "$before" bad_icrc) ))
     d_solved=$(( $(counter "$after" counters_icrc solved) - $(counter "$before" counters_icrc solved) ))
+    d_nodf=$(( $(counter "$after" counters_icrc solved_nodf) - $(counter "$before" counters_icrc solved_nodf) ))
     d_any=0
     for k in id0 train solved solved_nodf unchecked; do
         d_any=$(( d_any + $(counter "$after" counters_icrc "$k") - $(counter "$before" counters_icrc "$k") ))
@@ -86,6 +89,7 @@ send() {
 }
 RT_OUT=$UROCE_RUNTIME_DIR/golden.out
 
+rejected=0  # packets sent that the device must drop as bad_icrc
 for seed in 1 2 3; do
     send good "$seed"
     [ "$d_bad" = 0 ] || fail "$d_bad golden packets were dropped as bad_icrc"
@@ -95,12 +99,17 @@ for seed in 1 2 3; do
     send flipped "$seed"
     [ "$d_bad" = "$SENT_TOTAL" ] || fail "$d_bad of $SENT_TOTAL flipped packets dropped as bad_icrc"
     [ "$d_any" = 0 ] || fail "$d_any flipped packets were accepted"
+    rejected=$(( rejected + SENT_TOTAL ))
 done
+send nodf 4
+[ "$d_bad" = "$SENT_TOTAL" ] && [ "$d_any" = 0 ] ||
+    fail "DF clear without --icrc-nodf: $d_bad of $SENT_TOTAL bad_icrc, $d_any accepted"
+rejected=$(( rejected + SENT_TOTAL ))
 
 # The capture: the packets accepted carry the ID they were sent with, and the ICRC verifies over
-# the recorded header (scapy recomputes it); the flipped ones are recorded too, with ID 0.
+# the recorded header (scapy recomputes it); the rejected ones are recorded too, with ID 0.
 "${IN_NS[@]}" "$UROCE" stop >/dev/null || fail "uroce stop"  # flushes the capture
-/usr/bin/python3 - "$PCAP" "$UROCE_RUNTIME_DIR/ids" <<'EOF' || fail "the capture does not show the real IDs"
+/usr/bin/python3 - "$PCAP" "$UROCE_RUNTIME_DIR/ids" "$rejected" <<'EOF' || fail "the capture does not show the real IDs"
 import sys
 from scapy.all import rdpcap, raw, Ether, IP
 from scapy.contrib.roce import BTH
@@ -118,8 +127,19 @@ print("capture: %d packets with a verifying ICRC, %d without" % (len(got), bad))
 if got != want:
     print("IDs recorded %s, sent %s" % ([hex(i) for i in got], [hex(i) for i in want]))
     sys.exit(1)
-if bad != len(want):
-    print("%d flipped packets sent, %d recorded without a verifying ICRC" % (len(want), bad))
+if bad != int(sys.argv[3]):
+    print("%s rejected packets sent, %d recorded without a verifying ICRC" % (sys.argv[3], bad))
     sys.exit(1)
 EOF
+
+# DF clear allowed.
+"${IN_NS[@]}" "$UROCE" start --name uroce0 --addr "$ADDR" --icrc-nodf on >/dev/null ||
+    fail "uroce start --icrc-nodf on"
+counters | grep -q '^counters_icrc .* nodf on$' || fail "counters_icrc does not show nodf on"
+send nodf 5
+[ "$d_nodf" = "$SENT_TOTAL" ] && [ "$d_any" = "$SENT_TOTAL" ] && [ "$d_bad" = 0 ] ||
+    fail "DF clear with --icrc-nodf on: $d_nodf of $SENT_TOTAL solved_nodf, $d_bad bad_icrc"
+send good 6
+[ "$d_solved" = "$SENT_TOTAL" ] && [ "$d_bad" = 0 ] ||
+    fail "DF set with --icrc-nodf on: $d_solved of $SENT_TOTAL solved, $d_bad bad_icrc"
 echo PASS
