@@ -1,7 +1,8 @@
 #!/usr/bin/python3
 """Sends RoCEv2 packets nobody in uroce made, with their own IPv4 headers, through a raw socket.
 
-usage: golden_packets.py DST_ADDR CX4_CNP_FILE --seed N (--good | --flipped | --nodf)
+usage: golden_packets.py DST_ADDR CX4_CNP_FILE --seed N [--stored FILE] (--good | --flipped | --nodf)
+       golden_packets.py DST_ADDR CX4_CNP_FILE --seed N --dump
 
 The packets:
   - the ConnectX-4 Lx CNP in CX4_CNP_FILE (tests/data/golden/connectx4lx_cnp.txt, its origin
@@ -10,7 +11,11 @@ The packets:
     as kernel Soft-RoCE sends them: a random IPv4 ID, DF, TTL 64, a UDP source port 0xC000 +
     14 random bits, UDP checksum 0, to DST_ADDR:4791: RC SEND ONLY, RDMA WRITE ONLY, RDMA READ
     REQUEST, ACKNOWLEDGE, FETCH_ADD, COMPARE_SWAP and CNP. scapy has no RETH / AtomicETH
-    layer, so those headers are packed here; the ICRC is scapy's.
+    layer, so those headers are packed here; the ICRC is scapy's;
+  - with --stored FILE, also the packets kept in FILE (tests/data/golden/scapy_rxe_like.txt:
+    one IPv4 datagram in hex per line, made once by --dump, so that they stay the same whatever
+    scapy version the host has).
+--dump prints the scapy packets of the seed in that file's format instead of sending them.
 
 --good sends each as made; --flipped sends each with one bit flipped (a random bit from BTH byte
 5 on: the destination QP, PSN, extension headers, payload or ICRC; never the opcode, P_Key or
@@ -41,6 +46,10 @@ NAMES = {0x04: "RC_SEND_ONLY", 0x0A: "RC_RDMA_WRITE_ONLY", 0x0C: "RC_RDMA_READ_R
 def cx4_cnp(path):
     hexs = "".join(l.split("#")[0] for l in open(path) if not l.startswith("#"))
     return bytes.fromhex("".join(hexs.split()))
+
+
+def stored(path):
+    return [bytes.fromhex(l.strip()) for l in open(path) if l.strip() and not l.startswith("#")]
 
 
 def reth(va, rkey, length):
@@ -92,13 +101,21 @@ def main():
     g.add_argument("--good", action="store_true")
     g.add_argument("--flipped", action="store_true")
     g.add_argument("--nodf", action="store_true")
+    g.add_argument("--dump", action="store_true")
+    ap.add_argument("--stored")
     a = ap.parse_args()
     rng = random.Random(a.seed)
 
+    if a.dump:
+        for p in scapy_packets(rng, a.dst):
+            print(p.hex())
+        return 0
     if a.nodf:
         pkts = scapy_packets(rng, a.dst, df=False)
     else:
         pkts = [cx4_cnp(a.cnp_file)] + scapy_packets(rng, a.dst)
+        if a.stored:
+            pkts += stored(a.stored)
     s = socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_RAW)
     s.setsockopt(socket.IPPROTO_IP, socket.IP_HDRINCL, 1)
     for p in pkts:

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Packets nobody in uroce made (tests/integration/golden_packets.py): the ConnectX-4 Lx CNP
-# from scapy's RoCE tests (tests/data/golden/connectx4lx_cnp.txt, IPv4 ID 0x718c, DF) and
-# packets scapy builds as kernel Soft-RoCE sends them (random IPv4 IDs, DF, UDP source ports
+# from scapy's RoCE tests (tests/data/golden/connectx4lx_cnp.txt, IPv4 ID 0x718c, DF), the
+# scapy-built packets kept in tests/data/golden/scapy_rxe_like.txt, and packets scapy builds
+# now as kernel Soft-RoCE sends them (random IPv4 IDs, DF, UDP source ports
 # 0xC000 + n, UDP checksum 0): SEND, WRITE, READ request, ACK, FETCH_ADD, CMP_SWAP, CNP. Each
 # goes through a raw socket with its own IPv4 header to a device on its destination address
 # (10.0.18.1, UDP 4791: the CNP's ICRC covers both), in a network namespace of its own. Then
@@ -21,6 +22,7 @@ command -v ip >/dev/null 2>&1 || skip "ip (iproute2) is not installed"
 HERE=$(cd "$(dirname "$0")" && pwd)
 SEND="$HERE/golden_packets.py"
 CNP="$HERE/../data/golden/connectx4lx_cnp.txt"
+STORED="$HERE/../data/golden/scapy_rxe_like.txt"
 ADDR=10.0.18.1
 NS=uroce-$$-golden
 DIR=$UROCE_RUNTIME_DIR/host
@@ -61,6 +63,7 @@ send() {
     local mode=$1 seed=$2 before after total want
     before=$(counters)
     "${IN_NS[@]}" /usr/bin/python3 "$SEND" "$ADDR" "$CNP" --seed "$seed" "--$mode" \
+        --stored "$STORED" \
         >"$RT_OUT" || fail "golden_packets.py --$mode failed: $(cat "$RT_OUT")"
     cat "$RT_OUT"
     total=$(awk '$1 == "total" { print $2 }' "$RT_OUT")

@@ -248,41 +248,85 @@ TEST(NetIcrcSolver, AgreesWithTheSenderAtEveryLength) {
     }
 }
 
-// The ConnectX-4 Lx CNP (tests/data/golden/connectx4lx_cnp.txt): made by a NIC with ID 0x718c.
-// Its ICRC verifies over its real header, and the receiver, which sees only the addresses,
-// ports and UDP payload, finds ID 0x718c and DF; with any bit of the payload flipped, nothing.
-TEST(NetIcrcSolver, ConnectX4LxCnp) {
-    std::ifstream f(std::string(UROCE_SOURCE_DIR) + "/tests/data/golden/connectx4lx_cnp.txt");
-    ASSERT_TRUE(f) << "tests/data/golden/connectx4lx_cnp.txt";
-    std::string line, hex;
-    while (std::getline(f, line))
-        if (!line.empty() && line[0] != '#')
-            for (char ch : line)
-                if (ch != ' ') hex += ch;
-    Datagram g;
-    for (size_t i = 0; i + 1 < hex.size(); i += 2)
-        g.bytes.push_back(uint8_t(std::stoul(hex.substr(i, 2), nullptr, 16)));
-    ASSERT_EQ(g.bytes.size(), 60u);
+// Golden datagrams kept in tests/data/golden/NAME: '#' lines are comments; with per_line each
+// other line is one datagram, otherwise all of them together are one.
+std::vector<Datagram> golden(const std::string& name, bool per_line) {
+    std::ifstream f(std::string(UROCE_SOURCE_DIR) + "/tests/data/golden/" + name);
+    EXPECT_TRUE(f) << "tests/data/golden/" << name;
+    std::vector<std::string> hexes(1);
+    std::string line;
+    while (std::getline(f, line)) {
+        if (line.empty() || line[0] == '#') continue;
+        for (char ch : line)
+            if (ch != ' ') hexes.back() += ch;
+        if (per_line) hexes.emplace_back();
+    }
+    std::vector<Datagram> out;
+    for (const std::string& hex : hexes) {
+        if (hex.empty()) continue;
+        Datagram g;
+        for (size_t i = 0; i + 1 < hex.size(); i += 2)
+            g.bytes.push_back(uint8_t(std::stoul(hex.substr(i, 2), nullptr, 16)));
+        EXPECT_GE(g.bytes.size(), 28u + 16u);
+        std::memcpy(&g.src, &g.bytes[12], 4);
+        std::memcpy(&g.dst, &g.bytes[16], 4);
+        g.sport = load_be16(&g.bytes[20]);
+        g.dport = load_be16(&g.bytes[22]);
+        g.id = load_be16(&g.bytes[4]);
+        g.df = load_be16(&g.bytes[6]) == 0x4000;
+        out.push_back(std::move(g));
+    }
+    return out;
+}
+
+// A golden datagram: its ICRC verifies over its real header; the receiver, which sees only the
+// addresses, ports and UDP payload, finds the ID it had and DF; uroce's own numbering (IDs
+// 0 - 127, all the receiver accepted before the solver) does not; with any bit of the UDP
+// payload flipped (but the masked BTH byte 4), nothing accepts it.
+void check_golden(Datagram& g) {
     EXPECT_TRUE(icrc_check_ipv4(g.bytes.data(), g.bytes.size()));
-    std::memcpy(&g.src, &g.bytes[12], 4);
-    std::memcpy(&g.dst, &g.bytes[16], 4);
-    EXPECT_EQ(g.src, ip(10, 0, 17, 1));
-    EXPECT_EQ(g.dst, ip(10, 0, 18, 1));
-    g.sport = load_be16(&g.bytes[20]);
-    g.dport = load_be16(&g.bytes[22]);
-    // uroce's own numbering (IDs 0 - 127, what the receiver accepted before the solver) does
-    // not cover it.
+    EXPECT_TRUE(g.df);
     IcrcIdDelta d;
-    EXPECT_FALSE(icrc_check_ids(g.src, g.dst, g.sport, g.dport, g.udp_payload(), g.udp_len(), 0,
-                                128, d, nullptr));
+    if (g.id >= 128) {
+        EXPECT_FALSE(icrc_check_ids(g.src, g.dst, g.sport, g.dport, g.udp_payload(), g.udp_len(), 0,
+                                    128, d, nullptr));
+    }
     const Checked c = check(g, false, solver());
-    EXPECT_EQ(c.way, IcrcWay::kSolved);
-    EXPECT_EQ(c.id, 0x718c);
+    EXPECT_EQ(c.way, g.id ? IcrcWay::kSolved : IcrcWay::kId0);
+    EXPECT_EQ(c.id, g.id);
     EXPECT_TRUE(c.df);
     for (size_t b = 0; b < 8 * g.udp_len(); ++b) {
-        if (b / 8 == 4) continue;  // masked BTH byte
+        if (b / 8 == 4) continue;
         g.udp_payload()[b / 8] ^= uint8_t(1u << (b % 8));
-        EXPECT_EQ(check(g, true, solver()).way, IcrcWay::kBad) << "bit " << b;
+        ASSERT_EQ(check(g, false, solver()).way, IcrcWay::kBad) << "bit " << b;
         g.udp_payload()[b / 8] ^= uint8_t(1u << (b % 8));
+    }
+}
+
+// The ConnectX-4 Lx CNP (tests/data/golden/connectx4lx_cnp.txt): made by a NIC, ID 0x718c.
+TEST(NetIcrcSolver, ConnectX4LxCnp) {
+    std::vector<Datagram> v = golden("connectx4lx_cnp.txt", false);
+    ASSERT_EQ(v.size(), 1u);
+    Datagram& g = v[0];
+    ASSERT_EQ(g.bytes.size(), 60u);
+    EXPECT_EQ(g.src, ip(10, 0, 17, 1));
+    EXPECT_EQ(g.dst, ip(10, 0, 18, 1));
+    EXPECT_EQ(g.id, 0x718c);
+    EXPECT_EQ(g.udp_payload()[0], 0x81);  // CNP
+    check_golden(g);
+}
+
+// The packets scapy built as rxe sends them (tests/data/golden/scapy_rxe_like.txt): SEND,
+// WRITE, READ request, ACK, FETCH_ADD, CMP_SWAP, CNP, each with a random ID.
+TEST(NetIcrcSolver, ScapyRxeLikePackets) {
+    std::vector<Datagram> v = golden("scapy_rxe_like.txt", true);
+    ASSERT_EQ(v.size(), 7u);
+    const uint8_t ops[] = {0x04, 0x0a, 0x0c, 0x11, 0x14, 0x13, 0x81};
+    for (size_t i = 0; i < v.size(); ++i) {
+        SCOPED_TRACE(i);
+        EXPECT_EQ(v[i].udp_payload()[0], ops[i]);
+        EXPECT_EQ(load_be16(&v[i].bytes[20]) & 0xc000, 0xc000);  // rxe's source ports
+        EXPECT_EQ(load_be16(&v[i].bytes[26]), 0);                // no UDP checksum
+        check_golden(v[i]);
     }
 }
