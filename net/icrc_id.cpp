@@ -12,13 +12,14 @@ namespace {
 constexpr uint32_t kPolyReflected = 0xedb88320u;
 constexpr uint32_t kOne = 0x80000000u;  // x^0
 
-constexpr uint32_t times_x(uint32_t v) { return (v & 1) ? (v >> 1) ^ kPolyReflected : v >> 1; }
+// Branch-free (masks instead of tests): the receiver's solver multiplies a random-looking
+// difference per packet, whose bits a branch would mispredict half the time.
+constexpr uint32_t times_x(uint32_t v) { return (v >> 1) ^ (kPolyReflected & (0u - (v & 1))); }
 
-// a(x) b(x) mod P: shift-and-add over a's terms, lowest power first.
+// a(x) b(x) mod P: shift-and-add over a's terms, lowest power first; 32 steps whatever a is.
 constexpr uint32_t gf2_mul(uint32_t a, uint32_t b) {
     uint32_t r = 0;
-    for (; a != 0; a <<= 1, b = times_x(b))
-        if (a & kOne) r ^= b;
+    for (int i = 0; i < 32; ++i, a <<= 1, b = times_x(b)) r ^= b & (0u - (a >> 31));
     return r;
 }
 
