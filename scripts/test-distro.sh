@@ -7,6 +7,8 @@
 #
 # usage: scripts/test-distro.sh DIST                 (root only; e.g. trixie)
 #        scripts/test-distro.sh DIST -- 'SHELL COMMAND'  runs that in the prepared root instead
+#        scripts/test-distro.sh DIST --prepare   makes the root (or brings it up to date) with a
+#                               C compiler and rdma-core's headers in it, and stops there
 #
 # The root is made once and kept in $UROCE_DISTRO_CACHE (default /var/cache/uroce/DIST-root).
 # It is current when debootstrap finished (the stamp file) and `apt-get upgrade` inside it has
@@ -15,7 +17,11 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 dist=${1:?usage: scripts/test-distro.sh DIST [-- CMD...]}
 shift
-if [ "${1:-}" = "--" ]; then shift; fi
+prepare=""
+case ${1:-} in
+--) shift ;;
+--prepare) prepare=1; shift ;;
+esac
 if [ "$(id -u)" != 0 ]; then
     echo "test-distro: SKIP: needs root (debootstrap, mount and PID namespaces)" >&2
     exit 77
@@ -57,6 +63,17 @@ if [ ! -f "$stamp" ]; then
         exit 1
     }
     touch "$stamp"
+fi
+
+if [ -n "$prepare" ]; then
+    # A bare chroot is enough for apt; what the tests run goes through the namespaces below.
+    cp /etc/resolv.conf "$root/etc/resolv.conf" 2>/dev/null || true
+    chroot "$root" /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin DEBIAN_FRONTEND=noninteractive \
+        /bin/sh -c 'apt-get update -q && apt-get upgrade -y -q &&
+            apt-get install -y -q --no-install-recommends gcc libc6-dev libibverbs-dev librdmacm-dev' \
+        >"$cache/$dist-prepare.log" 2>&1 || { tail -n 20 "$cache/$dist-prepare.log" >&2; exit 1; }
+    echo "test-distro: $root is ready ($(chroot "$root" dpkg-query -W -f='rdma-core ${Version}' libibverbs-dev))"
+    exit 0
 fi
 
 # A clean clone of HEAD: what a newcomer's checkout has, nothing from this work tree's builds.

@@ -21,6 +21,16 @@ count() {  # LABEL LOG
 }
 system=$(. /etc/os-release && echo "${NAME% GNU/Linux} ${VERSION_ID:-} (${VERSION_CODENAME:-?})")
 
+# The second system (root only: debootstrap and namespaces; CI runs as root). Its root file
+# system is made first: the host's exports.debian13_program ctest builds a program in it.
+second=${UROCE_SECOND_SYSTEM:-trixie}
+run_second=""
+if [ "$mode" != "--normal-only" ] && [ "$(id -u)" = 0 ] && [ "$second" != none ] &&
+    [ "$(. /etc/os-release && echo "${VERSION_CODENAME:-}")" != "$second" ]; then
+    run_second=1
+    scripts/test-distro.sh "$second" --prepare
+fi
+
 scripts/build.sh build
 (cd build && ctest -j2 --output-on-failure --timeout 300) 2>&1 | tee build/ctest.log
 count "$system, normal" build/ctest.log
@@ -40,10 +50,7 @@ if [ "$mode" != "--no-sanitize" ]; then
     count "$system, ASan/UBSan" build-asan/ctest.log
 fi
 
-# The second system (root only: debootstrap and namespaces; CI runs as root).
-second=${UROCE_SECOND_SYSTEM:-trixie}
-if [ "$(id -u)" = 0 ] && [ "$second" != none ] &&
-    [ "$(. /etc/os-release && echo "${VERSION_CODENAME:-}")" != "$second" ]; then
+if [ -n "$run_second" ]; then
     scripts/test-distro.sh "$second" 2>&1 | tee build/distro-"$second".log
     count "Debian $second (its own packages), normal" build/distro-"$second".log
 else
