@@ -77,23 +77,31 @@ if [ -n "$prepare" ]; then
 fi
 
 # A clean clone of HEAD: what a newcomer's checkout has, nothing from this work tree's builds.
-rm -rf "$root/src"
-mkdir -p "$root/src"
-git clone -q --no-hardlinks "$PWD" "$root/src/uroce"
+# (A command of one's own runs in the clone already there, with its build, when there is one.)
+if [ $# -eq 0 ] || [ ! -d "$root/src/uroce" ]; then
+    rm -rf "$root/src"
+    mkdir -p "$root/src"
+    git clone -q --no-hardlinks "$PWD" "$root/src/uroce"
+fi
 cp /etc/resolv.conf "$root/etc/resolv.conf" 2>/dev/null || true
 
 if [ $# -gt 0 ]; then
     inner="$*"
 else
     # Brought up to date first: the root made on an earlier run is kept only while current.
+    # Then, with every package in place, the README's two commands in a network namespace of
+    # the root's own (as a container's), its loopback up: no port or address of the host's
+    # is shared, whatever else runs there (and a sysfs of that namespace).
     inner="export DEBIAN_FRONTEND=noninteractive; apt-get update -q && apt-get upgrade -y -q \
-        && scripts/demo.sh && scripts/test.sh --normal-only"
+        && scripts/setup.sh && unshare --net /bin/bash -c 'mount -t sysfs sysfs /sys && ip link set lo up \
+        && scripts/demo.sh && scripts/test.sh --normal-only'"
 fi
 
 # Enter as a container runtime does: a private mount namespace whose root is a mount point
 # (a bind mount of the root onto itself; a bare chroot's / is not one, and mount propagation
 # changes under `uroce run` need one), its own PID namespace and /proc, fresh /dev/shm, /run
-# and /tmp. The network is the host's, as a container with host networking has.
+# and /tmp. The network is the host's while packages are installed; the tests then run in a
+# network namespace of their own.
 exec unshare --mount --pid --fork --propagation private -- /bin/bash -c '
 set -e
 root=$1; shift

@@ -21,6 +21,7 @@
 
 #include "emu/abi/client.h"
 #include "emu/abi/runtime.h"
+#include "emu/programs/rdma_tool.h"
 #include "emu/programs/system_view.h"
 #include "net/fault_injector.h"
 
@@ -481,6 +482,14 @@ int cmd_run(std::vector<std::string> args) {
     const char* old = getenv("LD_LIBRARY_PATH");
     std::string path = lib + (old && *old ? ":" + std::string(old) : "");
     setenv("LD_LIBRARY_PATH", path.c_str(), 1);
+    // Commands that ask the kernel about RDMA devices rather than libibverbs (iproute2's
+    // `rdma link`, which pyverbs runs): links to this program, first on PATH.
+    std::string tools = exe_dir() + "/../libexec/uroce/path";
+    if (access((tools + "/rdma").c_str(), X_OK) == 0) {
+        const char* old_path = getenv("PATH");
+        std::string p = tools + ":" + (old_path ? old_path : "/usr/bin:/bin");
+        setenv("PATH", p.c_str(), 1);
+    }
     std::vector<char*> argv;
     for (size_t k = i + 1; k < args.size(); ++k) argv.push_back(args[k].data());
     argv.push_back(nullptr);
@@ -571,6 +580,9 @@ int cmd_trace(const std::vector<std::string>& args) {
 }  // namespace
 
 int main(int argc, char** argv) {
+    // Started as `rdma` (the link `uroce run` puts on PATH): iproute2's rdma for the view.
+    const char* base = std::strrchr(argv[0], '/');
+    if (std::strcmp(base ? base + 1 : argv[0], "rdma") == 0) return rdmatool::run(argc, argv);
     if (argc < 2) return usage();
     using Args = std::vector<std::string>;
     struct Command {

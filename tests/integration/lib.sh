@@ -190,3 +190,11 @@ offloads_on() {
     *) fail "$1: GSO/GRO not in use: $line" ;;
     esac
 }
+
+# ucx_perftest from UCX 1.18 on runs as an MPI application unless told not to (-P 1 is its
+# default) and then refuses to run as one of two separate processes meeting over TCP: those
+# need -P 0, where the option exists (UCX 1.13 has none).
+ucx_perftest_p2p() {
+    ucx_perftest -h 2>&1 | grep -q -- '-P <0|1>' && echo "-P 0"
+    return 0
+}
