@@ -469,7 +469,10 @@ int cmd_run(std::vector<std::string> args) {
     if (i + 1 >= args.size()) return usage();
     if (abi::list_devices().empty() || !start_args.empty())
         if (int r = cmd_start(start_args, true)) return r;
-    std::string lib = exe_dir() + "/../lib";
+    // Read before the view's mount namespace: /proc/self/exe names the file as the mount
+    // namespace it was started in sees it, which under a chroot is no path in the new one.
+    const std::string self_dir = exe_dir();
+    std::string lib = self_dir + "/../lib";
     if (char* real = realpath(lib.c_str(), nullptr)) {
         lib = real;
         free(real);
@@ -484,7 +487,7 @@ int cmd_run(std::vector<std::string> args) {
     setenv("LD_LIBRARY_PATH", path.c_str(), 1);
     // Commands that ask the kernel about RDMA devices rather than libibverbs (iproute2's
     // `rdma link`, which pyverbs runs): links to this program, first on PATH.
-    std::string tools = exe_dir() + "/../libexec/uroce/path";
+    std::string tools = self_dir + "/../libexec/uroce/path";
     if (access((tools + "/rdma").c_str(), X_OK) == 0) {
         const char* old_path = getenv("PATH");
         std::string p = tools + ":" + (old_path ? old_path : "/usr/bin:/bin");
