@@ -1,0 +1,75 @@
+#!/usr/bin/env bash
+# `uroce env` for later CI steps (docs/ci.md): one step starts a device and exports the
+# environment (the shell form and the --github form for $GITHUB_ENV) and ends, its device
+# running on; later steps, separate shells with nothing but that environment, run an
+# ibv_rc_pingpong pair (Debian's binaries, two processes) over it.
+# usage: env_test.sh [STEP_SCRIPT]: STEP_SCRIPT is the CI step to run (scripts/ci-step.sh);
+# without it, the step is `uroce start` and `uroce env` themselves.
+. "$(dirname "$0")/lib.sh"
+need ibv_rc_pingpong
+step=${1:-}
+ci=$UROCE_RUNTIME_DIR/ci # the CI job's runtime directory
+shell_env=$UROCE_RUNTIME_DIR/env.sh github_env=$UROCE_RUNTIME_DIR/github_env
+github_path=$UROCE_RUNTIME_DIR/github_path
+# The job's device is stopped however the test ends (lib.sh's cleanup sees only its own).
+trap 'rc=$?; UROCE_RUNTIME_DIR=$ci "$UROCE" stop >/dev/null 2>&1; (exit $rc); cleanup' EXIT
+
+# The step: in a command substitution, which ends only when nothing holds its output open,
+# so a device that kept the step's stdout would hang it here (timeout).
+: >"$github_env"
+: >"$github_path"
+if [ -n "$step" ]; then
+    out=$(env -u LD_LIBRARY_PATH UROCE_RUNTIME_DIR="$ci" GITHUB_ENV="$github_env" \
+        GITHUB_PATH="$github_path" UROCE_BUILD_DIR="$UROCE_BUILD" timeout 600 bash "$step" 2>&1) ||
+        fail "the step exited $?: $out"
+else
+    out=$(env -u LD_LIBRARY_PATH UROCE_RUNTIME_DIR="$ci" timeout 60 bash -c '
+        "$1" start --addr 127.0.0.1 && "$1" env >"$2" && "$1" env --github >>"$3"' \
+        - "$UROCE" "$shell_env" "$github_env" 2>&1) || fail "the step exited $?: $out"
+    dirname "$UROCE" >>"$github_path"
+fi
+echo "--- the step"
+echo "$out"
+echo "--- \$GITHUB_ENV"
+cat "$github_env"
+[ -n "$(UROCE_RUNTIME_DIR=$ci "$UROCE" list)" ] || fail "no device runs after the step"
+
+# A later step's pair: the server in the background, the client once it listens.
+port=$(tcp_port)
+listening=$(printf ':%04X 0\\+:0000 0A' "$port") # the server's TCP port in /proc/net/tcp
+cat >"$UROCE_RUNTIME_DIR/pair.sh" <<EOF
+ibv_rc_pingpong -g 0 -p $port >"$UROCE_RUNTIME_DIR/server.out" 2>&1 &
+server=\$!
+i=0
+while [ \$i -lt 1200 ] && kill -0 \$server 2>/dev/null &&
+    ! grep -qs '$listening' /proc/net/tcp /proc/net/tcp6; do
+    i=\$((i + 1))
+    sleep 0.05
+done
+ibv_rc_pingpong -g 0 -p $port 127.0.0.1 >"$UROCE_RUNTIME_DIR/client.out" 2>&1
+c=\$?
+wait \$server
+s=\$?
+echo "--- server (exit \$s)"; cat "$UROCE_RUNTIME_DIR/server.out"
+echo "--- client (exit \$c)"; cat "$UROCE_RUNTIME_DIR/client.out"
+[ \$c = 0 ] && [ \$s = 0 ]
+EOF
+base=(env -i "HOME=$HOME" "PATH=/usr/local/bin:/usr/bin:/bin")
+
+if [ -s "$shell_env" ]; then
+    echo "--- a later shell: eval \"\$(uroce env)\""
+    cat "$shell_env"
+    "${base[@]}" timeout 120 sh -c '. "$1" && uroce list && . "$2"' - "$shell_env" \
+        "$UROCE_RUNTIME_DIR/pair.sh" || fail "the pair failed in a shell with uroce env's environment"
+fi
+
+# The runner gives each later step $GITHUB_ENV's variables and $GITHUB_PATH's directories.
+echo "--- a later step with \$GITHUB_ENV and \$GITHUB_PATH"
+mapfile -t vars <"$github_env"
+[ ${#vars[@]} -gt 0 ] || fail "nothing was written to \$GITHUB_ENV"
+path=/usr/local/bin:/usr/bin:/bin
+while read -r d; do path=$d:$path; done <"$github_path"
+env -i "HOME=$HOME" "PATH=$path" "${vars[@]}" timeout 120 sh -c 'uroce list && . "$1"' - \
+    "$UROCE_RUNTIME_DIR/pair.sh" || fail "the pair failed in a step with \$GITHUB_ENV's environment"
+grep -q "iters in" "$UROCE_RUNTIME_DIR/client.out" || fail "client did not report its iterations"
+echo PASS
