@@ -1,20 +1,27 @@
 #!/usr/bin/env bash
 # Installs every Debian package uroce needs to build, test, and run its acceptance
 # programs. Safe to run again: it only calls apt-get when something is missing.
+# usage: scripts/setup.sh [--build-only]   (--build-only: what building and installing uroce
+# needs, without the tests' packages: scripts/ci-step.sh, docs/ci.md)
 set -euo pipefail
 
-packages=(
-    build-essential cmake pkg-config git
-    liburing-dev libasio-dev libpcap-dev libgtest-dev
+build_packages=(
+    build-essential cmake pkg-config python3
+    liburing-dev libasio-dev libpcap-dev
     libibverbs-dev librdmacm-dev
+)
+# ...and the tests' and the acceptance programs'.
+packages=(
+    "${build_packages[@]}" git libgtest-dev
     ibverbs-utils rdmacm-utils perftest
     ucx-utils libfabric-bin infiniband-diags
-    tshark python3 python3-scapy python3-pyverbs
+    tshark python3-scapy python3-pyverbs
     iproute2 procps ethtool
     socat netcat-openbsd
     librpma-dev
     clang libclang-rt-14-dev clang-format
 )
+if [ "${1:-}" = --build-only ]; then packages=("${build_packages[@]}"); fi
 
 missing=()
 for p in "${packages[@]}"; do

@@ -82,13 +82,14 @@ int usage() {
                  "                             loss=0.02,dup=0.02,reorder=0.02,delay=100,\n"
                  "                             corrupt=0.01,seed=N,dir=rx|tx|both\n"
                  "  uroce faults off [NAME]    stop injecting faults\n"
-                 "  uroce run [--no-view] [start options] -- CMD [ARGS...]\n"
+                 "  uroce run [--no-view] [--trace FILE] [start options] -- CMD [ARGS...]\n"
                  "                             run CMD over uroce (starting a device if none\n"
                  "                             runs) where /dev/infiniband and\n"
                  "                             /sys/class/infiniband show the devices\n"
                  "                             (docs/system-view.md); --no-view: without them.\n"
                  "                             A device it starts stops when CMD ends; the\n"
-                 "                             exit status is CMD's\n"
+                 "                             exit status is CMD's; --trace: the devices'\n"
+                 "                             trace, once CMD has ended, to FILE\n"
                  "  uroce env [--github]       the environment later shells or CI steps need:\n"
                  "                             eval \"$(uroce env)\"; --github: lines for\n"
                  "                             $GITHUB_ENV (docs/ci.md)\n"
@@ -515,6 +516,31 @@ int exec_command(bool view, char* const* argv) {
     return 127;
 }
 
+int write_trace(const std::vector<std::string>& names, bool follow, FILE* out);
+
+// `uroce run --trace FILE`: once CMD has ended, what the devices traced, in FILE. The
+// device closes a session when it sees the socket hang up: the last lines (processes
+// detaching, what they left) come once no session is open, or after a second.
+int save_trace(const std::string& file) {
+    for (int i = 0; i < 100; ++i) {
+        bool open = false;
+        for (auto& d : abi::list_devices()) {
+            std::string text;
+            open |= abi::simple_request(d.name, abi::Op::kDump, &text) == 0 &&
+                    text.find("\ncounts sessions 0 ") == std::string::npos;
+        }
+        if (!open) break;
+        usleep(10000);
+    }
+    FILE* f = fopen(file.c_str(), "w");
+    if (!f) {
+        std::fprintf(stderr, "uroce: --trace %s: %s\n", file.c_str(), std::strerror(errno));
+        return 1;
+    }
+    int r = write_trace({}, false, f);
+    return fclose(f) != 0 ? 1 : r;
+}
+
 pid_t g_command = 0;  // what SIGTERM and SIGHUP to `uroce run` are passed on to
 
 // Stops the device `uroce run` started: asks it, then kills it if it does not go. Its log is
@@ -546,25 +572,38 @@ void stop_own_device(const OwnDevice& dev) {
 // `uroce run [options] -- CMD...`: CMD, and every process it starts, over the running
 // devices. Where none runs (or start options are given) it starts one, and then CMD runs as
 // a child: when CMD ends the device is stopped and its files leave the runtime directory,
-// and the exit status is CMD's (128+N for a signal N), so a whole CI job can be one command.
+// and the exit status is CMD's (128+N for a signal N), so a whole CI job can be one command
+// (docs/ci.md). With --trace FILE, CMD is a child too, and the trace is saved after it.
 int cmd_run(std::vector<std::string> args) {
     std::vector<std::string> start_args;
+    std::string trace;
     bool view = true;
     size_t i = 0;
     for (; i < args.size() && args[i] != "--"; ++i) {
-        if (args[i] == "--no-view")
+        if (args[i] == "--no-view") {
             view = false;
-        else
+        } else if (args[i] == "--trace") {
+            if (i + 2 >= args.size()) return usage();
+            trace = args[++i];
+            if (trace[0] != '/') {
+                char cwd[PATH_MAX];
+                if (!getcwd(cwd, sizeof cwd)) return 1;
+                trace = std::string(cwd) + "/" + trace;
+            }
+        } else {
             start_args.push_back(args[i]);
+        }
     }
     if (i + 1 >= args.size()) return usage();
     std::vector<char*> argv;
     for (size_t k = i + 1; k < args.size(); ++k) argv.push_back(args[k].data());
     argv.push_back(nullptr);
-    if (!abi::list_devices().empty() && start_args.empty()) return exec_command(view, argv.data());
+    bool start = abi::list_devices().empty() || !start_args.empty();
+    if (!start && trace.empty()) return exec_command(view, argv.data());
 
     OwnDevice dev;
-    if (int r = cmd_start(start_args, &dev)) return r;
+    if (start)
+        if (int r = cmd_start(start_args, &dev)) return r;
     // A terminal's ^C or ^\ reaches CMD's whole process group; CMD decides what it means,
     // and this process cleans up after it. A SIGTERM or SIGHUP (a cancelled CI job) is sent
     // to this process alone, so it is passed on.
@@ -576,7 +615,7 @@ int cmd_run(std::vector<std::string> args) {
     pid_t child = fork();
     if (child < 0) {
         std::fprintf(stderr, "uroce: fork: %s\n", std::strerror(errno));
-        stop_own_device(dev);
+        if (start) stop_own_device(dev);
         return 1;
     }
     if (child == 0) {
@@ -591,7 +630,8 @@ int cmd_run(std::vector<std::string> args) {
     int st = 0;
     while (waitpid(child, &st, 0) < 0 && errno == EINTR) {
     }
-    stop_own_device(dev);
+    if (!trace.empty()) save_trace(trace);
+    if (start) stop_own_device(dev);
     return WIFSIGNALED(st) ? 128 + WTERMSIG(st) : WEXITSTATUS(st);
 }
 
@@ -684,15 +724,7 @@ bool fetch_trace(const std::string& dev, uint64_t* since, std::vector<std::strin
 
 // `uroce trace [-f] [NAME]...` (docs/trace.md): every retained line of the devices, oldest
 // first; with -f, then new lines as they come, until every device has stopped.
-int cmd_trace(const std::vector<std::string>& args) {
-    bool follow = false;
-    std::vector<std::string> names;
-    for (const auto& a : args) {
-        if (a == "-f" || a == "--follow")
-            follow = true;
-        else
-            names.push_back(a);
-    }
+int write_trace(const std::vector<std::string>& names, bool follow, FILE* out) {
     auto devs = select(names);
     if (devs.empty()) {
         std::fprintf(stderr, "uroce: no device running\n");
@@ -718,11 +750,23 @@ int cmd_trace(const std::vector<std::string>& args) {
                          [](const std::string& a, const std::string& b) {
                              return a.compare(0, 15, b, 0, 15) < 0;
                          });
-        for (const auto& l : lines) std::printf("%s\n", l.c_str());
-        std::fflush(stdout);
+        for (const auto& l : lines) std::fprintf(out, "%s\n", l.c_str());
+        std::fflush(out);
         if (!follow || live == 0) return 0;
         usleep(100000);
     }
+}
+
+int cmd_trace(const std::vector<std::string>& args) {
+    bool follow = false;
+    std::vector<std::string> names;
+    for (const auto& a : args) {
+        if (a == "-f" || a == "--follow")
+            follow = true;
+        else
+            names.push_back(a);
+    }
+    return write_trace(names, follow, stdout);
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 // uroced: one process = one uroce HCA. Usually started by `uroce start` (or by the
 // verbs library when no device is running); runs in the foreground.
 #include <arpa/inet.h>
+#include <liburing.h>
 #include <signal.h>
 #include <sys/resource.h>
 #include <unistd.h>
@@ -124,6 +125,17 @@ int main(int argc, char** argv) {
     if (int e = dev.start()) {
         std::fprintf(stderr, "uroced: cannot start %s on %s:%u: %s\n", cfg.name.c_str(),
                      addr.c_str(), cfg.port, std::strerror(e));
+        // The device needs io_uring, which containers' default seccomp profiles (Docker's
+        // since 25.0) and kernel.io_uring_disabled can forbid: say so, not just EPERM.
+        io_uring probe;
+        if (int r = io_uring_queue_init(1, &probe, 0); r < 0)
+            std::fprintf(stderr,
+                         "uroced: io_uring is not available here (%s): a container's seccomp "
+                         "profile or the kernel.io_uring_disabled sysctl forbids it "
+                         "(docs/ci.md)\n",
+                         std::strerror(-r));
+        else
+            io_uring_queue_exit(&probe);
         return 1;
     }
     asio::io_context io;

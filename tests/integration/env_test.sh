@@ -19,9 +19,27 @@ trap 'rc=$?; UROCE_RUNTIME_DIR=$ci "$UROCE" stop >/dev/null 2>&1; (exit $rc); cl
 : >"$github_env"
 : >"$github_path"
 if [ -n "$step" ]; then
-    out=$(env -u LD_LIBRARY_PATH UROCE_RUNTIME_DIR="$ci" GITHUB_ENV="$github_env" \
-        GITHUB_PATH="$github_path" UROCE_BUILD_DIR="$UROCE_BUILD" timeout 600 bash "$step" 2>&1) ||
-        fail "the step exited $?: $out"
+    # As a GitHub step: $GITHUB_ENV, $GITHUB_PATH and $RUNNER_TEMP set; the build's packages
+    # are there, and the build directory is this one (built already: nothing to do).
+    # The action's one step is this script.
+    grep -q '^ *run: .*"$GITHUB_ACTION_PATH/scripts/ci-step.sh"' "$(dirname "$step")/../action.yml" ||
+        fail "action.yml does not run scripts/ci-step.sh"
+    log=$UROCE_RUNTIME_DIR/step.log github_output=$UROCE_RUNTIME_DIR/github_output
+    env -u LD_LIBRARY_PATH UROCE_RUNTIME_DIR="$ci" GITHUB_ENV="$github_env" \
+        GITHUB_PATH="$github_path" GITHUB_OUTPUT="$github_output" \
+        RUNNER_TEMP="$UROCE_RUNTIME_DIR" UROCE_SETUP=0 \
+        UROCE_BUILD_DIR="$UROCE_BUILD" timeout 600 bash "$step" >"$shell_env" 2>"$log" ||
+        fail "the step exited $?: $(cat "$log")"
+    out=$(cat "$log")
+    # Its stdout is the environment alone, for eval; and it ran from the prefix it installed.
+    grep -qv '^export [A-Z_]*=' "$shell_env" && fail "the step printed more than export lines"
+    grep -q "^LD_LIBRARY_PATH=$UROCE_RUNTIME_DIR/uroce/" "$github_env" ||
+        fail "\$GITHUB_ENV does not name the installed libraries"
+    echo "--- \$GITHUB_OUTPUT"
+    cat "$github_output"
+    grep -qx "runtime-dir=$ci" "$github_output" && grep -qx "device=uroce0" "$github_output" &&
+        grep -qx "prefix=$UROCE_RUNTIME_DIR/uroce" "$github_output" ||
+        fail "the step's outputs are not the device, the prefix and the runtime directory"
 else
     out=$(env -u LD_LIBRARY_PATH UROCE_RUNTIME_DIR="$ci" timeout 60 bash -c '
         "$1" start --addr 127.0.0.1 && "$1" env >"$2" && "$1" env --github >>"$3"' \

@@ -33,7 +33,7 @@ echo "prefix moved to $moved; private libraries in $priv"
 (cd "$moved" && find . | sort)
 
 for f in bin/uroce "$libexec_rel/uroce/uroced" share/doc/uroce/README.md \
-    share/doc/uroce/install.md share/doc/uroce/system-view.md; do
+    share/doc/uroce/install.md share/doc/uroce/ci.md share/doc/uroce/system-view.md; do
     [ -f "$moved/$f" ] || fail "not installed: $f"
 done
 # Each library the build made (build/lib) is installed in the private directory.

@@ -19,10 +19,11 @@ pair="ibv_rc_pingpong -g 0 -p $port & i=0; while [ \$i -lt 1200 ] && kill -0 \$!
 # in_job CMD...: CMD under `uroce run` in the job's runtime directory; its output is left in
 # $out and its exit status in $rc. Each run is also checked for what it must leave behind:
 # no device, no process of the one it started, an empty runtime directory.
+# RUN_OPTS: uroce run's own options.
 in_job() {
-    out=$(UROCE_RUNTIME_DIR=$job timeout 120 "$UROCE" run -- "$@" 2>&1)
+    out=$(UROCE_RUNTIME_DIR=$job timeout 120 "$UROCE" run ${RUN_OPTS:-} -- "$@" 2>&1)
     rc=$?
-    echo "--- uroce run -- $* (exit $rc)"
+    echo "--- uroce run ${RUN_OPTS:-} -- $* (exit $rc)"
     echo "$out"
     expect_gone
 }
@@ -46,9 +47,17 @@ echo "$out" | grep -q "iters in" || fail "the client did not report its iteratio
 # A client that fails (it sends 8 KiB into the server's 4 KiB receive buffers, so both
 # see error completions): the command exits with the client's status, 1. A shell's bare
 # `wait` would exit 0 whatever its children did, so the job keeps the client's status.
-in_job sh -c "$note $pair ibv_rc_pingpong -g 0 -p $port -s 8192 127.0.0.1; c=\$?; wait; exit \$c"
+# --trace: what the device saw is saved once the command has ended, before it stops: the
+# error completions, and both processes detaching.
+trace=$UROCE_RUNTIME_DIR/trace.txt
+RUN_OPTS="--trace $trace" in_job sh -c "$note $pair ibv_rc_pingpong -g 0 -p $port -s 8192 127.0.0.1; c=\$?; wait; exit \$c"
 [ $rc = 1 ] || fail "a failing client gave $rc, not its status 1"
 echo "$out" | grep -q "Failed status" || fail "the client did not fail as it should"
+echo "--- $trace"
+cat "$trace"
+grep -q "receive wr_id .* completed with LOC_LEN_ERR" "$trace" ||
+    fail "the trace has no error completion of the server's receive"
+[ "$(grep -c ' detached' "$trace")" -ge 2 ] || fail "the trace lacks the processes' detaching"
 
 # Any status, and a signal as 128+N.
 in_job sh -c "$note exit 7"
