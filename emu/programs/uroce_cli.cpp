@@ -189,6 +189,9 @@ int cmd_start(std::vector<std::string> args, OwnDevice* own = nullptr) {
     if (child < 0) return 1;
     if (child == 0) {
         setsid();
+        sigset_t none;  // whatever the caller holds (uroce run holds SIGTERM until CMD runs)
+        sigemptyset(&none);
+        sigprocmask(SIG_SETMASK, &none, nullptr);
         if (own && (prctl(PR_SET_PDEATHSIG, SIGTERM) != 0 || getppid() != parent)) _exit(1);
         int in = open("/dev/null", O_RDONLY);
         int out = open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
@@ -601,14 +604,19 @@ int cmd_run(std::vector<std::string> args) {
     bool start = abi::list_devices().empty() || !start_args.empty();
     if (!start && trace.empty()) return exec_command(view, argv.data());
 
+    // A SIGTERM or SIGHUP (a cancelled CI job) is sent to this process alone, so it is
+    // passed on to CMD; held until CMD runs, so that one that comes early is not lost. A
+    // terminal's ^C or ^\ reaches CMD's whole process group: CMD decides what it means, and
+    // this process cleans up after it.
+    sigset_t term, old_mask;
+    sigemptyset(&term);
+    sigaddset(&term, SIGTERM);
+    sigaddset(&term, SIGHUP);
+    sigprocmask(SIG_BLOCK, &term, &old_mask);
     OwnDevice dev;
     if (start)
         if (int r = cmd_start(start_args, &dev)) return r;
-    // A terminal's ^C or ^\ reaches CMD's whole process group; CMD decides what it means,
-    // and this process cleans up after it. A SIGTERM or SIGHUP (a cancelled CI job) is sent
-    // to this process alone, so it is passed on.
-    struct sigaction ign {
-    }, fwd{}, old_int{}, old_quit{};
+    struct sigaction ign = {}, old_int = {}, old_quit = {};
     ign.sa_handler = SIG_IGN;
     sigaction(SIGINT, &ign, &old_int);
     sigaction(SIGQUIT, &ign, &old_quit);
@@ -621,12 +629,15 @@ int cmd_run(std::vector<std::string> args) {
     if (child == 0) {
         sigaction(SIGINT, &old_int, nullptr);
         sigaction(SIGQUIT, &old_quit, nullptr);
+        sigprocmask(SIG_SETMASK, &old_mask, nullptr);
         _exit(exec_command(view, argv.data()));
     }
     g_command = child;
+    struct sigaction fwd = {};
     fwd.sa_handler = [](int sig) { kill(g_command, sig); };
     sigaction(SIGTERM, &fwd, nullptr);
     sigaction(SIGHUP, &fwd, nullptr);
+    sigprocmask(SIG_SETMASK, &old_mask, nullptr);
     int st = 0;
     while (waitpid(child, &st, 0) < 0 && errno == EINTR) {
     }

@@ -72,7 +72,9 @@ echo "--- server (exit \$s)"; cat "$UROCE_RUNTIME_DIR/server.out"
 echo "--- client (exit \$c)"; cat "$UROCE_RUNTIME_DIR/client.out"
 [ \$c = 0 ] && [ \$s = 0 ]
 EOF
-base=(env -i "HOME=$HOME" "PATH=/usr/local/bin:/usr/bin:/bin")
+# (In a sanitizer build, the Debian programs need its runtime first: lib.sh's VERBS_ENV.)
+sanitizer=("${VERBS_ENV[@]:2}")
+base=(env -i "HOME=$HOME" "PATH=/usr/local/bin:/usr/bin:/bin" "${sanitizer[@]}")
 
 if [ -s "$shell_env" ]; then
     echo "--- a later shell: eval \"\$(uroce env)\""
@@ -87,7 +89,7 @@ mapfile -t vars <"$github_env"
 [ ${#vars[@]} -gt 0 ] || fail "nothing was written to \$GITHUB_ENV"
 path=/usr/local/bin:/usr/bin:/bin
 while read -r d; do path=$d:$path; done <"$github_path"
-env -i "HOME=$HOME" "PATH=$path" "${vars[@]}" timeout 120 sh -c 'uroce list && . "$1"' - \
+env -i "HOME=$HOME" "PATH=$path" "${sanitizer[@]}" "${vars[@]}" timeout 120 sh -c 'uroce list && . "$1"' - \
     "$UROCE_RUNTIME_DIR/pair.sh" || fail "the pair failed in a step with \$GITHUB_ENV's environment"
 grep -q "iters in" "$UROCE_RUNTIME_DIR/client.out" || fail "client did not report its iterations"
 echo PASS

@@ -66,7 +66,8 @@ else
     echo "note: not root (or no mount namespace): the build tree stays visible"
 fi
 # The Debian programs get nothing of the build's: uroce run gives them the prefix's libraries.
-VERBS_ENV=(env -u LD_LIBRARY_PATH)
+# (In a sanitizer build they still need its runtime first, as lib.sh sets up.)
+VERBS_ENV=(env -u LD_LIBRARY_PATH "${VERBS_ENV[@]:2}")
 uroce=$moved/bin/uroce
 
 # uroce run with no device running: it starts the prefix's uroced, and the program loads the

@@ -21,7 +21,7 @@ pair="ibv_rc_pingpong -g 0 -p $port & i=0; while [ \$i -lt 1200 ] && kill -0 \$!
 # no device, no process of the one it started, an empty runtime directory.
 # RUN_OPTS: uroce run's own options.
 in_job() {
-    out=$(UROCE_RUNTIME_DIR=$job timeout 120 "$UROCE" run ${RUN_OPTS:-} -- "$@" 2>&1)
+    out=$(UROCE_RUNTIME_DIR=$job verbs timeout 120 "$UROCE" run ${RUN_OPTS:-} -- "$@" 2>&1)
     rc=$?
     echo "--- uroce run ${RUN_OPTS:-} -- $* (exit $rc)"
     echo "$out"
@@ -66,7 +66,7 @@ in_job sh -c "$note kill -KILL \$\$"
 [ $rc = 137 ] || fail "a command killed by SIGKILL gave $rc, not 137"
 
 # SIGTERM to `uroce run` (a cancelled job) is passed on to the command; the device stops.
-UROCE_RUNTIME_DIR=$job "$UROCE" run -- sh -c "$note exec sleep 60" >/dev/null 2>&1 &
+UROCE_RUNTIME_DIR=$job "${VERBS_ENV[@]}" "$UROCE" run -- sh -c "$note exec sleep 60" >/dev/null 2>&1 &
 runner=$!
 for _ in $(seq 600); do [ -s "$UROCE_RUNTIME_DIR/device.pid" ] && break; sleep 0.1; done
 kill -TERM $runner
@@ -76,7 +76,7 @@ rc=$?
 expect_gone
 
 # `uroce run` killed outright (no cleanup of its own): its device ends with it.
-UROCE_RUNTIME_DIR=$job "$UROCE" run -- \
+UROCE_RUNTIME_DIR=$job "${VERBS_ENV[@]}" "$UROCE" run -- \
     sh -c "echo \$\$ >'$UROCE_RUNTIME_DIR/cmd.pid'; $note exec sleep 60" >/dev/null 2>&1 &
 runner=$!
 for _ in $(seq 600); do [ -s "$UROCE_RUNTIME_DIR/device.pid" ] && break; sleep 0.1; done
@@ -90,7 +90,7 @@ rm -rf "${job:?}"/* "$UROCE_RUNTIME_DIR/device.pid"
 
 # A device that was already running is the caller's: uroce run uses it and leaves it.
 UROCE_RUNTIME_DIR=$job start_device uroce0 127.0.0.1
-UROCE_RUNTIME_DIR=$job "$UROCE" run -- ibv_devices >/dev/null || fail "uroce run with a device"
+UROCE_RUNTIME_DIR=$job verbs "$UROCE" run -- ibv_devices >/dev/null || fail "uroce run with a device"
 UROCE_RUNTIME_DIR=$job "$UROCE" list | grep -q '^uroce0 ' || fail "uroce run stopped a device it did not start"
 UROCE_RUNTIME_DIR=$job "$UROCE" stop >/dev/null
 echo PASS
