@@ -3,7 +3,9 @@
 # to another path, and from there `uroce run -- ibv_devinfo` and an ibv_rc_pingpong pair
 # (Debian's binaries, two processes) over a device the moved prefix's uroced runs. As root
 # the build tree is hidden (a tmpfs over it, in a mount namespace of the programs' own), so
-# nothing installed can reach back into it. Also: every shared object is in the private
+# nothing installed can reach back into it. perftest's ib_send_bw resolves the providers
+# to the prefix's stand-ins, and the library's autostart runs the prefix's uroce and
+# uroced. Also: every shared object is in the private
 # library directory, which the dynamic linker does not search, and a program that is not run
 # through uroce loads the system's libibverbs even with the prefix's lib directories on
 # LD_LIBRARY_PATH.
@@ -95,6 +97,29 @@ port=$(tcp_port)
 run_pair "$UROCE_RUNTIME_DIR/in_prefix" ibv_rc_pingpong -g 0 -p "$port" -- \
     "$UROCE_RUNTIME_DIR/in_prefix" ibv_rc_pingpong -g 0 -p "$port" 127.0.0.1
 grep -q "iters in" "$UROCE_RUNTIME_DIR/client.out" || fail "client did not report its iterations"
+"$uroce" stop >/dev/null
+
+# perftest's programs are linked against the provider libraries: under uroce run they
+# resolve to the prefix's stand-ins.
+if command -v ib_send_bw >/dev/null; then
+    out=$("${VERBS_ENV[@]}" "${hidden[@]}" "$uroce" run --no-view -- \
+        env LD_TRACE_LOADED_OBJECTS=1 "$(command -v ib_send_bw)" 2>&1) || fail "ib_send_bw's libraries: $out"
+    for lib in libibverbs.so.1 libmlx5.so.1 libefa.so.1; do
+        echo "$out" | grep -q "$lib => $priv/$lib " ||
+            fail "ib_send_bw does not load $lib from the prefix: $out"
+    done
+    echo "ib_send_bw loads libibverbs, libmlx5 and libefa from $priv"
+fi
+
+# A program that opens the library with no device running (autostart on) starts one with
+# the prefix's own uroce and uroced, found from the library's location.
+out=$("${VERBS_ENV[@]}" "${hidden[@]}" env -u UROCE_NO_AUTOSTART LD_LIBRARY_PATH="$priv" \
+    ibv_devinfo 2>&1) || fail "ibv_devinfo with autostart exited $?: $out"
+echo "$out" | grep -q 'hca_id:[[:space:]]*uroce0' || fail "no device after autostart: $out"
+pid=$(sed -n 's/^pid=//p' "$UROCE_RUNTIME_DIR/uroce0.info")
+exe=$(readlink "/proc/$pid/exe")
+[ "$exe" = "$moved/$libexec_rel/uroce/uroced" ] || fail "the autostarted device runs $exe"
+echo "autostart ran $exe"
 "$uroce" stop >/dev/null
 
 # Outside uroce run, with the prefix's library directories on the path (as a prefix such as
