@@ -38,6 +38,15 @@ std::string exe_dir() {
     return p.substr(0, p.rfind('/'));
 }
 
+// `path` made absolute against the working directory (a file handed to a daemon, or written
+// by a later step, whose own directory differs). "" when there is no working directory.
+std::string absolute(const std::string& path) {
+    if (path.empty() || path[0] == '/') return path;
+    char cwd[PATH_MAX];
+    if (!getcwd(cwd, sizeof cwd)) return "";
+    return std::string(cwd) + "/" + path;
+}
+
 // The programs and libraries are found relative to this executable, so an installed prefix
 // can be moved (docs/install.md): first where the install rules put them, then the build
 // tree's build/bin and build/lib.
@@ -170,10 +179,7 @@ int cmd_start(std::vector<std::string> args, OwnDevice* own = nullptr) {
                      int(existing.pid));
         return 1;
     }
-    if (!pcap.empty() && pcap[0] != '/') {
-        char cwd[PATH_MAX];
-        if (getcwd(cwd, sizeof cwd)) pcap = std::string(cwd) + "/" + pcap;
-    }
+    if (std::string a = absolute(pcap); !a.empty()) pcap = a;
     std::string daemon = daemon_path();
     std::vector<std::string> argv = {daemon, "--name", name, "--addr", addr};
     if (!port.empty()) argv.insert(argv.end(), {"--port", port});
@@ -380,12 +386,8 @@ int cmd_capture(const std::vector<std::string>& args) {
     }
     if (what == "start") {
         if (pos.empty() || pos.size() > 2) return usage();
-        std::string file = pos[0];
-        if (file[0] != '/') {
-            char cwd[PATH_MAX];
-            if (!getcwd(cwd, sizeof cwd)) return 1;
-            file = std::string(cwd) + "/" + file;
-        }
+        std::string file = absolute(pos[0]);
+        if (file.empty()) return 1;
         if (file.size() >= abi::kMaxCapturePath) {
             std::fprintf(stderr, "uroce: path too long\n");
             return 1;
@@ -587,12 +589,8 @@ int cmd_run(std::vector<std::string> args) {
             view = false;
         } else if (args[i] == "--trace") {
             if (i + 2 >= args.size()) return usage();
-            trace = args[++i];
-            if (trace[0] != '/') {
-                char cwd[PATH_MAX];
-                if (!getcwd(cwd, sizeof cwd)) return 1;
-                trace = std::string(cwd) + "/" + trace;
-            }
+            trace = absolute(args[++i]);
+            if (trace.empty()) return usage();
         } else {
             start_args.push_back(args[i]);
         }
@@ -665,12 +663,8 @@ int cmd_env(const std::vector<std::string>& args) {
         else
             return usage();
     }
-    std::string rt = abi::runtime_dir();
-    if (rt[0] != '/') {
-        char cwd[PATH_MAX];
-        if (!getcwd(cwd, sizeof cwd)) return 1;
-        rt = std::string(cwd) + "/" + rt;
-    }
+    std::string rt = absolute(abi::runtime_dir());
+    if (rt.empty()) return 1;
     std::vector<std::pair<std::string, std::string>> vars = {
         {"LD_LIBRARY_PATH", path_with(lib_dir(), getenv("LD_LIBRARY_PATH"))},
         {"UROCE_RUNTIME_DIR", rt},
