@@ -1,7 +1,6 @@
 // uroced: one process = one uroce HCA. Usually started by `uroce start` (or by the
 // verbs library when no device is running); runs in the foreground.
 #include <arpa/inet.h>
-#include <liburing.h>
 #include <signal.h>
 #include <sys/resource.h>
 #include <unistd.h>
@@ -17,6 +16,7 @@
 #include "emu/control/control_server.h"
 #include "emu/engine/device.h"
 #include "emu/engine/port_mtu.h"
+#include "net/io_uring_probe.h"
 
 using namespace uroce;
 
@@ -127,15 +127,12 @@ int main(int argc, char** argv) {
                      addr.c_str(), cfg.port, std::strerror(e));
         // The device needs io_uring, which containers' default seccomp profiles (Docker's
         // since 25.0) and kernel.io_uring_disabled can forbid: say so, not just EPERM.
-        io_uring probe;
-        if (int r = io_uring_queue_init(1, &probe, 0); r < 0)
+        if (int r = net::io_uring_probe())
             std::fprintf(stderr,
                          "uroced: io_uring is not available here (%s): a container's seccomp "
                          "profile or the kernel.io_uring_disabled sysctl forbids it "
                          "(docs/ci.md)\n",
-                         std::strerror(-r));
-        else
-            io_uring_queue_exit(&probe);
+                         std::strerror(r));
         return 1;
     }
     asio::io_context io;
