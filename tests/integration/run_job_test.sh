@@ -88,6 +88,38 @@ for _ in $(seq 100); do kill -0 "$dpid" 2>/dev/null || break; sleep 0.05; done
 kill "$(cat "$UROCE_RUNTIME_DIR/cmd.pid")" # the orphaned command
 rm -rf "${job:?}"/* "$UROCE_RUNTIME_DIR/device.pid"
 
+# An unprivileged user (root runs the test): the same for nobody, whose command runs in the
+# system view through a user namespace (docs/system-view.md) while uroce run, outside it,
+# stops the device afterwards.
+nobody=65534
+if [ "$(id -u)" = 0 ] && command -v setpriv >/dev/null &&
+    setpriv --reuid=$nobody --regid=$nobody --clear-groups test -x "$UROCE"; then
+    nb_job=$(mktemp -d /tmp/uroce-test-nobody.XXXXXX)
+    chown $nobody:$nobody "$nb_job"
+    chmod 700 "$nb_job"
+    nb_pid=$nb_job.pid # the device's pid, noted by the command
+    install -o $nobody -m 600 /dev/null "$nb_pid"
+    out=$(setpriv --reuid=$nobody --regid=$nobody --clear-groups env UROCE_RUNTIME_DIR="$nb_job" \
+        XDG_RUNTIME_DIR= "${VERBS_ENV[@]:1}" timeout 120 "$UROCE" run -- sh -c "
+            [ \$(id -u) = $nobody ] && [ -c /dev/infiniband/uverbs0 ] || exit 99
+            sed -n 's/^pid=//p' \"\$UROCE_RUNTIME_DIR\"/*.info >'$nb_pid'
+            $pair ibv_rc_pingpong -g 0 -p $port 127.0.0.1; c=\$?; wait \$!; exit \$((c | 6))" 2>&1)
+    rc=$?
+    echo "--- as uid $nobody (exit $rc)"
+    echo "$out"
+    left=$(ls -A "$nb_job")
+    dpid=$(cat "$nb_pid")
+    rm -rf "$nb_job" "$nb_pid"
+    [ $rc = 6 ] || fail "as uid $nobody: exit $rc, not the command's 6"
+    echo "$out" | grep -q "iters in" || fail "as uid $nobody: the pair did not run"
+    [ -z "$left" ] || fail "as uid $nobody: left in the runtime directory: $left"
+    [ -n "$dpid" ] || fail "as uid $nobody: the command did not see the device"
+    echo "as uid $nobody: device pid $dpid, gone afterwards"
+    ! kill -0 "$dpid" 2>/dev/null || fail "as uid $nobody: the device $dpid still runs"
+else
+    echo "note: the unprivileged case needs root and setpriv"
+fi
+
 # A device that was already running is the caller's: uroce run uses it and leaves it.
 UROCE_RUNTIME_DIR=$job start_device uroce0 127.0.0.1
 UROCE_RUNTIME_DIR=$job verbs "$UROCE" run -- ibv_devices >/dev/null || fail "uroce run with a device"
