@@ -15,7 +15,7 @@ packages=(
     "${build_packages[@]}" git libgtest-dev
     ibverbs-utils rdmacm-utils perftest
     ucx-utils libfabric-bin infiniband-diags
-    tshark python3-scapy python3-pyverbs
+    tshark python3-scapy python3-pyverbs python3-yaml
     iproute2 procps ethtool
     socat netcat-openbsd
     librpma-dev

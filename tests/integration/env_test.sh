@@ -52,26 +52,8 @@ echo "--- \$GITHUB_ENV"
 cat "$github_env"
 [ -n "$(UROCE_RUNTIME_DIR=$ci "$UROCE" list)" ] || fail "no device runs after the step"
 
-# A later step's pair: the server in the background, the client once it listens.
-port=$(tcp_port)
-listening=$(printf ':%04X 0\\+:0000 0A' "$port") # the server's TCP port in /proc/net/tcp
-cat >"$UROCE_RUNTIME_DIR/pair.sh" <<EOF
-ibv_rc_pingpong -g 0 -p $port >"$UROCE_RUNTIME_DIR/server.out" 2>&1 &
-server=\$!
-i=0
-while [ \$i -lt 1200 ] && kill -0 \$server 2>/dev/null &&
-    ! grep -qs '$listening' /proc/net/tcp /proc/net/tcp6; do
-    i=\$((i + 1))
-    sleep 0.05
-done
-ibv_rc_pingpong -g 0 -p $port 127.0.0.1 >"$UROCE_RUNTIME_DIR/client.out" 2>&1
-c=\$?
-wait \$server
-s=\$?
-echo "--- server (exit \$s)"; cat "$UROCE_RUNTIME_DIR/server.out"
-echo "--- client (exit \$c)"; cat "$UROCE_RUNTIME_DIR/client.out"
-[ \$c = 0 ] && [ \$s = 0 ]
-EOF
+# A later step's pair (lib.sh's pair_script).
+pair_script "$(tcp_port)" >"$UROCE_RUNTIME_DIR/pair.sh"
 # (In a sanitizer build, the Debian programs need its runtime first: lib.sh's VERBS_ENV.)
 sanitizer=("${VERBS_ENV[@]:2}")
 base=(env -i "HOME=$HOME" "PATH=/usr/local/bin:/usr/bin:/bin" "${sanitizer[@]}")
