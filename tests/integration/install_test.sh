@@ -22,8 +22,11 @@ libdir_rel=$(sed -n 's/^CMAKE_INSTALL_LIBDIR:[A-Z]*=//p' "$UROCE_BUILD/CMakeCach
 libexec_rel=$(sed -n 's/^CMAKE_INSTALL_LIBEXECDIR:[A-Z]*=//p' "$UROCE_BUILD/CMakeCache.txt")
 [ -n "$libdir_rel" ] && [ -n "$libexec_rel" ] || fail "no CMAKE_INSTALL_LIBDIR/LIBEXECDIR in the cache"
 
-# Every file the install wrote is under the prefix.
-outside=$(grep -v "^$first/" "$UROCE_BUILD/install_manifest.txt")
+# Every file the install wrote is under the prefix (its own lines: install_manifest.txt in
+# the build directory is shared with the other tests that install, such as ci.step).
+written=$(sed -n 's/^-- \(Installing\|Up-to-date\): //p' "$UROCE_RUNTIME_DIR/install.out")
+[ -n "$written" ] || fail "cmake --install named no file: $(cat "$UROCE_RUNTIME_DIR/install.out")"
+outside=$(grep -v "^$first/" <<<"$written")
 [ -z "$outside" ] || fail "installed outside the prefix: $outside"
 
 moved=$UROCE_RUNTIME_DIR/elsewhere/uroce-moved
