@@ -669,6 +669,9 @@ int cmd_env(const std::vector<std::string>& args) {
         {"LD_LIBRARY_PATH", path_with(lib_dir(), getenv("LD_LIBRARY_PATH"))},
         {"UROCE_RUNTIME_DIR", rt},
     };
+    // The port of this job's devices, for a device a later step starts.
+    if (const char* port = getenv("UROCE_UDP_PORT"); port && *port)
+        vars.push_back({"UROCE_UDP_PORT", port});
     if (!github) vars.push_back({"PATH", path_with(exe_dir(), getenv("PATH"))});
     for (const auto& [name, value] : vars) {
         if (github) {

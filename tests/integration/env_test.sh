@@ -51,6 +51,8 @@ echo "$out"
 echo "--- \$GITHUB_ENV"
 cat "$github_env"
 [ -n "$(UROCE_RUNTIME_DIR=$ci "$UROCE" list)" ] || fail "no device runs after the step"
+# The job's UDP port (ctest gives each test its own) goes along, for devices started later.
+grep -qx "UROCE_UDP_PORT=$UROCE_UDP_PORT" "$github_env" || fail "\$GITHUB_ENV lacks UROCE_UDP_PORT"
 
 # A later step's pair (lib.sh's pair_script).
 pair_script "$(tcp_port)" >"$UROCE_RUNTIME_DIR/pair.sh"
