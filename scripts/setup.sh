@@ -5,21 +5,32 @@
 # package is named by a version: what differs between systems (the sanitizer runtime that
 # goes with the installed clang, a package a system does not have) is chosen from what apt
 # offers there.
+# usage: scripts/setup.sh [--build-only]   (--build-only: what building and installing uroce
+# needs, without the tests' packages: scripts/ci-step.sh, docs/ci.md)
 set -euo pipefail
 
-packages=(
-    build-essential cmake pkg-config git
-    liburing-dev libasio-dev libpcap-dev libgtest-dev
+build_packages=(
+    build-essential cmake pkg-config python3
+    liburing-dev libasio-dev libpcap-dev
     libibverbs-dev librdmacm-dev
+)
+# ...and the tests' and the acceptance programs'.
+packages=(
+    "${build_packages[@]}" git libgtest-dev
     ibverbs-utils rdmacm-utils perftest
     ucx-utils libfabric-bin infiniband-diags
-    tshark python3 python3-scapy python3-pyverbs
+    tshark python3-scapy python3-pyverbs python3-yaml
     iproute2 procps ethtool
     socat netcat-openbsd
     clang clang-format
 )
 # Where the archive has them (librpma is not in every Debian-family release).
 optional=(librpma-dev)
+build_only=""
+if [ "${1:-}" = --build-only ]; then
+    packages=("${build_packages[@]}")
+    build_only=1
+fi
 
 installed() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install ok installed"; }
 available() { apt-cache policy "$1" 2>/dev/null | grep -q "Candidate: [^(]"; }
@@ -54,6 +65,10 @@ install "${missing[@]}"
 
 # Second round: what depends on the first (the clang version) or on the archive's offer.
 extra=()
+if [ -n "$build_only" ]; then
+    [ ${#missing[@]} -gt 0 ] || echo "setup: all packages present"
+    exit 0
+fi
 rt=$(clang_runtime)
 if [ -n "$rt" ] && ! installed "$rt"; then
     extra+=("$rt")

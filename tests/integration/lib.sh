@@ -115,6 +115,32 @@ run_pair() {
     [ $src = 0 ] && [ $crc = 0 ] || fail "server exit $src, client exit $crc"
 }
 
+# pair_script PORT: a POSIX shell script, on stdout, for a shell of its own (a later CI step):
+# an ibv_rc_pingpong server on TCP port PORT in the background, the client once the server
+# listens; their output goes to $UROCE_RUNTIME_DIR/{server,client}.out and is printed after.
+# It exits 0 when both did.
+pair_script() {
+    local listening
+    listening=$(printf ':%04X 0\\+:0000 0A' "$1") # the server's port in /proc/net/tcp
+    cat <<EOF
+ibv_rc_pingpong -g 0 -p $1 >"$UROCE_RUNTIME_DIR/server.out" 2>&1 &
+server=\$!
+i=0
+while [ \$i -lt 1200 ] && kill -0 \$server 2>/dev/null &&
+    ! grep -qs '$listening' /proc/net/tcp /proc/net/tcp6; do
+    i=\$((i + 1))
+    sleep 0.05
+done
+ibv_rc_pingpong -g 0 -p $1 127.0.0.1 >"$UROCE_RUNTIME_DIR/client.out" 2>&1
+c=\$?
+wait \$server
+s=\$?
+echo "--- server (exit \$s)"; cat "$UROCE_RUNTIME_DIR/server.out"
+echo "--- client (exit \$c)"; cat "$UROCE_RUNTIME_DIR/client.out"
+[ \$c = 0 ] && [ \$s = 0 ]
+EOF
+}
+
 # tcp_port_ready PORT PID: waits (up to 60 s) until something listens on TCP PORT in this
 # network namespace, or process PID has ended.
 tcp_port_ready() {
