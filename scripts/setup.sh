@@ -1,35 +1,86 @@
 #!/usr/bin/env bash
 # Installs every Debian package uroce needs to build, test, and run its acceptance
 # programs. Safe to run again: it only calls apt-get when something is missing.
+# Tested on Debian 12 and 13; by the same rules expected to work on Ubuntu 22.04/24.04. No
+# package is named by a version: what differs between systems (the sanitizer runtime that
+# goes with the installed clang, a package a system does not have) is chosen from what apt
+# offers there.
+# usage: scripts/setup.sh [--build-only]   (--build-only: what building and installing uroce
+# needs, without the tests' packages: scripts/ci-step.sh, docs/ci.md)
 set -euo pipefail
 
-packages=(
-    build-essential cmake pkg-config git
-    liburing-dev libasio-dev libpcap-dev libgtest-dev
+build_packages=(
+    build-essential cmake pkg-config python3
+    liburing-dev libasio-dev libpcap-dev
     libibverbs-dev librdmacm-dev
+)
+# ...and the tests' and the acceptance programs'.
+packages=(
+    "${build_packages[@]}" git libgtest-dev
     ibverbs-utils rdmacm-utils perftest
     ucx-utils libfabric-bin infiniband-diags
-    tshark python3 python3-scapy python3-pyverbs
+    tshark python3-scapy python3-pyverbs python3-yaml
     iproute2 procps ethtool
     socat netcat-openbsd
-    librpma-dev
-    clang libclang-rt-14-dev clang-format
+    clang clang-format
 )
-
-missing=()
-for p in "${packages[@]}"; do
-    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
-done
-if [ ${#missing[@]} -eq 0 ]; then
-    echo "setup: all packages present"
-    exit 0
+# Where the archive has them (librpma is not in every Debian-family release).
+optional=(librpma-dev)
+build_only=""
+if [ "${1:-}" = --build-only ]; then
+    packages=("${build_packages[@]}")
+    build_only=1
 fi
+
+installed() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install ok installed"; }
+available() { apt-cache policy "$1" 2>/dev/null | grep -q "Candidate: [^(]"; }
+# The ASan/UBSan/libFuzzer runtime of the clang that is installed (Debian splits it out by
+# clang's major version since clang 14).
+clang_runtime() {
+    local v
+    v=$(clang --version 2>/dev/null | sed -n 's/.*clang version \([0-9]\+\).*/\1/p' | head -n1)
+    [ -n "$v" ] && echo "libclang-rt-$v-dev"
+}
 
 SUDO=""
 if [ "$(id -u)" != 0 ]; then SUDO="sudo"; fi
-echo "setup: installing ${missing[*]}"
 export DEBIAN_FRONTEND=noninteractive
-# tshark asks whether non-root users may capture; answer no, nothing here needs it.
-echo "wireshark-common wireshark-common/install-setuid boolean false" | $SUDO debconf-set-selections
-$SUDO apt-get update -q
-$SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"
+updated=""
+install() {
+    [ $# -gt 0 ] || return 0
+    echo "setup: installing $*"
+    if [ -z "$updated" ]; then
+        # tshark asks whether non-root users may capture; answer no, nothing here needs it.
+        echo "wireshark-common wireshark-common/install-setuid boolean false" |
+            $SUDO debconf-set-selections
+        $SUDO apt-get update -q
+        updated=1
+    fi
+    $SUDO apt-get install -y -q --no-install-recommends "$@"
+}
+
+missing=()
+for p in "${packages[@]}"; do installed "$p" || missing+=("$p"); done
+install "${missing[@]}"
+
+# Second round: what depends on the first (the clang version) or on the archive's offer.
+extra=()
+if [ -n "$build_only" ]; then
+    [ ${#missing[@]} -gt 0 ] || echo "setup: all packages present"
+    exit 0
+fi
+rt=$(clang_runtime)
+if [ -n "$rt" ] && ! installed "$rt"; then
+    extra+=("$rt")
+fi
+for p in "${optional[@]}"; do installed "$p" || extra+=("$p"); done
+if [ ${#extra[@]} -gt 0 ] && [ -z "$updated" ]; then
+    $SUDO apt-get update -q
+    updated=1
+fi
+wanted=()
+for p in "${extra[@]}"; do
+    if available "$p"; then wanted+=("$p"); else echo "setup: $p is not in this system's archive, skipping it"; fi
+done
+install "${wanted[@]}"
+[ ${#missing[@]} -gt 0 ] || [ ${#wanted[@]} -gt 0 ] || echo "setup: all packages present"

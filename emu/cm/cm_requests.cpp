@@ -40,7 +40,7 @@ void CmAgent::request(Session& s, const abi::CmReq& r, abi::CmResp& out, int in_
     case CmOp::kChannel: {
         // The library passes the write end of the channel's pipe (docs/cm.md); we keep a copy.
         // Anything but a pipe is refused: we write to it from the engine's control path.
-        struct stat st {};
+        struct stat st = {};
         if (in_fd < 0 || fstat(in_fd, &st) != 0 || !S_ISFIFO(st.st_mode)) {
             err = EINVAL;
             break;

@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -21,6 +22,7 @@
 
 #include "emu/abi/client.h"
 #include "emu/abi/runtime.h"
+#include "emu/programs/rdma_tool.h"
 #include "emu/programs/system_view.h"
 #include "net/fault_injector.h"
 
@@ -35,6 +37,56 @@ std::string exe_dir() {
     buf[n] = 0;
     std::string p = buf;
     return p.substr(0, p.rfind('/'));
+}
+
+// `path` made absolute against the working directory (a file handed to a daemon, or written
+// by a later step, whose own directory differs). "" when there is no working directory.
+std::string absolute(const std::string& path) {
+    if (path.empty() || path[0] == '/') return path;
+    char cwd[PATH_MAX];
+    if (!getcwd(cwd, sizeof cwd)) return "";
+    return std::string(cwd) + "/" + path;
+}
+
+// The programs and libraries are found relative to this executable, so an installed prefix
+// can be moved (docs/install.md): first where the install rules put them, then the build
+// tree's build/bin and build/lib.
+std::string lib_dir() {
+    std::string lib = exe_dir() + "/" UROCE_BIN_TO_LIB;
+    if (access((lib + "/libibverbs.so.1").c_str(), R_OK) != 0) lib = exe_dir() + "/../lib";
+    if (char* real = realpath(lib.c_str(), nullptr)) {
+        lib = real;
+        free(real);
+    }
+    return lib;
+}
+
+// `list` (a colon-separated path) with `value` in front, unless it is already in it.
+std::string path_with(const std::string& value, const char* list) {
+    std::string l = list ? list : "";
+    if ((":" + l + ":").find(":" + value + ":") != std::string::npos) return l;
+    return l.empty() ? value : value + ":" + l;
+}
+
+// Commands that ask the kernel about RDMA devices rather than libibverbs (iproute2's
+// `rdma link`, which pyverbs runs): links to this program, which `uroce run` puts first on
+// PATH (emu/programs/rdma_tool.cpp). "" when they are not there.
+std::string tools_dir() {
+    std::string dir = exe_dir() + "/" UROCE_BIN_TO_DAEMON "/path";
+    if (access((dir + "/rdma").c_str(), X_OK) != 0) dir = exe_dir() + "/../libexec/uroce/path";
+    if (access((dir + "/rdma").c_str(), X_OK) != 0) return "";
+    if (char* real = realpath(dir.c_str(), nullptr)) {
+        dir = real;
+        free(real);
+    }
+    return dir;
+}
+
+std::string daemon_path() {
+    if (const char* d = getenv("UROCE_DAEMON")) return d;
+    std::string installed = exe_dir() + "/" UROCE_BIN_TO_DAEMON "/uroced";
+    if (access(installed.c_str(), X_OK) == 0) return installed;
+    return exe_dir() + "/uroced";
 }
 
 int usage() {
@@ -62,11 +114,17 @@ int usage() {
                  "                             loss=0.02,dup=0.02,reorder=0.02,delay=100,\n"
                  "                             corrupt=0.01,seed=N,dir=rx|tx|both\n"
                  "  uroce faults off [NAME]    stop injecting faults\n"
-                 "  uroce run [--no-view] [start options] -- CMD [ARGS...]\n"
+                 "  uroce run [--no-view] [--trace FILE] [start options] -- CMD [ARGS...]\n"
                  "                             run CMD over uroce (starting a device if none\n"
                  "                             runs) where /dev/infiniband and\n"
                  "                             /sys/class/infiniband show the devices\n"
-                 "                             (docs/system-view.md); --no-view: without them\n"
+                 "                             (docs/system-view.md); --no-view: without them.\n"
+                 "                             A device it starts stops when CMD ends; the\n"
+                 "                             exit status is CMD's; --trace: the devices'\n"
+                 "                             trace, once CMD has ended, to FILE\n"
+                 "  uroce env [--github]       the environment later shells or CI steps need:\n"
+                 "                             eval \"$(uroce env)\"; --github: lines for\n"
+                 "                             $GITHUB_ENV (docs/ci.md)\n"
                  "environment: UROCE_RUNTIME_DIR (where devices live; default\n"
                  "  $XDG_RUNTIME_DIR/uroce, else /tmp/uroce-UID; a directory of yours, mode "
                  "0700),\n"
@@ -91,8 +149,15 @@ std::string free_name() {
     }
 }
 
-// Starts a device and returns once it accepts work. Prints its name.
-int cmd_start(std::vector<std::string> args, bool quiet = false) {
+// A device `uroce run` started for its command, and stops when the command ends.
+struct OwnDevice {
+    std::string name;
+    pid_t pid = 0;
+};
+
+// Starts a device and returns once it accepts work. Prints its name, unless `own` is given:
+// then the device is this process's child and ends with it (SIGTERM when it dies).
+int cmd_start(std::vector<std::string> args, OwnDevice* own = nullptr) {
     std::string name, addr = "127.0.0.1", port, pcap, pcap_max, faults, poll_us, offload, icrc_nodf;
     if (const char* p = getenv("UROCE_UDP_PORT")) port = p;
     for (size_t i = 0; i < args.size(); ++i) {
@@ -139,12 +204,8 @@ int cmd_start(std::vector<std::string> args, bool quiet = false) {
                      int(existing.pid));
         return 1;
     }
-    if (!pcap.empty() && pcap[0] != '/') {
-        char cwd[PATH_MAX];
-        if (getcwd(cwd, sizeof cwd)) pcap = std::string(cwd) + "/" + pcap;
-    }
-    std::string daemon = exe_dir() + "/uroced";
-    if (const char* d = getenv("UROCE_DAEMON")) daemon = d;
+    if (std::string a = absolute(pcap); !a.empty()) pcap = a;
+    std::string daemon = daemon_path();
     std::vector<std::string> argv = {daemon, "--name", name, "--addr", addr};
     if (!port.empty()) argv.insert(argv.end(), {"--port", port});
     if (!pcap.empty()) argv.insert(argv.end(), {"--pcap", pcap});
@@ -155,15 +216,23 @@ int cmd_start(std::vector<std::string> args, bool quiet = false) {
     if (!icrc_nodf.empty()) argv.insert(argv.end(), {"--icrc-nodf", icrc_nodf});
     std::string log = abi::runtime_dir() + "/" + name + ".log";
 
+    const pid_t parent = getpid();
     pid_t child = fork();
     if (child < 0) return 1;
     if (child == 0) {
         setsid();
+        sigset_t none;  // whatever the caller holds (uroce run holds SIGTERM until CMD runs)
+        sigemptyset(&none);
+        sigprocmask(SIG_SETMASK, &none, nullptr);
+        if (own && (prctl(PR_SET_PDEATHSIG, SIGTERM) != 0 || getppid() != parent)) _exit(1);
         int in = open("/dev/null", O_RDONLY);
         int out = open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
         dup2(in, 0);
         dup2(out, 1);
         dup2(out, 2);
+        // Nothing else of the caller's: a CI step's pipe held open by the device would keep
+        // the step from ending.
+        close_range(3, ~0U, 0);
         std::vector<char*> cargv;
         for (auto& a : argv) cargv.push_back(a.data());
         cargv.push_back(nullptr);
@@ -188,7 +257,12 @@ int cmd_start(std::vector<std::string> args, bool quiet = false) {
             int fd = abi::connect_device(name);
             if (fd >= 0) {
                 close(fd);
-                if (!quiet) std::printf("%s\n", name.c_str());
+                if (own) {
+                    own->name = name;
+                    own->pid = child;
+                } else {
+                    std::printf("%s\n", name.c_str());
+                }
                 return 0;
             }
         }
@@ -338,12 +412,8 @@ int cmd_capture(const std::vector<std::string>& args) {
     }
     if (what == "start") {
         if (pos.empty() || pos.size() > 2) return usage();
-        std::string file = pos[0];
-        if (file[0] != '/') {
-            char cwd[PATH_MAX];
-            if (!getcwd(cwd, sizeof cwd)) return 1;
-            file = std::string(cwd) + "/" + file;
-        }
+        std::string file = absolute(pos[0]);
+        if (file.empty()) return 1;
         if (file.size() >= abi::kMaxCapturePath) {
             std::fprintf(stderr, "uroce: path too long\n");
             return 1;
@@ -459,24 +529,13 @@ int cmd_faults(const std::vector<std::string>& args) {
     return rc;
 }
 
-int cmd_run(std::vector<std::string> args) {
-    std::vector<std::string> start_args;
-    bool view = true;
-    size_t i = 0;
-    for (; i < args.size() && args[i] != "--"; ++i) {
-        if (args[i] == "--no-view")
-            view = false;
-        else
-            start_args.push_back(args[i]);
-    }
-    if (i + 1 >= args.size()) return usage();
-    if (abi::list_devices().empty() || !start_args.empty())
-        if (int r = cmd_start(start_args, true)) return r;
-    std::string lib = exe_dir() + "/../lib";
-    if (char* real = realpath(lib.c_str(), nullptr)) {
-        lib = real;
-        free(real);
-    }
+// Runs argv (never returns but on failure): in the system view unless `view` is false,
+// with the drop-in libraries first on LD_LIBRARY_PATH.
+int exec_command(bool view, char* const* argv) {
+    // Both read before the view's mount namespace: /proc/self/exe names the file as the
+    // namespace it was started in sees it, which under a chroot is no path in the new one.
+    std::string lib = lib_dir();
+    std::string tools = tools_dir();
     // The files the kernel would provide for the devices (docs/system-view.md); the devices
     // already run, outside the namespace.
     if (view)
@@ -485,13 +544,178 @@ int cmd_run(std::vector<std::string> args) {
     const char* old = getenv("LD_LIBRARY_PATH");
     std::string path = lib + (old && *old ? ":" + std::string(old) : "");
     setenv("LD_LIBRARY_PATH", path.c_str(), 1);
+    if (!tools.empty()) setenv("PATH", path_with(tools, getenv("PATH")).c_str(), 1);
+    signal(SIGPIPE, SIG_DFL);  // main() ignores it; an ignored signal stays ignored over exec
+    execvp(argv[0], argv);
+    std::fprintf(stderr, "uroce: cannot run %s: %s\n", argv[0], std::strerror(errno));
+    return 127;
+}
+
+int write_trace(const std::vector<std::string>& names, bool follow, FILE* out);
+
+// `uroce run --trace FILE`: once CMD has ended, what the devices traced, in FILE. The
+// device closes a session when it sees the socket hang up: the last lines (processes
+// detaching, what they left) come once no session is open, or after a second.
+int save_trace(const std::string& file) {
+    for (int i = 0; i < 100; ++i) {
+        bool open = false;
+        for (auto& d : abi::list_devices()) {
+            std::string text;
+            open |= abi::simple_request(d.name, abi::Op::kDump, &text) == 0 &&
+                    text.find("\ncounts sessions 0 ") == std::string::npos;
+        }
+        if (!open) break;
+        usleep(10000);
+    }
+    FILE* f = fopen(file.c_str(), "w");
+    if (!f) {
+        std::fprintf(stderr, "uroce: --trace %s: %s\n", file.c_str(), std::strerror(errno));
+        return 1;
+    }
+    int r = write_trace({}, false, f);
+    return fclose(f) != 0 ? 1 : r;
+}
+
+pid_t g_command = 0;  // what SIGTERM and SIGHUP to `uroce run` are passed on to
+
+// Stops the device `uroce run` started: asks it, then kills it if it does not go. Its log is
+// removed when it exited cleanly, else kept (and named) for whoever looks into why.
+void stop_own_device(const OwnDevice& dev) {
+    abi::simple_request(dev.name, abi::Op::kShutdown, nullptr);
+    int st = 0;
+    pid_t got = 0;
+    for (int i = 0; i < 500 && got == 0; ++i) {
+        got = waitpid(dev.pid, &st, WNOHANG);
+        if (got == 0) usleep(10000);
+    }
+    if (got == 0) {
+        kill(dev.pid, SIGKILL);
+        while (waitpid(dev.pid, &st, 0) < 0 && errno == EINTR) {
+        }
+    }
+    unlink(abi::info_path(dev.name).c_str());
+    unlink(abi::socket_path(dev.name).c_str());
+    std::string log = abi::runtime_dir() + "/" + dev.name + ".log";
+    if (got > 0 && WIFEXITED(st) && WEXITSTATUS(st) == 0)
+        unlink(log.c_str());
+    else
+        std::fprintf(stderr, "uroce: device %s did not stop cleanly (%s %d); its log: %s\n",
+                     dev.name.c_str(), WIFSIGNALED(st) ? "signal" : "exit status",
+                     WIFSIGNALED(st) ? WTERMSIG(st) : WEXITSTATUS(st), log.c_str());
+}
+
+// `uroce run [options] -- CMD...`: CMD, and every process it starts, over the running
+// devices. Where none runs (or start options are given) it starts one, and then CMD runs as
+// a child: when CMD ends the device is stopped and its files leave the runtime directory,
+// and the exit status is CMD's (128+N for a signal N), so a whole CI job can be one command
+// (docs/ci.md). With --trace FILE, CMD is a child too, and the trace is saved after it.
+int cmd_run(std::vector<std::string> args) {
+    std::vector<std::string> start_args;
+    std::string trace;
+    bool view = true;
+    size_t i = 0;
+    for (; i < args.size() && args[i] != "--"; ++i) {
+        if (args[i] == "--no-view") {
+            view = false;
+        } else if (args[i] == "--trace") {
+            if (i + 2 >= args.size()) return usage();
+            trace = absolute(args[++i]);
+            if (trace.empty()) return usage();
+        } else {
+            start_args.push_back(args[i]);
+        }
+    }
+    if (i + 1 >= args.size()) return usage();
     std::vector<char*> argv;
     for (size_t k = i + 1; k < args.size(); ++k) argv.push_back(args[k].data());
     argv.push_back(nullptr);
-    signal(SIGPIPE, SIG_DFL);  // main() ignores it; an ignored signal stays ignored over exec
-    execvp(argv[0], argv.data());
-    std::fprintf(stderr, "uroce: cannot run %s: %s\n", argv[0], std::strerror(errno));
-    return 127;
+    bool start = abi::list_devices().empty() || !start_args.empty();
+    if (!start && trace.empty()) return exec_command(view, argv.data());
+
+    // A SIGTERM or SIGHUP (a cancelled CI job) is sent to this process alone, so it is
+    // passed on to CMD; held until CMD runs, so that one that comes early is not lost. A
+    // terminal's ^C or ^\ reaches CMD's whole process group: CMD decides what it means, and
+    // this process cleans up after it.
+    sigset_t term, old_mask;
+    sigemptyset(&term);
+    sigaddset(&term, SIGTERM);
+    sigaddset(&term, SIGHUP);
+    sigprocmask(SIG_BLOCK, &term, &old_mask);
+    OwnDevice dev;
+    if (start)
+        if (int r = cmd_start(start_args, &dev)) return r;
+    struct sigaction ign = {}, old_int = {}, old_quit = {};
+    ign.sa_handler = SIG_IGN;
+    sigaction(SIGINT, &ign, &old_int);
+    sigaction(SIGQUIT, &ign, &old_quit);
+    pid_t child = fork();
+    if (child < 0) {
+        std::fprintf(stderr, "uroce: fork: %s\n", std::strerror(errno));
+        if (start) stop_own_device(dev);
+        return 1;
+    }
+    if (child == 0) {
+        sigaction(SIGINT, &old_int, nullptr);
+        sigaction(SIGQUIT, &old_quit, nullptr);
+        sigprocmask(SIG_SETMASK, &old_mask, nullptr);
+        _exit(exec_command(view, argv.data()));
+    }
+    g_command = child;
+    struct sigaction fwd = {};
+    fwd.sa_handler = [](int sig) { kill(g_command, sig); };
+    sigaction(SIGTERM, &fwd, nullptr);
+    sigaction(SIGHUP, &fwd, nullptr);
+    sigprocmask(SIG_SETMASK, &old_mask, nullptr);
+    int st = 0;
+    while (waitpid(child, &st, 0) < 0 && errno == EINTR) {
+    }
+    if (!trace.empty()) save_trace(trace);
+    if (start) stop_own_device(dev);
+    return WIFSIGNALED(st) ? 128 + WTERMSIG(st) : WEXITSTATUS(st);
+}
+
+// `uroce env [--github]`: the environment under which later commands (another CI step, a
+// shell that evals it) use the devices of this runtime directory through the drop-in
+// libraries. Shell form: export lines; --github: NAME=value lines for $GITHUB_ENV (PATH is
+// left to $GITHUB_PATH, docs/ci.md).
+int cmd_env(const std::vector<std::string>& args) {
+    bool github = false;
+    for (const auto& a : args) {
+        if (a == "--github")
+            github = true;
+        else
+            return usage();
+    }
+    std::string rt = absolute(abi::runtime_dir());
+    if (rt.empty()) return 1;
+    std::vector<std::pair<std::string, std::string>> vars = {
+        {"LD_LIBRARY_PATH", path_with(lib_dir(), getenv("LD_LIBRARY_PATH"))},
+        {"UROCE_RUNTIME_DIR", rt},
+    };
+    // The port of this job's devices, for a device a later step starts.
+    if (const char* port = getenv("UROCE_UDP_PORT"); port && *port)
+        vars.push_back({"UROCE_UDP_PORT", port});
+    if (!github) vars.push_back({"PATH", path_with(exe_dir(), getenv("PATH"))});
+    for (const auto& [name, value] : vars) {
+        if (github) {
+            if (value.find('\n') != std::string::npos) {
+                std::fprintf(stderr, "uroce: %s holds a newline; $GITHUB_ENV cannot take it\n",
+                             name.c_str());
+                return 1;
+            }
+            std::printf("%s=%s\n", name.c_str(), value.c_str());
+            continue;
+        }
+        std::string q;
+        for (char c : value) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+        std::printf("export %s='%s'\n", name.c_str(), q.c_str());
+    }
+    if (abi::list_devices().empty())
+        std::fprintf(stderr,
+                     "uroce: no device runs in %s yet (`uroce start` starts one; a program "
+                     "opening the library starts one unless UROCE_NO_AUTOSTART is set)\n",
+                     rt.c_str());
+    return 0;
 }
 
 // One device's trace lines after `*since`, as "TIME DEVICE TEXT" lines appended to out;
@@ -531,15 +755,7 @@ bool fetch_trace(const std::string& dev, uint64_t* since, std::vector<std::strin
 
 // `uroce trace [-f] [NAME]...` (docs/trace.md): every retained line of the devices, oldest
 // first; with -f, then new lines as they come, until every device has stopped.
-int cmd_trace(const std::vector<std::string>& args) {
-    bool follow = false;
-    std::vector<std::string> names;
-    for (const auto& a : args) {
-        if (a == "-f" || a == "--follow")
-            follow = true;
-        else
-            names.push_back(a);
-    }
+int write_trace(const std::vector<std::string>& names, bool follow, FILE* out) {
     auto devs = select(names);
     if (devs.empty()) {
         std::fprintf(stderr, "uroce: no device running\n");
@@ -565,16 +781,31 @@ int cmd_trace(const std::vector<std::string>& args) {
                          [](const std::string& a, const std::string& b) {
                              return a.compare(0, 15, b, 0, 15) < 0;
                          });
-        for (const auto& l : lines) std::printf("%s\n", l.c_str());
-        std::fflush(stdout);
+        for (const auto& l : lines) std::fprintf(out, "%s\n", l.c_str());
+        std::fflush(out);
         if (!follow || live == 0) return 0;
         usleep(100000);
     }
 }
 
+int cmd_trace(const std::vector<std::string>& args) {
+    bool follow = false;
+    std::vector<std::string> names;
+    for (const auto& a : args) {
+        if (a == "-f" || a == "--follow")
+            follow = true;
+        else
+            names.push_back(a);
+    }
+    return write_trace(names, follow, stdout);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
+    // Started as `rdma` (the link `uroce run` puts on PATH): iproute2's rdma for the view.
+    const char* base = std::strrchr(argv[0], '/');
+    if (std::strcmp(base ? base + 1 : argv[0], "rdma") == 0) return rdmatool::run(argc, argv);
     if (argc < 2) return usage();
     using Args = std::vector<std::string>;
     struct Command {
@@ -588,6 +819,7 @@ int main(int argc, char** argv) {
         {"res", [](const Args& a) { return cmd_dump(a, false); }},
         {"counters", [](const Args& a) { return cmd_dump(a, true); }},
         {"run", [](const Args& a) { return cmd_run(a); }},
+        {"env", cmd_env},
         {"capture", cmd_capture},
         {"faults", cmd_faults},
         {"trace", cmd_trace},

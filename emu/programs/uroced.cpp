@@ -16,6 +16,7 @@
 #include "emu/control/control_server.h"
 #include "emu/engine/device.h"
 #include "emu/engine/port_mtu.h"
+#include "net/io_uring_probe.h"
 
 using namespace uroce;
 
@@ -124,6 +125,14 @@ int main(int argc, char** argv) {
     if (int e = dev.start()) {
         std::fprintf(stderr, "uroced: cannot start %s on %s:%u: %s\n", cfg.name.c_str(),
                      addr.c_str(), cfg.port, std::strerror(e));
+        // The device needs io_uring, which containers' default seccomp profiles (Docker's
+        // since 25.0) and kernel.io_uring_disabled can forbid: say so, not just EPERM.
+        if (int r = net::io_uring_probe())
+            std::fprintf(stderr,
+                         "uroced: io_uring is not available here (%s): a container's seccomp "
+                         "profile or the kernel.io_uring_disabled sysctl forbids it "
+                         "(docs/ci.md)\n",
+                         std::strerror(r));
         return 1;
     }
     asio::io_context io;

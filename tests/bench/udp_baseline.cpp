@@ -136,7 +136,7 @@ int run_bw(const Options& o) {
         int ss = udp_socket(o.from, nullptr);
         connect_to(ss, raddr);
         static volatile sig_atomic_t stop = 0;
-        struct sigaction sa {};
+        struct sigaction sa = {};
         sa.sa_handler = [](int) { stop = 1; };
         sigaction(SIGTERM, &sa, nullptr);
         std::vector<char> data(msg, 'u');

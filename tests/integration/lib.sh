@@ -115,6 +115,32 @@ run_pair() {
     [ $src = 0 ] && [ $crc = 0 ] || fail "server exit $src, client exit $crc"
 }
 
+# pair_script PORT: a POSIX shell script, on stdout, for a shell of its own (a later CI step):
+# an ibv_rc_pingpong server on TCP port PORT in the background, the client once the server
+# listens; their output goes to $UROCE_RUNTIME_DIR/{server,client}.out and is printed after.
+# It exits 0 when both did.
+pair_script() {
+    local listening
+    listening=$(printf ':%04X 0\\+:0000 0A' "$1") # the server's port in /proc/net/tcp
+    cat <<EOF
+ibv_rc_pingpong -g 0 -p $1 >"$UROCE_RUNTIME_DIR/server.out" 2>&1 &
+server=\$!
+i=0
+while [ \$i -lt 1200 ] && kill -0 \$server 2>/dev/null &&
+    ! grep -qs '$listening' /proc/net/tcp /proc/net/tcp6; do
+    i=\$((i + 1))
+    sleep 0.05
+done
+ibv_rc_pingpong -g 0 -p $1 127.0.0.1 >"$UROCE_RUNTIME_DIR/client.out" 2>&1
+c=\$?
+wait \$server
+s=\$?
+echo "--- server (exit \$s)"; cat "$UROCE_RUNTIME_DIR/server.out"
+echo "--- client (exit \$c)"; cat "$UROCE_RUNTIME_DIR/client.out"
+[ \$c = 0 ] && [ \$s = 0 ]
+EOF
+}
+
 # tcp_port_ready PORT PID: waits (up to 60 s) until something listens on TCP PORT in this
 # network namespace, or process PID has ended.
 tcp_port_ready() {
@@ -189,4 +215,12 @@ offloads_on() {
         ;;
     *) fail "$1: GSO/GRO not in use: $line" ;;
     esac
+}
+
+# ucx_perftest from UCX 1.18 on runs as an MPI application unless told not to (-P 1 is its
+# default) and then refuses to run as one of two separate processes meeting over TCP: those
+# need -P 0, where the option exists (UCX 1.13 has none).
+ucx_perftest_p2p() {
+    ucx_perftest -h 2>&1 | grep -q -- '-P <0|1>' && echo "-P 0"
+    return 0
 }

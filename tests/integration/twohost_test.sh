@@ -189,8 +189,8 @@ ucx)
     test=${2:?usage: twohost_test.sh ucx TEST}
     # A wrapper: run_pair splits at the first "--", and `uroce run` takes one of its own.
     w=$UROCE_RUNTIME_DIR/ucx_perftest
-    printf '#!/bin/sh\nexec env UCX_TLS=rc_verbs,ud_verbs,self "%s" run -- ucx_perftest "$@"\n' \
-        "$UROCE" >"$w"
+    printf '#!/bin/sh\nexec env UCX_TLS=rc_verbs,ud_verbs,self "%s" run -- ucx_perftest %s "$@"\n' \
+        "$UROCE" "$(ucx_perftest_p2p)" >"$w"
     chmod +x "$w"
     PAIR_READY=tcp_listening run_pair "${HOST_A[@]}" "$w" -p "$PORT" -t "$test" -n 1000 -- \
         "${HOST_B[@]}" "$w" -p "$PORT" -t "$test" -n 1000 "$ADDR_A"

@@ -36,7 +36,8 @@ perf_pair() {
         if [ $seen = 0 ]; then envs+=("$a"); else args+=("$a"); fi
     done
     local w=$UROCE_RUNTIME_DIR/ucx_perftest
-    printf '#!/bin/sh\nexec env %s "%s" run -- ucx_perftest "$@"\n' "${envs[*]}" "$UROCE" >"$w"
+    printf '#!/bin/sh\nexec env %s "%s" run -- ucx_perftest %s "$@"\n' "${envs[*]}" "$UROCE" \
+        "$(ucx_perftest_p2p)" >"$w"
     chmod +x "$w"
     PAIR_TIMEOUT=120 run_pair "$w" -p "$PORT" "${args[@]}" -- "$w" -p "$PORT" "${args[@]}" 127.0.0.1
     grep -q '^Final:' "$UROCE_RUNTIME_DIR/client.out" || fail "the client printed no Final line"

@@ -155,7 +155,7 @@ void TransportTest::TearDown() {
 }
 
 template <typename T>
-T* TransportTest::keep(T* p, std::function<int()> destroy, const char* what) {
+T* TransportTest::keep(T* p, const char* what, std::function<int()> destroy) {
     EXPECT_NE(p, nullptr) << what << ": " << std::strerror(errno);
     if (p) objs_.push_back({p, std::move(destroy), std::string("destroying ") + what});
     return p;
@@ -163,20 +163,17 @@ T* TransportTest::keep(T* p, std::function<int()> destroy, const char* what) {
 
 ibv_pd* TransportTest::alloc_pd(Side& s) {
     ibv_pd* pd = ibv_alloc_pd(s.ctx);
-    return keep(
-        pd, [pd] { return ibv_dealloc_pd(pd); }, "ibv_alloc_pd");
+    return keep(pd, "ibv_alloc_pd", [pd] { return ibv_dealloc_pd(pd); });
 }
 
 ibv_comp_channel* TransportTest::make_channel(Side& s) {
     ibv_comp_channel* ch = ibv_create_comp_channel(s.ctx);
-    return keep(
-        ch, [ch] { return ibv_destroy_comp_channel(ch); }, "ibv_create_comp_channel");
+    return keep(ch, "ibv_create_comp_channel", [ch] { return ibv_destroy_comp_channel(ch); });
 }
 
 ibv_cq* TransportTest::make_cq(Side& s, int cqe, ibv_comp_channel* ch) {
     ibv_cq* cq = ibv_create_cq(s.ctx, cqe, nullptr, ch, 0);
-    return keep(
-        cq, [cq] { return ibv_destroy_cq(cq); }, "ibv_create_cq");
+    return keep(cq, "ibv_create_cq", [cq] { return ibv_destroy_cq(cq); });
 }
 
 Buffer& TransportTest::reg(Side& s, size_t len, int access, ibv_pd* pd) {
@@ -193,8 +190,7 @@ Buffer& TransportTest::reg(Side& s, size_t len, int access, ibv_pd* pd) {
     b->what = std::string(s.name) + " buffer of " + std::to_string(len) + " bytes";
     b->mr = ibv_reg_mr(pd ? pd : s.pd, b->data(), len, access);
     Buffer* bp = b.get();
-    keep(
-        b->mr, [bp] { return ibv_dereg_mr(bp->mr); }, "ibv_reg_mr");
+    keep(b->mr, "ibv_reg_mr", [bp] { return ibv_dereg_mr(bp->mr); });
     bufs_.push_back(std::move(b));
     return *bp;
 }
@@ -213,8 +209,7 @@ ibv_srq* TransportTest::make_srq(Side& s, uint32_t max_wr, uint32_t max_sge, uin
     ia.attr.max_sge = max_sge;
     ia.attr.srq_limit = limit;
     ibv_srq* srq = ibv_create_srq(s.pd, &ia);
-    return keep(
-        srq, [srq] { return ibv_destroy_srq(srq); }, "ibv_create_srq");
+    return keep(srq, "ibv_create_srq", [srq] { return ibv_destroy_srq(srq); });
 }
 
 ibv_cq_ex* TransportTest::make_cq_ex(Side& s, uint64_t wc_flags, int cqe, ibv_comp_channel* ch,
@@ -227,8 +222,7 @@ ibv_cq_ex* TransportTest::make_cq_ex(Side& s, uint64_t wc_flags, int cqe, ibv_co
     if (flags) a.comp_mask = IBV_CQ_INIT_ATTR_MASK_FLAGS;
     a.flags = flags;
     ibv_cq_ex* cq = ibv_create_cq_ex(s.ctx, &a);
-    return keep(
-        cq, [cq] { return ibv_destroy_cq(ibv_cq_ex_to_cq(cq)); }, "ibv_create_cq_ex");
+    return keep(cq, "ibv_create_cq_ex", [cq] { return ibv_destroy_cq(ibv_cq_ex_to_cq(cq)); });
 }
 
 Endpoint TransportTest::make_qp(Side& s, const QpOpts& o, bool is_a) {
@@ -272,8 +266,7 @@ Endpoint TransportTest::make_qp_with_cqs(Side& s, const QpOpts& o, ibv_cq* scq, 
     // prefix of ibv_qp_init_attr_ex (verbs.h relies on it too).
     ibv_qp* qp = o.send_ops_flags ? ibv_create_qp_ex(s.ctx, &ia)
                                   : ibv_create_qp(s.pd, reinterpret_cast<ibv_qp_init_attr*>(&ia));
-    e.qp = keep(
-        qp, [qp] { return ibv_destroy_qp(qp); }, "creating a QP");
+    e.qp = keep(qp, "creating a QP", [qp] { return ibv_destroy_qp(qp); });
     return e;
 }
 
@@ -340,8 +333,7 @@ ibv_ah* TransportTest::make_ah(Side& from, const Side& to) {
     at.grh.hop_limit = 64;
     at.port_num = 1;
     ibv_ah* ah = ibv_create_ah(from.pd, &at);
-    return keep(
-        ah, [ah] { return ibv_destroy_ah(ah); }, "ibv_create_ah");
+    return keep(ah, "ibv_create_ah", [ah] { return ibv_destroy_ah(ah); });
 }
 
 int TransportTest::post_recv(ibv_qp* qp, uint64_t wr_id, std::vector<ibv_sge> sges) {

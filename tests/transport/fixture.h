@@ -244,7 +244,7 @@ private:
     };
     std::vector<Obj> objs_;
     template <typename T>
-    T* keep(T* p, std::function<int()> destroy, const char* what);
+    T* keep(T* p, const char* what, std::function<int()> destroy);
     std::vector<std::unique_ptr<Buffer>> bufs_;
     bool timed_out_ = false;
     void open_side(Side& s, const char* name);

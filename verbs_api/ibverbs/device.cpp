@@ -47,7 +47,10 @@ std::string lib_dir() {
 void autostart() {
     const char* off = getenv("UROCE_NO_AUTOSTART");
     if (off && *off && std::strcmp(off, "0") != 0) return;
-    std::string cli = lib_dir() + "/../bin/uroce";
+    // Installed, the CLI is where the install rules put it relative to this library; in a
+    // build tree, in build/bin beside build/lib (docs/install.md).
+    std::string cli = lib_dir() + "/" UROCE_LIB_TO_BIN "/uroce";
+    if (access(cli.c_str(), X_OK) != 0) cli = lib_dir() + "/../bin/uroce";
     if (const char* c = getenv("UROCE_CLI")) cli = c;
     if (access(cli.c_str(), X_OK) != 0) return;
     pid_t pid = fork();

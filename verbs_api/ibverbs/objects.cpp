@@ -63,9 +63,13 @@ Element element_of(ibv_event_type t) {
     }
 }
 
+// A public object's count of events reported or acknowledged.
+template <typename Obj>
+using EventCount = uint32_t Obj::*;
+
 // One event of the public object `o` acknowledged: its destroy may be waiting for it.
 template <typename Pub>
-void acked(Pub* o, uint32_t Pub::*completed) {
+void acked(Pub* o, EventCount<Pub> completed) {
     pthread_mutex_lock(&o->mutex);
     ++(o->*completed);
     pthread_cond_signal(&o->cond);
@@ -73,7 +77,7 @@ void acked(Pub* o, uint32_t Pub::*completed) {
 }
 
 template <typename Obj>
-Obj* hand_out(Context* ctx, uint64_t cookie, uint32_t Obj::*reported) {
+Obj* hand_out(Context* ctx, uint64_t cookie, EventCount<Obj> reported) {
     std::lock_guard<std::mutex> live(ctx->conn->targets_mu);
     auto it = ctx->conn->event_targets.find(cookie);
     if (it == ctx->conn->event_targets.end()) return nullptr;

@@ -1,0 +1,119 @@
+#!/usr/bin/env bash
+# The README's two commands on a second system: a minimal root file system of Debian release
+# DIST (debootstrap, from the archive the host's own apt sources name), entered as a container
+# would be (its own mount and PID namespaces, its root a mount point), a clean clone of this
+# checkout's HEAD copied in, then `scripts/demo.sh` and `scripts/test.sh --normal-only` there
+# with that system's own packages (rdma-core, perftest, UCX, libfabric, pyverbs).
+#
+# usage: scripts/test-distro.sh DIST                 (root only; e.g. trixie)
+#        scripts/test-distro.sh DIST -- 'SHELL COMMAND'  runs that in the prepared root instead
+#        scripts/test-distro.sh DIST --prepare   makes the root (or brings it up to date) with a
+#                               C compiler and rdma-core's headers in it, and stops there
+#
+# The root is made once and kept in $UROCE_DISTRO_CACHE (default /var/cache/uroce/DIST-root).
+# It is current when debootstrap finished (the stamp file) and `apt-get upgrade` inside it has
+# nothing left to do: every run updates it from the archive before the tests.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+dist=${1:?usage: scripts/test-distro.sh DIST [-- CMD...]}
+shift
+prepare=""
+case ${1:-} in
+--) shift ;;
+--prepare) prepare=1; shift ;;
+esac
+if [ "$(id -u)" != 0 ]; then
+    echo "test-distro: SKIP: needs root (debootstrap, mount and PID namespaces)" >&2
+    exit 77
+fi
+
+cache=${UROCE_DISTRO_CACHE:-/var/cache/uroce}
+root=$cache/$dist-root
+stamp=$root/.uroce-root-complete
+
+# The host's Debian archive: the first non-security deb source in its apt configuration.
+archive() {
+    local f url
+    for f in /etc/apt/sources.list.d/*.sources; do
+        [ -f "$f" ] || continue
+        # deb822: URIs of stanzas whose Types include deb.
+        url=$(awk '/^Types:/ {deb = ($0 ~ /(^|[ \t])deb([ \t]|$)/)}
+                   /^URIs:/ && deb {print $2}' "$f" | grep -v security | head -n1)
+        [ -n "$url" ] && { echo "$url"; return; }
+    done
+    for f in /etc/apt/sources.list /etc/apt/sources.list.d/*.list; do
+        [ -f "$f" ] || continue
+        url=$(awk '$1 == "deb" {for (i = 2; i <= NF; i++) if ($i !~ /^\[/) {print $i; break}}' \
+            "$f" | grep -v security | head -n1)
+        [ -n "$url" ] && { echo "$url"; return; }
+    done
+}
+
+if [ ! -f "$stamp" ]; then
+    url=$(archive)
+    [ -n "$url" ] || { echo "test-distro: no Debian archive in the host's apt sources" >&2; exit 1; }
+    command -v debootstrap >/dev/null || {
+        apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q debootstrap
+    }
+    echo "test-distro: making a $dist root in $root from $url"
+    rm -rf "$root"
+    mkdir -p "$cache"
+    debootstrap --variant=minbase "$dist" "$root" "$url" >"$cache/$dist-debootstrap.log" 2>&1 || {
+        tail -n 20 "$cache/$dist-debootstrap.log" >&2
+        exit 1
+    }
+    touch "$stamp"
+fi
+
+if [ -n "$prepare" ]; then
+    # A bare chroot is enough for apt; what the tests run goes through the namespaces below.
+    cp /etc/resolv.conf "$root/etc/resolv.conf" 2>/dev/null || true
+    chroot "$root" /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin DEBIAN_FRONTEND=noninteractive \
+        /bin/sh -c 'apt-get update -q && apt-get upgrade -y -q &&
+            apt-get install -y -q --no-install-recommends gcc libc6-dev libibverbs-dev librdmacm-dev' \
+        >"$cache/$dist-prepare.log" 2>&1 || { tail -n 20 "$cache/$dist-prepare.log" >&2; exit 1; }
+    echo "test-distro: $root is ready ($(chroot "$root" dpkg-query -W -f='rdma-core ${Version}' libibverbs-dev))"
+    exit 0
+fi
+
+# A clean clone of HEAD: what a newcomer's checkout has, nothing from this work tree's builds.
+# (A command of one's own runs in the clone already there, with its build, when there is one.)
+if [ $# -eq 0 ] || [ ! -d "$root/src/uroce" ]; then
+    rm -rf "$root/src"
+    mkdir -p "$root/src"
+    git clone -q --no-hardlinks "$PWD" "$root/src/uroce"
+fi
+cp /etc/resolv.conf "$root/etc/resolv.conf" 2>/dev/null || true
+
+if [ $# -gt 0 ]; then
+    inner="$*"
+else
+    # Brought up to date first: the root made on an earlier run is kept only while current.
+    # Then, with every package in place, the README's two commands in a network namespace of
+    # the root's own (as a container's), its loopback up: no port or address of the host's
+    # is shared, whatever else runs there (and a sysfs of that namespace).
+    inner="export DEBIAN_FRONTEND=noninteractive; apt-get update -q && apt-get upgrade -y -q \
+        && scripts/setup.sh && unshare --net /bin/bash -c 'mount -t sysfs sysfs /sys && ip link set lo up \
+        && scripts/demo.sh && scripts/test.sh --normal-only'"
+fi
+
+# Enter as a container runtime does: a private mount namespace whose root is a mount point
+# (a bind mount of the root onto itself; a bare chroot's / is not one, and mount propagation
+# changes under `uroce run` need one), its own PID namespace and /proc, fresh /dev/shm, /run
+# and /tmp. The network is the host's while packages are installed; the tests then run in a
+# network namespace of their own.
+exec unshare --mount --pid --fork --propagation private -- /bin/bash -c '
+set -e
+root=$1; shift
+mount --bind "$root" "$root"
+mount -t proc proc "$root/proc"
+mount --rbind /sys "$root/sys"
+mount --rbind /dev "$root/dev"
+mount -t tmpfs -o mode=1777 tmpfs "$root/dev/shm"
+mount -t tmpfs tmpfs "$root/run"
+mount -t tmpfs -o mode=1777 tmpfs "$root/tmp"
+cd "$root"
+exec chroot "$root" /usr/bin/env -i HOME=/root TERM="${TERM:-dumb}" CI="${CI:-}" \
+    PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin LANG=C.UTF-8 \
+    /bin/bash -c "cd /src/uroce && $*"
+' test-distro "$root" "$inner"
