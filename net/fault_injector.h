@@ -24,7 +24,7 @@ struct FaultSpec {
     double loss = 0;        // probability a packet is dropped
     double dup = 0;         // ... delivered twice
     double reorder = 0;     // ... held back until 1-4 later packets overtook it (100 us at most)
-    double corrupt = 0;     // ... has one byte after the BTH flipped (the ICRC check fails)
+    double corrupt = 0;     // ... has one bit after the BTH flipped (the ICRC check fails)
     uint32_t delay_us = 0;  // every packet is held this long (order kept)
     uint64_t seed = 0;
     bool has_seed = false;  // false: configure() picks a seed (see FaultInjector::spec())

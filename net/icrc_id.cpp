@@ -12,13 +12,14 @@ namespace {
 constexpr uint32_t kPolyReflected = 0xedb88320u;
 constexpr uint32_t kOne = 0x80000000u;  // x^0
 
-constexpr uint32_t times_x(uint32_t v) { return (v & 1) ? (v >> 1) ^ kPolyReflected : v >> 1; }
+// Branch-free (masks instead of tests): the receiver's solver multiplies a random-looking
+// difference per packet, whose bits a branch would mispredict half the time.
+constexpr uint32_t times_x(uint32_t v) { return (v >> 1) ^ (kPolyReflected & (0u - (v & 1))); }
 
-// a(x) b(x) mod P: shift-and-add over a's terms, lowest power first.
+// a(x) b(x) mod P: shift-and-add over a's terms, lowest power first; 32 steps whatever a is.
 constexpr uint32_t gf2_mul(uint32_t a, uint32_t b) {
     uint32_t r = 0;
-    for (; a != 0; a <<= 1, b = times_x(b))
-        if (a & kOne) r ^= b;
+    for (int i = 0; i < 32; ++i, a <<= 1, b = times_x(b)) r ^= b & (0u - (a >> 31));
     return r;
 }
 
@@ -45,7 +46,82 @@ static_assert(gf2_mul(x_pow(1000), x_pow(2345)) == x_pow(3345));
 // header (8), then BTH ... pad (the ICRC itself is not covered).
 constexpr size_t kAfterId = 20 - 6 + 8 - kIcrcLen;
 
+// x^-1 mod P: times_x(kXInv) == 1 (P has a constant term, so x is invertible).
+constexpr uint32_t kXInv = 0xdb710641u;
+static_assert(times_x(kXInv) == kOne);
+
+// x^-e mod P, from the squares of x^-1.
+constexpr uint32_t x_inv_pow(uint64_t e) {
+    uint32_t r = kOne, s = kXInv;
+    for (; e != 0; e >>= 1, s = gf2_mul(s, s))
+        if (e & 1) r = gf2_mul(r, s);
+    return r;
+}
+static_assert(gf2_mul(x_inv_pow(1234), x_pow(1234)) == kOne);
+
+// The exponent b(len) of D(len, id) = x^b Q(id) (IcrcIdDelta::recompute: basis[k] = x^(b + e)).
+constexpr uint64_t id_exponent(size_t udp_len) { return 32 + 8 * (uint64_t{udp_len} + kAfterId); }
+
+// DF is bit 6 of the flags field's first byte, which ends 16 bits after the ID: x^(15 - 6 - 16)
+// relative to the ID's x^0. Clearing DF adds this to q.
+constexpr uint32_t kDfQ = x_inv_pow(7);
+// q and q ^ kDfQ cannot both pass the check: at most one of DF set / clear solves a packet.
+static_assert((kDfQ & 0xffffu) != 0);
+
+// q = Q(id): bit 31 - e holds x^e, and ID bit k is x^e for e = 7 - k (k < 8) or 23 - k
+// (k >= 8), so the upper half of q is the ID with its two bytes swapped.
+constexpr bool q_to_id(uint32_t q, uint16_t* id) {
+    if ((q & 0xffffu) != 0) return false;  // the 16 constraints: no term of degree >= 16
+    const uint32_t h = q >> 16;
+    *id = static_cast<uint16_t>((h >> 8) | (h & 0xffu) << 8);
+    return true;
+}
+
 }  // namespace
+
+IcrcIdSolver::IcrcIdSolver() : inv_(new uint32_t[kMaxUdpLen + 1]) {
+    const uint32_t step = x_inv_pow(8);  // one byte more
+    uint32_t v = x_inv_pow(id_exponent(0));
+    for (size_t len = 0; len <= kMaxUdpLen; ++len, v = gf2_mul(v, step)) inv_[len] = v;
+}
+
+bool IcrcIdSolver::solve(size_t udp_len, uint32_t diff, bool nodf, Solution* out) const {
+    if (udp_len < kBthLen + kIcrcLen || udp_len > kMaxUdpLen) return false;
+    const uint32_t q = gf2_mul(diff, inv_[udp_len]);
+    uint16_t id;
+    if (q_to_id(q, &id)) {
+        *out = {id, true};
+        return true;
+    }
+    if (nodf && q_to_id(q ^ kDfQ, &id)) {
+        *out = {id, false};
+        return true;
+    }
+    return false;
+}
+
+IcrcWay icrc_check_any_id(uint32_t src_ip_be, uint32_t dst_ip_be, uint16_t sport, uint16_t dport,
+                          const uint8_t* udp_payload, size_t udp_len, uint16_t hint, bool nodf,
+                          IcrcIdDelta& d, const IcrcIdSolver& solver, uint16_t* id, bool* df) {
+    if (udp_payload == nullptr || udp_len < kBthLen + kIcrcLen) return IcrcWay::kBad;
+    const uint32_t diff = icrc_compute(src_ip_be, dst_ip_be, sport, dport, udp_payload, udp_len) ^
+                          icrc_load(udp_payload + udp_len - kIcrcLen);
+    IcrcIdSolver::Solution s{};
+    IcrcWay way = IcrcWay::kBad;
+    if (diff == 0) {
+        way = IcrcWay::kId0;
+    } else if (hint != 0 && d.delta(udp_len, hint) == diff) {
+        way = IcrcWay::kHint;
+        s.id = hint;
+    } else if (solver.solve(udp_len, diff, nodf, &s)) {
+        way = s.df ? IcrcWay::kSolved : IcrcWay::kSolvedNoDf;
+    }
+    if (way != IcrcWay::kBad) {
+        if (id != nullptr) *id = s.id;
+        if (df != nullptr) *df = s.df;
+    }
+    return way;
+}
 
 void IcrcIdDelta::recompute(size_t udp_len) {
     ++misses_;

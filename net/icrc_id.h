@@ -6,8 +6,8 @@
 // socket: segment k gets ID k). The ICRC covers the ID, so the packet that becomes segment k must
 // carry the ICRC for ID k, or rxe, a NIC or tshark on a real interface see a bad ICRC. A uroce
 // receiver cannot see the ID at all (a UDP socket does not hand over the IP header); with UDP_GRO
-// it knows a packet's index in its train (a hint), without it nothing. So it accepts a packet
-// whose ICRC is right for some ID in [0, max_ids), trying the hint first.
+// it knows a packet's index in its train (a hint), without it nothing; and other senders (rxe,
+// NICs) use any ID. So it tries ID 0 and the hint, then solves for the ID (IcrcIdSolver below).
 //
 // How: CRC-32 is affine over GF(2). Two packets of one length that differ only in the 16-bit ID
 // have ICRCs that differ by D(len, id), the CRC register contribution of the ID bits followed by
@@ -19,6 +19,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 
 namespace uroce::net {
 
@@ -74,5 +75,57 @@ void icrc_set_id(uint8_t* udp_payload, size_t udp_len, uint16_t from_id, uint16_
 bool icrc_check_ids(uint32_t src_ip_be, uint32_t dst_ip_be, uint16_t sport, uint16_t dport,
                     const uint8_t* udp_payload, size_t udp_len, uint16_t hint, uint32_t max_ids,
                     IcrcIdDelta& d, uint16_t* id_found);
+
+// Any peer's IPv4 ID: kernel Soft-RoCE (__ip_select_ident) and NICs set IDs anywhere in
+// 0..65535, so a receiver that only knows uroce's own train numbering drops their packets.
+//
+// How: with diff = (ICRC for ID 0, DF) ^ (the stored ICRC), the sender's ID solves
+// D(len, id) = diff, 32 equations over GF(2) in 16 unknowns. D(len, id) = x^b(len) Q(id) mod P
+// where Q(id) is the ID's 16 bits as a polynomial of degree < 16 (net/icrc_id.cpp); x is
+// invertible mod P, so multiplying diff by x^-b(len) (one 32x32 carry-less product with a
+// per-length constant) turns the system into row echelon form: q = Q(id) exactly when q has no
+// term of degree 16 or more. Those 16 terms are the consistency check (a solution exists iff
+// they are 0, so a random diff passes with probability 2^-16), the other 16 are the ID itself
+// (unique: the 16 columns are independent). DF clear moves q by a constant, so it costs one more
+// mask test. Constant time, no search.
+//
+// The constants x^-b(len) for every length a UDP datagram can have are computed once, in the
+// constructor (256 KiB, a few milliseconds); solve() allocates nothing, locks nothing and
+// writes nothing, so one solver can be shared read-only.
+class IcrcIdSolver {
+public:
+    // udp_len (BTH ... ICRC) of the largest IPv4 UDP datagram.
+    static constexpr size_t kMaxUdpLen = 0xffff - 20 - 8;
+
+    IcrcIdSolver();
+
+    struct Solution {
+        uint16_t id = 0;
+        bool df = true;  // the flags field the ICRC was made for: DF (0x4000) or none (0)
+    };
+    // True if an IPv4 ID (with DF set, or with DF clear when nodf) makes the stored ICRC right,
+    // given diff as above; *out is then that ID. False for udp_len below BTH + ICRC or above
+    // kMaxUdpLen.
+    bool solve(size_t udp_len, uint32_t diff, bool nodf, Solution* out) const;
+
+private:
+    std::unique_ptr<uint32_t[]> inv_;  // x^-b(len), indexed by udp_len
+};
+
+// How a received packet's ICRC was accepted (or not), in the order the receiver tries.
+enum class IcrcWay : uint8_t {
+    kBad,         // no ID makes it right: corrupted (or sent with headers uroce does not expect)
+    kId0,         // right for ID 0 (a single packet from uroce, or a sender that uses ID 0)
+    kHint,        // right for the GRO train index the socket gave (segment k of uroce's train)
+    kSolved,      // IcrcIdSolver found the ID, DF set
+    kSolvedNoDf,  // IcrcIdSolver found the ID, DF clear (only when asked for)
+};
+
+// The receiver's check: the ICRC is computed once (for ID 0 with DF); ID 0, then the hint (a GRO
+// segment index, 0: none) cost a compare each; then the solver. *id (if not null) gets the ID
+// the packet had and *df its DF bit, whenever the way is not kBad.
+IcrcWay icrc_check_any_id(uint32_t src_ip_be, uint32_t dst_ip_be, uint16_t sport, uint16_t dport,
+                          const uint8_t* udp_payload, size_t udp_len, uint16_t hint, bool nodf,
+                          IcrcIdDelta& d, const IcrcIdSolver& solver, uint16_t* id, bool* df);
 
 }  // namespace uroce::net

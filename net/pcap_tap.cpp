@@ -114,7 +114,7 @@ void PcapTap::rotate() {
 
 void PcapTap::record(uint32_t src_ip_be, uint16_t sport, uint32_t dst_ip_be, uint16_t dport,
                      const uint8_t* udp_payload, size_t udp_len, const struct timeval& ts,
-                     uint16_t ip_id) {
+                     uint16_t ip_id, bool df) {
     if (dumper_ == nullptr) return;
 
     const size_t wire_len = kEthLen + kIpv4Len + kUdpLen + udp_len;
@@ -138,7 +138,7 @@ void PcapTap::record(uint32_t src_ip_be, uint16_t sport, uint32_t dst_ip_be, uin
     ip[1] = 0;
     store_be16(ip + 2, static_cast<uint16_t>(ip_total));
     store_be16(ip + 4, ip_id);
-    store_be16(ip + 6, 0x4000);
+    store_be16(ip + 6, df ? 0x4000 : 0);
     ip[8] = 64;
     ip[9] = 17;
     store_be16(ip + 10, 0);

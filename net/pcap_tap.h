@@ -43,12 +43,13 @@ public:
 
     // Record one RoCEv2 UDP payload (BTH .. ICRC) with synthesized framing: Ethernet with MACs
     // 02:00:<ip bytes>, IPv4 (ID ip_id, DF, TTL 64, valid header checksum), UDP (checksum 0).
-    // ip_id is the ID the payload's ICRC was made for (a UDP GSO segment's index, icrc_id.h).
+    // ip_id is the ID the payload's ICRC was made for (a UDP GSO segment's index, or the ID a
+    // received packet had, icrc_id.h); df false: the flags field is 0 instead of DF.
     // Addresses in network byte order, ports in host order. No allocation, no lock; a system
     // call only when the file buffer fills (or per record with set_flush_each(true)).
     void record(uint32_t src_ip_be, uint16_t sport, uint32_t dst_ip_be, uint16_t dport,
                 const uint8_t* udp_payload, size_t udp_len, const struct timeval& ts,
-                uint16_t ip_id = 0);
+                uint16_t ip_id = 0, bool df = true);
 
     // Packets recorded since the last open() (across rotations).
     uint64_t packets() const { return packets_; }

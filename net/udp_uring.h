@@ -35,9 +35,6 @@ public:
     // A GSO train: at most 64 segments (UDP_SEGMENT's limit before Linux 6.9) and one UDP
     // payload's worth of bytes.
     static constexpr uint32_t kMaxSegs = 64;
-    // What a received packet's segment number (its sender's IPv4 ID) can be: Linux 6.9 and
-    // later take trains of up to 128 segments.
-    static constexpr uint32_t kMaxPeerSegs = 128;
     static constexpr size_t kMaxTrainBytes = 65535 - 20 - 8;
     static constexpr uint32_t kSendBatch = 32;  // sends queued before a submission mid-turn
     static constexpr uint32_t kRecvBatch = 8;   // received packets handled before one

@@ -126,6 +126,7 @@ std::string Device::dump() const {
       << counters_.retransmits << " tx_stalls " << counters_.tx_stalls << " xrc_bad_srqn "
       << counters_.xrc_bad_srqn << "\n";
     o << wire_.offload_line();
+    o << wire_.icrc_line();
     for (size_t i = 1; i < size_t(net::DropReason::kCount); ++i)
         o << "drop " << net::drop_reason_name(net::DropReason(i)) << " " << counters_.drops[i]
           << "\n";

@@ -20,6 +20,12 @@ struct DeviceCounters {
     // By opcode (counters_op lines of `uroce counters`). rx counts every datagram of at least
     // one byte under its first byte, dropped ones included, as rx_pkts does.
     OpCounters tx_op, rx_op;
+    // How each received packet's ICRC was accepted (counters_icrc line, net/icrc_id.h): right
+    // for ID 0, for its GRO train index, for the ID the solver found (DF set / clear), or not
+    // checked (a packet from this device to itself that nobody could see). Counted for packets
+    // that pass the header checks and the ICRC; the rest count as drops.
+    uint64_t icrc_id0 = 0, icrc_train = 0, icrc_solved = 0, icrc_solved_nodf = 0,
+             icrc_unchecked = 0;
 
     void drop(net::DropReason r) { ++drops[size_t(r)]; }
     // A drop once the packet has reached a QP: counted for the device and for the QP.

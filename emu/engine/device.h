@@ -55,6 +55,10 @@ struct DeviceConfig {
     // UDP GSO and GRO on the socket (docs/performance.md, "GSO and GRO"). Off: one datagram
     // per packet, which a capture on the interface (tcpdump) shows one by one.
     bool offload = true;
+    // Accept packets whose ICRC is right for an IPv4 header with DF clear (as well as set): a
+    // sender that lets its packets be fragmented. Off by default: RoCEv2 senders set DF, and
+    // allowing both halves the error detection left (docs/behaviour.md, "The IPv4 ID").
+    bool icrc_nodf = false;
 };
 
 // How many objects of each kind the device holds (Device::objects()): a session that has

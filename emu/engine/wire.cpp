@@ -130,21 +130,34 @@ void Wire::receive(const sockaddr_in& from, uint32_t to_be, uint8_t* data, size_
     counters_.rx_bytes += len;
     if (len) counters_.rx_op.add(data[0], len);
     // The ICRC covers the sender's IPv4 ID, which a socket does not show: a packet that was
-    // segment k of a GSO train had ID k (net/udp_uring.h). The ID found goes in the capture.
+    // segment k of a GSO train had ID k (net/udp_uring.h), one from rxe or a NIC any ID; the
+    // solver finds it (net/icrc_id.h). The ID found goes in the capture.
     uint16_t id = seg;
-    bool icrc_ok = icrc_unset ||
-                   net::icrc_check_ids(from.sin_addr.s_addr, to_be, ntohs(from.sin_port), cfg_.port,
-                                       data, len, seg, net::UdpUring::kMaxPeerSegs, icrc_ids_, &id);
+    bool df = true;
+    const net::IcrcWay way =
+        icrc_unset ? net::IcrcWay::kBad
+                   : net::icrc_check_any_id(from.sin_addr.s_addr, to_be, ntohs(from.sin_port),
+                                            cfg_.port, data, len, seg, cfg_.icrc_nodf, icrc_ids_,
+                                            icrc_solver_, &id, &df);
     if (pcap_.is_open()) {
         timeval tv;
         gettimeofday(&tv, nullptr);
         pcap_.record(from.sin_addr.s_addr, ntohs(from.sin_port), to_be, cfg_.port, data, len, tv,
-                     id);
+                     id, df);
     }
     net::Packet p;
     net::DropReason why = net::decode(data, len, p);
     if (why != net::DropReason::kNone) return counters_.drop(why);
-    if (!icrc_ok) return counters_.drop(net::DropReason::kBadIcrc);
+    if (icrc_unset)
+        ++counters_.icrc_unchecked;
+    else
+        switch (way) {
+        case net::IcrcWay::kBad: return counters_.drop(net::DropReason::kBadIcrc);
+        case net::IcrcWay::kId0: ++counters_.icrc_id0; break;
+        case net::IcrcWay::kHint: ++counters_.icrc_train; break;
+        case net::IcrcWay::kSolved: ++counters_.icrc_solved; break;
+        case net::IcrcWay::kSolvedNoDf: ++counters_.icrc_solved_nodf; break;
+        }
     if ((p.bth.pkey & 0x7fff) != (net::kDefaultPkey & 0x7fff))
         return counters_.drop(net::DropReason::kBadPkey);
     dev_.dispatch(p, from, to_be, len);
@@ -193,6 +206,14 @@ std::string Wire::offload_line() const {
            " tx_train_pkts " + std::to_string(o.tx_train_pkts) + " rx_trains " +
            std::to_string(o.rx_trains) + " rx_train_pkts " + std::to_string(o.rx_train_pkts) +
            " rx_nobufs " + std::to_string(io_.rx_nobufs()) + "\n";
+}
+
+std::string Wire::icrc_line() const {
+    const DeviceCounters& c = counters_;
+    return "counters_icrc id0 " + std::to_string(c.icrc_id0) + " train " +
+           std::to_string(c.icrc_train) + " solved " + std::to_string(c.icrc_solved) +
+           " solved_nodf " + std::to_string(c.icrc_solved_nodf) + " unchecked " +
+           std::to_string(c.icrc_unchecked) + " nodf " + (cfg_.icrc_nodf ? "on" : "off") + "\n";
 }
 
 }  // namespace uroce::emu

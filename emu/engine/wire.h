@@ -86,6 +86,8 @@ public:
     void on_eventfd(uint64_t tag) override;
     // The GSO/GRO line of the dump (`uroce counters`): which offloads are in use.
     std::string offload_line() const;
+    // How received ICRCs were accepted (counters_icrc, docs/counters.md).
+    std::string icrc_line() const;
 
 private:
     // Where a packet enters the device, from the socket or from self_link_: the fault
@@ -125,6 +127,8 @@ private:
     // A packet sent as segment k of a GSO train has IPv4 ID k, which its ICRC covers
     // (transmit computes it for ID 0 and wire_send corrects it).
     net::IcrcIdDelta icrc_ids_;
+    // Finds the ID of a received packet from any sender (its tables are made here, once).
+    const net::IcrcIdSolver icrc_solver_;
     SelfLink self_link_;   // unicast packets to this device's own address
     bool looped_ = false;  // this engine turn received packets from self_link_
     // Multicast packets this device sent to groups it is a member of that it has not

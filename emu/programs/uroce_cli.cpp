@@ -95,6 +95,7 @@ int usage() {
                  "  uroce start [--name N] [--addr IPV4] [--port P] [--pcap FILE] "
                  "[--pcap-max BYTES]\n"
                  "              [--faults SPEC] [--poll-us US] [--offload on|off]\n"
+                 "              [--icrc-nodf on|off]\n"
                  "  uroce stop [NAME]          stop NAME, or every device\n"
                  "  uroce list\n"
                  "  uroce res [NAME] [xrcd|srq|qp|mr|mw]...\n"
@@ -157,7 +158,7 @@ struct OwnDevice {
 // Starts a device and returns once it accepts work. Prints its name, unless `own` is given:
 // then the device is this process's child and ends with it (SIGTERM when it dies).
 int cmd_start(std::vector<std::string> args, OwnDevice* own = nullptr) {
-    std::string name, addr = "127.0.0.1", port, pcap, pcap_max, faults, poll_us, offload;
+    std::string name, addr = "127.0.0.1", port, pcap, pcap_max, faults, poll_us, offload, icrc_nodf;
     if (const char* p = getenv("UROCE_UDP_PORT")) port = p;
     for (size_t i = 0; i < args.size(); ++i) {
         auto val = [&](std::string& out) {
@@ -182,6 +183,8 @@ int cmd_start(std::vector<std::string> args, OwnDevice* own = nullptr) {
             ok = val(poll_us);
         else if (args[i] == "--offload")  // on or off, checked by uroced
             ok = val(offload);
+        else if (args[i] == "--icrc-nodf")  // on or off, checked by uroced
+            ok = val(icrc_nodf);
         else
             ok = false;
         if (!ok) return usage();
@@ -210,6 +213,7 @@ int cmd_start(std::vector<std::string> args, OwnDevice* own = nullptr) {
     if (!faults.empty()) argv.insert(argv.end(), {"--faults", faults});
     if (!poll_us.empty()) argv.insert(argv.end(), {"--poll-us", poll_us});
     if (!offload.empty()) argv.insert(argv.end(), {"--offload", offload});
+    if (!icrc_nodf.empty()) argv.insert(argv.end(), {"--icrc-nodf", icrc_nodf});
     std::string log = abi::runtime_dir() + "/" + name + ".log";
 
     const pid_t parent = getpid();

@@ -24,7 +24,7 @@ static void usage() {
     std::fprintf(stderr,
                  "usage: uroced [--name NAME] [--addr IPV4] [--port UDP_PORT]\n"
                  "              [--pcap FILE] [--pcap-max BYTES] [--faults SPEC] [--nice N]\n"
-                 "              [--poll-us US] [--offload on|off]\n");
+                 "              [--poll-us US] [--offload on|off] [--icrc-nodf on|off]\n");
 }
 
 // The device stands for hardware: its peers' ACK timers (4.096 us x 2^timeout, retry_cnt
@@ -90,13 +90,13 @@ int main(int argc, char** argv) {
                 return 2;
             }
             cfg.poll_us = uint32_t(us);
-        } else if (a == "--offload") {
+        } else if (a == "--offload" || a == "--icrc-nodf") {
             std::string v = val();
             if (v != "on" && v != "off") {
-                std::fprintf(stderr, "uroced: --offload %s is not on or off\n", v.c_str());
+                std::fprintf(stderr, "uroced: %s %s is not on or off\n", a.c_str(), v.c_str());
                 return 2;
             }
-            cfg.offload = v == "on";
+            (a == "--offload" ? cfg.offload : cfg.icrc_nodf) = v == "on";
         } else if (a == "--nice") {
             nice = std::atoi(val());
             if (nice < -20 || nice > 19) {

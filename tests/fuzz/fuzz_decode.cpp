@@ -12,7 +12,8 @@
 //   - the ICRC: icrc_store() then icrc_check() succeed; flipping a covered bit makes
 //     icrc_check() fail; the masked BTH byte 4 (FECN/BECN) does not change the ICRC; moved to
 //     another IPv4 ID (icrc_set_id) it is the ICRC over a header with that ID, and
-//     icrc_check_ids() finds that ID;
+//     icrc_check_ids() finds that ID, and so does the receiver's solver for any ID
+//     (icrc_check_any_id), which still rejects a flipped bit;
 //   - the IPv4-datagram entry points (icrc_compute_ipv4, icrc_check_ipv4) on the raw input
 //     and on a well-formed IPv4/UDP datagram built around it agree with icrc_compute().
 #include <arpa/inet.h>
@@ -176,11 +177,24 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t len) {
     uint16_t found = 0;
     CHECK(icrc_check_ids(kSrc, kDst, kPort, kPort, re.data(), len, 0, 128, ids, &found));
     CHECK(found == id);
-    icrc_set_id(re.data(), len, id, 0, ids);
+    // Any ID, as rxe or a NIC sends it: the receiver's solver finds it from the ICRC alone.
+    static const IcrcIdSolver solver;
+    const uint16_t any = uint16_t(p.bth.psn * 40503u);
+    icrc_set_id(re.data(), len, id, any, ids);
+    bool df = false;
+    CHECK(icrc_check_any_id(kSrc, kDst, kPort, kPort, re.data(), len, 0, false, ids, solver, &found,
+                            &df) == (any ? IcrcWay::kSolved : IcrcWay::kId0));
+    CHECK(found == any && df);
+    icrc_set_id(re.data(), len, any, 0, ids);
     size_t bit = (size_t(p.bth.psn) * 7919u) % ((len - kIcrcLen) * 8);
     if (bit / 8 != 4) {
         re[bit / 8] ^= uint8_t(1u << (bit % 8));
         CHECK(!icrc_check(kSrc, kDst, kPort, kPort, re.data(), len));
+        // ... and for no ID at all: a single-bit error always fails the solver (DF required;
+        // packets below about 26 KB, net/icrc_id.h).
+        if (len < 26000)
+            CHECK(icrc_check_any_id(kSrc, kDst, kPort, kPort, re.data(), len, 0, false, ids, solver,
+                                    nullptr, nullptr) == IcrcWay::kBad);
     }
     return 0;
 }

@@ -12,6 +12,7 @@
 
 #include "net/headers.h"
 #include "net/icrc.h"
+#include "net/icrc_id.h"
 
 namespace uroce::net {
 namespace {
@@ -266,6 +267,8 @@ TEST(FaultInjector, FullPoolPassesAndReleaseCanWait) {
 TEST(FaultInjector, CorruptionFailsTheIcrcOnly) {
     FaultInjector f;
     f.configure(parse_ok("corrupt=1,seed=5"));
+    const IcrcIdSolver solver;
+    IcrcIdDelta ids;
     const uint32_t src = inet_addr("127.0.0.4"), dst = inet_addr("127.0.0.5");
     for (int i = 0; i < 1000; ++i) {
         std::vector<uint8_t> p(kBthLen + 16 + size_t(i % 300) + kIcrcLen, uint8_t(i));
@@ -273,9 +276,15 @@ TEST(FaultInjector, CorruptionFailsTheIcrcOnly) {
         std::vector<uint8_t> before = p;
         ASSERT_EQ(f.decide(kFaultRx, p.data(), p.size(), peer(), 0), Verdict::kPass);
         EXPECT_FALSE(icrc_check(src, dst, 4791, 4791, p.data(), p.size())) << i;
+        // Nor for any other IPv4 ID: one flipped bit is what the receiver's ID solver always
+        // catches (net/icrc_id.h).
+        EXPECT_EQ(icrc_check_any_id(src, dst, 4791, 4791, p.data(), p.size(), 0, false, ids, solver,
+                                    nullptr, nullptr),
+                  IcrcWay::kBad)
+            << i;
         EXPECT_EQ(std::memcmp(p.data(), before.data(), kBthLen), 0) << "the BTH was touched";
         int diff = 0;
-        for (size_t k = 0; k < p.size(); ++k) diff += p[k] != before[k];
+        for (size_t k = 0; k < p.size(); ++k) diff += __builtin_popcount(p[k] ^ before[k]);
         EXPECT_EQ(diff, 1);
     }
     EXPECT_EQ(f.stats(kFaultRx).corrupted, 1000u);
