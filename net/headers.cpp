@@ -61,6 +61,13 @@ DropReason decode(const uint8_t* buf, size_t len, Packet& out) {
         out.xrc.srqn = load_be24(p + 1);
         p += kXrcethLen;
     }
+    if (h & kFETH) {  // before the RETH (IBTA 1.5, rxe_opcode.c)
+        uint32_t bits = load_be32(p);
+        out.feth.placement = static_cast<uint8_t>(bits & feth::kPlacementMask);
+        out.feth.selectivity =
+            static_cast<uint8_t>((bits & feth::kSelectivityMask) >> feth::kSelectivityShift);
+        p += kFethLen;
+    }
     if (h & kRETH) {
         out.reth.va = load_be64(p);
         out.reth.rkey = load_be32(p + 8);
@@ -123,6 +130,12 @@ size_t encode_headers(const Packet& pk, uint8_t* out) {
         p[0] = 0;
         store_be24(p + 1, pk.xrc.srqn & kQpnMask);
         p += kXrcethLen;
+    }
+    if (h & kFETH) {
+        store_be32(p, (pk.feth.placement & feth::kPlacementMask) |
+                          ((uint32_t(pk.feth.selectivity) << feth::kSelectivityShift) &
+                           feth::kSelectivityMask));
+        p += kFethLen;
     }
     if (h & kRETH) {
         store_be64(p, pk.reth.va);

@@ -53,6 +53,22 @@ struct AtomicEth {
     uint64_t compare;
 };
 
+// FLUSH Extended Transport Header (IBTA 1.5; rxe's rxe_feth): one 32-bit word, the placement
+// type in bits 3..0 and the selectivity level in bits 5..4, the rest reserved.
+struct Feth {
+    uint8_t placement;    // kFlushGlobal | kFlushPersistent (4 bits on the wire)
+    uint8_t selectivity;  // kFlushRange or kFlushMr (2 bits on the wire)
+};
+namespace feth {
+constexpr uint8_t kFlushGlobal = 1u << 0;      // IBV_FLUSH_GLOBAL: global visibility
+constexpr uint8_t kFlushPersistent = 1u << 1;  // IBV_FLUSH_PERSISTENT: persistence
+constexpr uint8_t kFlushRange = 0;             // IBV_FLUSH_RANGE: the RETH's range
+constexpr uint8_t kFlushMr = 1;                // IBV_FLUSH_MR: the whole memory region
+constexpr uint32_t kPlacementMask = 0x0f;
+constexpr uint32_t kSelectivityMask = 0x30;
+constexpr uint32_t kSelectivityShift = 4;
+}  // namespace feth
+
 struct AtomicAckEth {
     uint64_t orig;
 };
@@ -66,6 +82,7 @@ struct Packet {
     Xrceth xrc;
     AtomicEth atomic;
     AtomicAckEth atomic_ack;
+    Feth feth;
     uint32_t imm;   // ImmDt as the host-order value of the big-endian field
     uint32_t ieth;  // R_Key to invalidate
     const uint8_t* payload;

@@ -50,6 +50,7 @@ constexpr Row kRows[] = {
     {kRcFetchAdd,        "RC_FETCH_ADD",                       RC, kAtomicETH,         kAtom},
     {kRcSendLastInv,     "RC_SEND_LAST_WITH_INVALIDATE",       RC, kIETH,              kSend | kLast | kInvOp},
     {kRcSendOnlyInv,     "RC_SEND_ONLY_WITH_INVALIDATE",       RC, kIETH,              kSend | kOnlyF | kInvOp},
+    {kRcFlush,           "RC_FLUSH",                           RC, kFETH | kRETH,      kRequest | kFlushOp | kOnlyF},
     {kRcAtomicWrite,     "RC_ATOMIC_WRITE",                    RC, kRETH,              kRequest | kAtomicWriteOp | kPayload | kOnlyF},
 
     // Unreliable Connected
@@ -111,6 +112,7 @@ constexpr uint8_t header_len(const Row& r) {
     if (r.hdrs & kAtomicAckETH) n += kAtomicAckEthLen;
     if (r.hdrs & kImmDt) n += kImmDtLen;
     if (r.hdrs & kIETH) n += kIethLen;
+    if (r.hdrs & kFETH) n += kFethLen;
     if (r.flags & kCnp) n += kCnpReservedLen;
     return static_cast<uint8_t>(n);
 }
@@ -131,10 +133,11 @@ constexpr int defined_count() {
     for (const OpInfo& o : kTable) n += o.name != nullptr;
     return n;
 }
-static_assert(defined_count() == 24 + 12 + 2 + 1 + 23, "opcode rows must be unique");
+static_assert(defined_count() == 25 + 12 + 2 + 1 + 23, "opcode rows must be unique");
 static_assert(kTable[kRcWriteOnlyImm].hdr_len == 32);
 static_assert(kTable[kRcAtomicAck].hdr_len == 24);
 static_assert(kTable[kRcAtomicWrite].hdr_len == 28);
+static_assert(kTable[kRcFlush].hdr_len == 32);
 static_assert(kTable[kXrcCmpSwap].hdr_len == 44);
 static_assert(kTable[kUdSendOnlyImm].hdr_len == 24);
 static_assert(kTable[kCnpOpcode].hdr_len == 28);

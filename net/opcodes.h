@@ -1,8 +1,8 @@
 // RoCEv2 / InfiniBand BTH opcodes (IBTA vol. 1, ch. 9.2 and table 38, plus the RoCEv2 annex
-// A17 CNP and release 1.5's RDMA ATOMIC WRITE) and a per-opcode description table: which extension
-// headers follow the BTH, where the packet sits in a message, and what kind of operation it
-// carries. The transport engines and the codec look everything up here instead of switching on
-// opcodes, so adding or auditing an opcode is a one-row change.
+// A17 CNP and release 1.5's RDMA ATOMIC WRITE and FLUSH) and a per-opcode description table:
+// which extension headers follow the BTH, where the packet sits in a message, and what kind of
+// operation it carries. The transport engines and the codec look everything up here instead of
+// switching on opcodes, so adding or auditing an opcode is a one-row change.
 #pragma once
 
 #include <cstdint>
@@ -19,6 +19,7 @@ enum HdrBit : uint32_t {
     kAtomicAckETH = 1u << 5,  // 8 B: original remote data
     kImmDt = 1u << 6,         // 4 B: immediate data
     kIETH = 1u << 7,          // 4 B: R_Key to invalidate
+    kFETH = 1u << 8,          // 4 B: FLUSH placement type and selectivity level (IBTA 1.5)
 };
 
 // Sizes of the extension headers on the wire.
@@ -30,6 +31,7 @@ constexpr uint8_t kAtomicEthLen = 28;
 constexpr uint8_t kAtomicAckEthLen = 8;
 constexpr uint8_t kImmDtLen = 4;
 constexpr uint8_t kIethLen = 4;
+constexpr uint8_t kFethLen = 4;
 // A CNP is BTH + 16 reserved bytes (annex A17.9.3). The codec treats those bytes as a fixed
 // part of the CNP's header so that "no payload" stays true for it; they are sent as zeros.
 constexpr uint8_t kCnpReservedLen = 16;
@@ -57,6 +59,9 @@ enum OpFlags : uint32_t {
     // with a zero-length RDMA READ response, and like READ and ATOMIC it holds a responder
     // resource (replayed, not executed again, when it comes twice).
     kAtomicWriteOp = 1u << 17,
+    // RDMA FLUSH (IBTA 1.5): a FETH and a RETH, no payload; answered as an ATOMIC WRITE is
+    // (a zero-length RDMA READ response) and, like it, holding a responder resource.
+    kFlushOp = 1u << 18,
 };
 
 enum class QpClass : uint8_t { RC, UC, RD, UD, CNP, XRC };
@@ -107,6 +112,7 @@ constexpr uint8_t kOpCmpSwap = 0x13;
 constexpr uint8_t kOpFetchAdd = 0x14;
 constexpr uint8_t kOpSendLastInv = 0x16;
 constexpr uint8_t kOpSendOnlyInv = 0x17;
+constexpr uint8_t kOpFlush = 0x1c;        // RC only (as the kernel's ib_pack.h and rxe)
 constexpr uint8_t kOpAtomicWrite = 0x1d;  // RC only (as the kernel's ib_pack.h and rxe)
 
 // Reliable Connected.
@@ -133,6 +139,7 @@ constexpr uint8_t kRcCmpSwap = kTransportRc | kOpCmpSwap;
 constexpr uint8_t kRcFetchAdd = kTransportRc | kOpFetchAdd;
 constexpr uint8_t kRcSendLastInv = kTransportRc | kOpSendLastInv;
 constexpr uint8_t kRcSendOnlyInv = kTransportRc | kOpSendOnlyInv;
+constexpr uint8_t kRcFlush = kTransportRc | kOpFlush;              // 0x1c
 constexpr uint8_t kRcAtomicWrite = kTransportRc | kOpAtomicWrite;  // 0x1d
 
 // Unreliable Connected: sends and writes only.

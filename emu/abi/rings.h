@@ -49,6 +49,8 @@ struct SendWqe {
     uint32_t remote_qpn;   // UD
     uint32_t remote_qkey;  // UD
     uint32_t remote_srqn;  // XRC
+    // abi::kWrFlush (RDMA FLUSH, any headers): compare_add is the length, swap the placement
+    // type and selectivity level (flush.h: flush_wqe_bits); no SGEs, no inline data.
 };
 static_assert(sizeof(SendWqe) == 72);
 

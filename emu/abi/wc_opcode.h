@@ -6,6 +6,8 @@
 
 #include <cstdint>
 
+#include "emu/abi/flush.h"
+
 namespace uroce::abi {
 
 inline ibv_wc_opcode wc_opcode_for(uint32_t wr_opcode) {
@@ -16,6 +18,7 @@ inline ibv_wc_opcode wc_opcode_for(uint32_t wr_opcode) {
     case IBV_WR_ATOMIC_CMP_AND_SWP: return IBV_WC_COMP_SWAP;
     case IBV_WR_ATOMIC_FETCH_AND_ADD: return IBV_WC_FETCH_ADD;
     case IBV_WR_ATOMIC_WRITE: return IBV_WC_ATOMIC_WRITE;
+    case kWrFlush: return static_cast<ibv_wc_opcode>(kWcFlush);
     case IBV_WR_LOCAL_INV: return IBV_WC_LOCAL_INV;
     case IBV_WR_BIND_MW: return IBV_WC_BIND_MW;
     default: return IBV_WC_SEND;

@@ -83,8 +83,9 @@ void RcCompleter<Env>::fail_oldest(Qp& qp, ibv_wc_status status) {
     env_.done.qp_to_error(qp);
 }
 
-// A READ response or ATOMIC acknowledge for the oldest outstanding WQE. An ATOMIC WRITE is
-// answered with a READ response of no data (IBTA 1.5, as rxe): it only completes the WQE.
+// A READ response or ATOMIC acknowledge for the oldest outstanding WQE. An ATOMIC WRITE and a
+// FLUSH are answered with a READ response of no data (IBTA 1.5, as rxe): it only completes the
+// WQE (for a FLUSH: the responder placed everything before it as the type asked).
 template <class Env>
 void RcCompleter<Env>::read_atomic_response(Qp& qp, const net::Packet& p) {
     uint32_t psn = p.bth.psn;
@@ -105,12 +106,12 @@ void RcCompleter<Env>::read_atomic_response(Qp& qp, const net::Packet& p) {
     SendWr& w = qp.swr[qp.sq_done & qp.sq_mask];
     bool atomic_ack = p.bth.opcode == net::op_on(qp.transport, net::kOpAtomicAck);
     bool read = w.opcode == IBV_WR_RDMA_READ;
-    bool atomic_write = w.opcode == IBV_WR_ATOMIC_WRITE;
-    if ((read || atomic_write) == atomic_ack || net::psn_lt(psn, w.first_psn) ||
+    bool empty = w.opcode == IBV_WR_ATOMIC_WRITE || w.opcode == abi::kWrFlush;
+    if ((read || empty) == atomic_ack || net::psn_lt(psn, w.first_psn) ||
         net::psn_lt(w.last_psn, psn) ||
-        (atomic_write && p.bth.opcode != net::op_on(qp.transport, net::kOpReadRespOnly)))
+        (empty && p.bth.opcode != net::op_on(qp.transport, net::kOpReadRespOnly)))
         return env_.counters.drop(net::DropReason::kOpNotForQp, qp);  // not what we asked for
-    if (atomic_write) {
+    if (empty) {
         if (p.payload_len) return fail_oldest(qp, IBV_WC_REM_OP_ERR);  // data nobody asked for
     } else if (read) {
         uint32_t off = uint32_t(net::psn_diff(psn, w.first_psn)) * qp.mtu;

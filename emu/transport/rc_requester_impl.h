@@ -30,7 +30,8 @@ inline bool opcode_allowed(ibv_qp_type type, uint32_t op) {
     case IBV_WR_SEND_WITH_INV:  // the IETH exists for RC and XRC only
         return type == IBV_QPT_RC || type == IBV_QPT_XRC_SEND;
     case IBV_WR_ATOMIC_WRITE:
-        return type == IBV_QPT_RC;  // as rxe: no XRC opcode for it
+    case abi::kWrFlush:
+        return type == IBV_QPT_RC;  // as rxe: no XRC opcode for them
     // Local operations, on the QP types rxe allows them on (a window bound through an
     // XRC INI QP could never be reached: its QP receives nothing).
     case IBV_WR_LOCAL_INV:
@@ -115,10 +116,16 @@ bool RcRequester<Env>::fetch_send_wqe(Qp& qp) {
     bool rd_atomic = is_rd_atomic(w.opcode);
     bool atomic_write = w.opcode == IBV_WR_ATOMIC_WRITE;
     bool local = is_local_op(w.opcode);
+    bool flush = w.opcode == abi::kWrFlush;
     uint64_t total = 0;
     if (!rc_requester_detail::opcode_allowed(qp.type, w.opcode)) {
         w.num_sge = 0;
         w.status = IBV_WC_LOC_QP_OP_ERR;
+    } else if (flush) {
+        // No local data: the length is the remote range's (the RETH's DMA length, 32 bits).
+        w.num_sge = 0;
+        w.is_inline = false;
+        if (h.compare_add > UINT32_MAX) w.status = IBV_WC_LOC_LEN_ERR;
     } else if (local) {
         // No data: a BIND_MW's data area holds what to bind, a LOCAL_INV's nothing.
         w.num_sge = 0;
@@ -146,7 +153,7 @@ bool RcRequester<Env>::fetch_send_wqe(Qp& qp) {
     if (w.status == IBV_WC_SUCCESS && total > abi::kMaxMsgSize) w.status = IBV_WC_LOC_LEN_ERR;
     // ibv_poll_cq(3): an atomic of other than 8 bytes is a local length error; an ATOMIC
     // WRITE carries exactly 8 (rxe sends what it has; IBTA fixes its DMA length at 8).
-    bool atomic = rd_atomic && w.opcode != IBV_WR_RDMA_READ;
+    bool atomic = rd_atomic && w.opcode != IBV_WR_RDMA_READ && !flush;
     if (w.status == IBV_WC_SUCCESS && atomic && total != 8) w.status = IBV_WC_LOC_LEN_ERR;
     // A UD message is one packet of at most the port's active MTU. A longer one completes
     // in error and sends nothing (rxe sends nothing and reports success, IBA C10-93.1.1;
@@ -154,7 +161,11 @@ bool RcRequester<Env>::fetch_send_wqe(Qp& qp) {
     if (w.status == IBV_WC_SUCCESS && qp.type == IBV_QPT_UD && total > env_.port_mtu_bytes)
         w.status = IBV_WC_LOC_LEN_ERR;
     w.length = w.status == IBV_WC_SUCCESS ? uint32_t(total) : 0;
-    uint32_t npkts = local ? 0 : atomic || !w.length ? 1 : (w.length + qp.mtu - 1) / qp.mtu;
+    uint32_t npkts = local                          ? 0
+                     : atomic || flush || !w.length ? 1
+                                                    : (w.length + qp.mtu - 1) / qp.mtu;
+    // A FLUSH's completion reports the length it named, as rxe's (its dma.length).
+    if (flush && w.status == IBV_WC_SUCCESS) w.length = uint32_t(h.compare_add);
     w.first_psn = qp.wqe_psn;
     w.last_psn = net::psn_add(qp.wqe_psn, npkts - 1);
     if (w.status == IBV_WC_SUCCESS) qp.wqe_psn = net::psn_add(qp.wqe_psn, npkts);
@@ -312,6 +323,13 @@ void RcRequester<Env>::build(Qp& qp) {
             p.bth.opcode = net::op_on(transport, net::kOpReadReq);
             p.reth = {w.remote_addr + off, w.rkey, w.length - off};
             npsn = uint32_t(net::psn_diff(w.last_psn, qp.next_psn)) + 1;
+            p.bth.ackreq = true;
+        } else if (w.opcode == abi::kWrFlush) {
+            // One request: the FETH, then the RETH of the range (or of nothing, for a whole
+            // MR), no payload (oA19-2). Answered by a zero-length READ response.
+            p.bth.opcode = net::kRcFlush;
+            p.feth = {abi::flush_wqe_type(w.swap), abi::flush_wqe_level(w.swap)};
+            p.reth = {w.remote_addr, w.rkey, uint32_t(w.compare_add)};
             p.bth.ackreq = true;
         } else if (is_fetching_atomic(w.opcode)) {
             p.bth.opcode =

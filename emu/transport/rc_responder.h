@@ -1,5 +1,5 @@
 // The RC (and XRC target) responder stage: checks request PSNs, executes SEND, RDMA WRITE,
-// RDMA READ, ATOMIC and ATOMIC WRITE, and answers with ACKs, sequence NAKs, RNR NAKs and
+// RDMA READ, ATOMIC, ATOMIC WRITE and FLUSH, and answers with ACKs, sequence NAKs, RNR NAKs and
 // error NAKs. A template over its environment so that a test can drive it without a device
 // (tests/unit/rc_responder_test.cpp); in the daemon Env is TransportEnv
 // (emu/transport/transport_env.h, instantiated in rc_responder.cpp).
@@ -50,6 +50,8 @@ private:
     void execute_read(Qp& qp, const net::Packet& p, bool duplicate);
     void execute_atomic(Qp& qp, const net::Packet& p, bool duplicate);
     void execute_atomic_write(Qp& qp, const net::Packet& p, bool duplicate);
+    bool flush_allowed(const Qp& qp, const net::Packet& p, uint32_t access) const;
+    void execute_flush(Qp& qp, const net::Packet& p, bool duplicate);
     void execute_write(Qp& qp, const net::Packet& p, const net::OpInfo* info);
     void send_ack_response(Qp& qp, uint8_t op, uint32_t psn, uint64_t orig);
 

@@ -2,8 +2,10 @@
 // instantiates them for TransportEnv, and by tests that instantiate them with a fake Env.
 #pragma once
 
+#include <atomic>
 #include <cstring>
 
+#include "emu/abi/flush.h"
 #include "emu/abi/verbs_names.h"
 #include "emu/engine/dma_write_batch.h"
 #include "emu/engine/tx_batch.h"
@@ -238,6 +240,50 @@ void RcResponder<Env>::execute_atomic_write(Qp& qp, const net::Packet& p, bool d
     send_ack_response(qp, net::kOpReadRespOnly, p.bth.psn, 0);
 }
 
+// Whether the FLUSH's key names memory it may flush: each placement type asked for needs its
+// access flag on the MR (or window); a range flush needs the range inside it, a whole-MR flush
+// only the key (rxe skips the range check for it; a window's range is still checked).
+template <class Env>
+bool RcResponder<Env>::flush_allowed(const Qp& qp, const net::Packet& p, uint32_t access) const {
+    for (uint32_t a : {abi::kAccessFlushGlobal, abi::kAccessFlushPersistent}) {
+        if (!(access & a)) continue;
+        Session* owner = nullptr;
+        if (p.feth.selectivity == net::feth::kFlushMr && !(p.reth.rkey & kMwKeyBit)) {
+            const Mr* mr = env_.verbs.mr_for_key(p.reth.rkey);
+            if (!mr || mr->pd != qp.pd || !(mr->access & a)) return false;
+        } else if (!remote_target(qp, p.reth.rkey, p.reth.va, p.reth.dma_len, a, &owner)) {
+            return false;
+        }
+    }
+    return true;
+}
+
+// Executes a FLUSH once (IBTA 1.5 as rxe): every WRITE and ATOMIC before it has landed in the
+// target process's memory before the zero-length READ response leaves, which says so. The
+// memory is DRAM: both placement types are that and a full fence (docs/verbs-support.md). A
+// placement type the QP's access flags do not allow, or a reserved FETH value, is an invalid
+// request (rxe: unsupported opcode); one the key's MR does not allow is a remote access error.
+// A duplicate is answered from the replay state, as ATOMIC WRITE's.
+template <class Env>
+void RcResponder<Env>::execute_flush(Qp& qp, const net::Packet& p, bool duplicate) {
+    if (duplicate) {
+        if (find_replay(qp, p.bth.psn)) send_ack_response(qp, net::kOpReadRespOnly, p.bth.psn, 0);
+        return;
+    }
+    uint8_t type = p.feth.placement;
+    uint32_t access = abi::flush_access(type);
+    if (!type || (type & ~(abi::kFlushGlobal | abi::kFlushPersistent)) ||
+        p.feth.selectivity > net::feth::kFlushMr || (qp.attr.qp_access_flags & access) != access ||
+        qp.have_write || qp.have_rwr)
+        return error(qp, IBV_WC_REM_INV_REQ_ERR, kNakInvReq, p.bth.psn, IBV_EVENT_QP_REQ_ERR);
+    if (!flush_allowed(qp, p, access))
+        return error(qp, IBV_WC_REM_ACCESS_ERR, kNakRemAccess, p.bth.psn, IBV_EVENT_QP_ACCESS_ERR);
+    if (!env_.dma.settle(qp)) return;  // an earlier WRITE's memory is gone: its error path ran
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+    record_executed(qp, p.bth.psn, 0);
+    send_ack_response(qp, net::kOpReadRespOnly, p.bth.psn, 0);
+}
+
 // One packet of an RDMA WRITE (with or without immediate).
 template <class Env>
 void RcResponder<Env>::execute_write(Qp& qp, const net::Packet& p, const net::OpInfo* info) {
@@ -302,6 +348,7 @@ void RcResponder<Env>::receive(Qp& qp, const net::Packet& p) {
         if (info->flags & net::kReadReq) return execute_read(qp, p, true);
         if (info->flags & net::kAtomicOp) return execute_atomic(qp, p, true);
         if (info->flags & net::kAtomicWriteOp) return execute_atomic_write(qp, p, true);
+        if (info->flags & net::kFlushOp) return execute_flush(qp, p, true);
         send_ack(qp, kAckUnlimited, net::psn_add(qp.epsn, -1));
         return;
     }
@@ -314,6 +361,7 @@ void RcResponder<Env>::receive(Qp& qp, const net::Packet& p) {
     if (info->flags & net::kReadReq) return execute_read(qp, p, false);
     if (info->flags & net::kAtomicOp) return execute_atomic(qp, p, false);
     if (info->flags & net::kAtomicWriteOp) return execute_atomic_write(qp, p, false);
+    if (info->flags & net::kFlushOp) return execute_flush(qp, p, false);
     if (info->flags & net::kWriteOp) return execute_write(qp, p, info);
     if (!(info->flags & net::kSendOp))
         return error(qp, IBV_WC_REM_INV_REQ_ERR, kNakInvReq, p.bth.psn, IBV_EVENT_QP_REQ_ERR);

@@ -5,15 +5,17 @@
 
 #include <cstdint>
 
+#include "emu/abi/flush.h"
+
 namespace uroce::emu {
 
 // What takes a responder resource and is answered with data, not an ACK: READ, the two
-// ATOMICs and ATOMIC WRITE (its zero-length READ response). Each counts against
+// ATOMICs, ATOMIC WRITE and FLUSH (their zero-length READ response). Each counts against
 // max_rd_atomic, is waited for by IBV_SEND_FENCE and completes only with its response, as
-// rxe counts ATOMIC WRITE with them.
+// rxe counts ATOMIC WRITE with them (and gives FLUSH a responder resource).
 inline bool is_rd_atomic(uint32_t op) {
     return op == IBV_WR_RDMA_READ || op == IBV_WR_ATOMIC_CMP_AND_SWP ||
-           op == IBV_WR_ATOMIC_FETCH_AND_ADD || op == IBV_WR_ATOMIC_WRITE;
+           op == IBV_WR_ATOMIC_FETCH_AND_ADD || op == IBV_WR_ATOMIC_WRITE || op == abi::kWrFlush;
 }
 
 // CMP_AND_SWP and FETCH_AND_ADD: an AtomicETH out, the original value back.

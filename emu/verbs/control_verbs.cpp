@@ -7,6 +7,7 @@
 
 #include <cerrno>
 
+#include "emu/abi/flush.h"
 #include "emu/engine/device.h"
 
 namespace uroce::emu {
@@ -15,7 +16,7 @@ namespace {
 constexpr uint32_t kMrAccessKnown =
     IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
     IBV_ACCESS_REMOTE_ATOMIC | IBV_ACCESS_MW_BIND | IBV_ACCESS_ZERO_BASED | IBV_ACCESS_ON_DEMAND |
-    IBV_ACCESS_HUGETLB | IBV_ACCESS_RELAXED_ORDERING;
+    IBV_ACCESS_HUGETLB | IBV_ACCESS_RELAXED_ORDERING | abi::kAccessFlush;
 
 // The access flags reg_mr and rereg_mr accept: 0 or the errno the kernel gives.
 int mr_access_error(uint32_t access) {

@@ -76,6 +76,7 @@ std::vector<uint8_t> packet(const Spec& s, uint32_t src = kSrc, uint32_t dst = k
     p.deth = {0x11111111, 0x42};
     p.imm = 0x01020304;
     p.ieth = s.rkey;
+    p.feth = {feth::kFlushGlobal, feth::kFlushRange};
     std::vector<uint8_t> b(op->hdr_len + payload + p.bth.pad + kIcrcLen);
     encode_headers(p, b.data());
     for (uint32_t i = 0; i < payload; ++i) b[op->hdr_len + i] = uint8_t(i * 7 + 1);
@@ -191,6 +192,9 @@ int main(int argc, char** argv) {
     // ATOMIC WRITE, then again (answered from the replay state, not written twice).
     Spec aw{kRcAtomicWrite, kRcQp, 0, 8, 0, 0, 8};
     write_file("device", "rc_atomic_write_dup", device_input(kFixAll, {aw, aw}));
+    // A FLUSH (global visibility, 8 bytes), then again (answered from the replay state).
+    Spec fl{kRcFlush, kRcQp, 0, 0, 0, 0, 8};
+    write_file("device", "rc_flush_dup", device_input(kFixAll, {fl, fl}));
     // Out of sequence (PSN 5 when 0 is expected), then the expected one.
     write_file(
         "device", "rc_psn_gap",

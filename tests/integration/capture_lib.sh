@@ -30,14 +30,14 @@ frames() {
 # nothing malformed, no expert error, in the summary and in the full (-V) dissection.
 # Wireshark 4.0 names the XRC opcodes (0xa0-0xbf) but does not dissect their XRCETH (it
 # shows the rest as a "Vendor Specific or Unknown Header Sequence", without the ICRC), and
-# does not know RC ATOMIC WRITE (0x1d) at all, so for those a BTH suffices.
+# does not know RC FLUSH (0x1c) and RC ATOMIC WRITE (0x1d) at all, so for those a BTH suffices.
 check_decodes() {
     local f=$1 total ib bad verbose
     total=$(frames "$f") || exit 1
     [ "$total" -gt 0 ] || fail "$f holds no packets"
     ib=$(frames "$f" 'eth && ip && udp && infiniband.bth.opcode && (infiniband.invariant.crc ||
         (infiniband.bth.opcode >= 0xa0 && infiniband.bth.opcode <= 0xbf) ||
-        infiniband.bth.opcode == 0x1d)') || exit 1
+        infiniband.bth.opcode == 0x1c || infiniband.bth.opcode == 0x1d)') || exit 1
     [ "$ib" = "$total" ] || fail "$f: $ib of $total frames decode as InfiniBand over RoCEv2"
     bad=$(frames "$f" '_ws.malformed || _ws.expert.severity >= error') || exit 1
     [ "$bad" = 0 ] || {

@@ -39,6 +39,8 @@
 #include <thread>
 #include <vector>
 
+#include "emu/abi/flush.h"
+
 namespace {
 
 #define CHECK(c)                                                                                  \
@@ -504,7 +506,8 @@ void test_loopback_wildcard() {
 }
 
 // An RC QP as librpma 1.3 makes one where the device reports native atomic write
-// (peer.c, rpma_peer_setup_qp): rdma_create_qp_ex with the send ops it posts through qp_ex.
+// (peer.c, rpma_peer_setup_qp): rdma_create_qp_ex with the send ops it posts through qp_ex,
+// here FLUSH too (librpma's native flush, where the headers have ibv_wr_flush).
 void make_qp_ex(rdma_cm_id* id, ibv_pd* pd, ibv_cq* cq) {
     ibv_qp_init_attr_ex a{};
     a.send_cq = a.recv_cq = cq;
@@ -513,15 +516,17 @@ void make_qp_ex(rdma_cm_id* id, ibv_pd* pd, ibv_cq* cq) {
     a.cap.max_inline_data = 8;
     a.qp_type = IBV_QPT_RC;
     a.comp_mask = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
-    a.send_ops_flags = IBV_QP_EX_WITH_ATOMIC_WRITE;
+    a.send_ops_flags = IBV_QP_EX_WITH_ATOMIC_WRITE | uroce::abi::kQpExWithFlush;
     a.pd = pd;
     CHECK(rdma_create_qp_ex(id, &a) == 0);
     ibv_qp_ex* x = ibv_qp_to_qp_ex(id->qp);
-    CHECK(x && x->wr_atomic_write);
+    CHECK(x && x->wr_atomic_write && static_cast<uroce::abi::QpEx*>(x)->wr_flush);
 }
 
 void test_native_atomic_write() {
-    std::printf("rdma_create_qp_ex with IBV_QP_EX_WITH_ATOMIC_WRITE (librpma 1.3's path)\n");
+    std::printf(
+        "rdma_create_qp_ex with IBV_QP_EX_WITH_ATOMIC_WRITE and _FLUSH (librpma 1.3's "
+        "path)\n");
     Server s = listen_on_free_port();
     ibv_device_attr_ex da{};
     CHECK(ibv_query_device_ex(s.listen->verbs, nullptr, &da) == 0);
@@ -545,7 +550,10 @@ void test_native_atomic_write() {
     make_qp_ex(child, spd, scq);
     alignas(8) uint8_t mem[64];
     std::memset(mem, 0xe7, sizeof mem);
-    ibv_mr* mr = ibv_reg_mr(spd, mem, sizeof mem, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+    ibv_mr* mr =
+        ibv_reg_mr(spd, mem, sizeof mem,
+                   IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
+                       int(uroce::abi::kAccessFlushGlobal | uroce::abi::kAccessFlushPersistent));
     CHECK(mr);
     rdma_conn_param ap{};
     ap.responder_resources = ap.initiator_depth = 1;
@@ -573,6 +581,22 @@ void test_native_atomic_write() {
     CHECK(got == v);
     for (size_t i = 0; i < sizeof mem; ++i)
         if (i < 16 || i >= 24) CHECK(mem[i] == 0xe7);
+    // A persistent FLUSH of it: the QP rdma_accept set up allows FLUSH, as the kernel's CM
+    // grants it with responder resources on a device that has it (cm_init_qp_init_attr).
+    ibv_wr_start(x);
+    x->wr_id = 78;
+    x->wr_flags = IBV_SEND_SIGNALED;
+    static_cast<uroce::abi::QpEx*>(x)->wr_flush(x, mr->rkey, uint64_t(uintptr_t(mem + 16)), 8,
+                                                uroce::abi::kFlushPersistent,
+                                                uroce::abi::kFlushRange);
+    CHECK(ibv_wr_complete(x) == 0);
+    n = 0;
+    for (int i = 0; i < 10000 && n == 0; ++i) {
+        n = ibv_poll_cq(ccq, 1, &wc);
+        if (n == 0) usleep(100);
+    }
+    CHECK(n == 1 && wc.status == IBV_WC_SUCCESS && wc.wr_id == 78);
+    CHECK(uint32_t(wc.opcode) == uroce::abi::kWcFlush);
 
     CHECK(rdma_disconnect(c) == 0);
     rdma_ack_cm_event(expect(s.ch, RDMA_CM_EVENT_DISCONNECTED));

@@ -58,6 +58,7 @@ public:
     std::vector<RecvCompletion> completions;
     std::vector<ibv_event_type> events;
     uint32_t to_error = 0, comm_est = 0, drops = 0, slots_in_use = 0;
+    uint32_t settles = 0;  // Dma::settle() calls: pending writes made to land
     uint32_t dma_reads = 0, dma_writes = 0;
     std::vector<Mr> mrs;  // keys resolve through this table
     FakeTrace trace_log;
@@ -148,7 +149,10 @@ public:
                          uint32_t, uint32_t, DmaWriteBatch::Path) {
         dma_write(s, src, remote, n, total);
     }
-    bool dma_settle(Qp&) { return true; }
+    bool dma_settle(Qp&) {
+        ++settles;
+        return true;
+    }
     Mr* mr_for_key(uint32_t key) const {
         for (const Mr& mr : mrs)
             if (mr.rkey == key || mr.lkey == key) return const_cast<Mr*>(&mr);

@@ -17,7 +17,7 @@ using namespace uroce::net;
 
 TEST(NetOpcodes, TableIsConsistent) {
     const auto ops = all_opcodes();
-    EXPECT_EQ(ops.size(), 24u + 12u + 2u + 1u + 23u);  // RC, UC, UD, CNP, XRC
+    EXPECT_EQ(ops.size(), 25u + 12u + 2u + 1u + 23u);  // RC, UC, UD, CNP, XRC
     for (uint8_t opc : ops) {
         const OpInfo* o = op_info(opc);
         SCOPED_TRACE(o->name);
@@ -30,6 +30,7 @@ TEST(NetOpcodes, TableIsConsistent) {
         if (o->hdrs & kAtomicAckETH) len += 8;
         if (o->hdrs & kImmDt) len += 4;
         if (o->hdrs & kIETH) len += 4;
+        if (o->hdrs & kFETH) len += 4;
         if (o->flags & kCnp) len += 16;
         EXPECT_EQ(o->hdr_len, len);
         EXPECT_LE(o->hdr_len, kMaxHdrLen);
@@ -53,6 +54,14 @@ TEST(NetOpcodes, TableIsConsistent) {
     EXPECT_EQ(op_info(kRcAtomicWrite)->hdrs, uint32_t(kRETH));
     EXPECT_TRUE(op_info(kRcAtomicWrite)->flags & kPayload);
     EXPECT_EQ(op_info(op_on(kTransportXrc, kRcAtomicWrite)), nullptr) << "RC only, as rxe";
+    // IBTA 1.5 (the kernel's IB_OPCODE_RC_FLUSH): BTH, FETH, RETH, no payload.
+    EXPECT_EQ(kRcFlush, 0x1c);
+    EXPECT_STREQ(op_info(kRcFlush)->name, "RC_FLUSH");
+    EXPECT_EQ(op_info(kRcFlush)->hdrs, uint32_t(kFETH | kRETH));
+    EXPECT_EQ(op_info(kRcFlush)->hdr_len, 32u);
+    EXPECT_FALSE(op_info(kRcFlush)->flags & kPayload);
+    EXPECT_TRUE(op_info(kRcFlush)->flags & kFlushOp);
+    EXPECT_EQ(op_info(op_on(kTransportXrc, kRcFlush)), nullptr) << "RC only, as rxe";
     EXPECT_EQ(kUcSendFirst, 0x20);
     EXPECT_EQ(kUdSendOnly, 0x64);
     EXPECT_EQ(kUdSendOnlyImm, 0x65);
@@ -102,6 +111,35 @@ TEST(NetCodec, WireLayoutOfKnownHeaders) {
                               0x99, 0xaa, 0xbb, 0xcc, 0x00, 0x00, 0x10, 0x00,  // rkey, len
                               0xde, 0xad, 0xbe, 0xef};                         // ImmDt
     EXPECT_EQ(0, std::memcmp(out, want, sizeof want));
+
+    // RC FLUSH: the FETH (placement type bits 3..0, selectivity level bits 5..4, as rxe's
+    // rxe_feth) before the RETH.
+    Packet f{};
+    f.bth.opcode = kRcFlush;
+    f.feth = Feth{feth::kFlushGlobal | feth::kFlushPersistent, feth::kFlushMr};
+    f.reth = Reth{0x1122334455667788ull, 0x99aabbcc, 0x00000040};
+    ASSERT_EQ(encode_headers(f, out), 32u);
+    const uint8_t flush[20] = {0x00, 0x00, 0x00, 0x13,                          // FETH
+                               0x11, 0x22, 0x33, 0x44, 0x55, 0x66, 0x77, 0x88,  // RETH va
+                               0x99, 0xaa, 0xbb, 0xcc, 0x00, 0x00, 0x00, 0x40};
+    EXPECT_EQ(0, std::memcmp(out + 12, flush, sizeof flush));
+    // Reserved FETH bits are written as 0 and not read back.
+    f.feth = Feth{0xff, 0xff};
+    encode_headers(f, out);
+    EXPECT_EQ(0, std::memcmp(out + 12, "\x00\x00\x00\x3f", 4));
+    out[12] = 0xff;
+    out[13] = 0xff;
+    out[14] = 0xff;
+    out[15] = 0xd6;  // reserved bits 31..6 set; level 1, type 6
+    std::vector<uint8_t> wire(out, out + 32);
+    wire.resize(32 + kIcrcLen);
+    Packet g;
+    ASSERT_EQ(decode(wire.data(), wire.size(), g), DropReason::kNone);
+    EXPECT_EQ(g.feth.placement, 6u);
+    EXPECT_EQ(g.feth.selectivity, 1u);
+    // No payload: bytes between the headers and the ICRC are a bad length.
+    wire.insert(wire.begin() + 32, 4, 0);
+    EXPECT_EQ(decode(wire.data(), wire.size(), g), DropReason::kBadLength);
 
     // UD SEND ONLY: DETH has a reserved byte before the source QPN.
     Packet u{};

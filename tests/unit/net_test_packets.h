@@ -44,6 +44,7 @@ inline Packet full_packet(uint8_t opcode, uint32_t seed) {
     p.atomic_ack = AtomicAckEth{0xa5a5a5a55a5a5a5aull + seed};
     p.imm = 0xc0ffee00u + seed;
     p.ieth = 0x12345678u + seed;
+    p.feth = Feth{uint8_t((1 + seed) & feth::kPlacementMask), uint8_t(seed & 3)};
     return p;
 }
 
@@ -87,6 +88,8 @@ inline void expect_same_fields(const Packet& want, const Packet& got) {
     EXPECT_EQ(got.atomic.swap_add, pick(h & kAtomicETH, want.atomic.swap_add));
     EXPECT_EQ(got.atomic.compare, pick(h & kAtomicETH, want.atomic.compare));
     EXPECT_EQ(got.atomic_ack.orig, pick(h & kAtomicAckETH, want.atomic_ack.orig));
+    EXPECT_EQ(got.feth.placement, pick(h & kFETH, want.feth.placement));
+    EXPECT_EQ(got.feth.selectivity, pick(h & kFETH, want.feth.selectivity));
     EXPECT_EQ(got.imm, pick(h & kImmDt, want.imm));
     EXPECT_EQ(got.ieth, pick(h & kIETH, want.ieth));
 }

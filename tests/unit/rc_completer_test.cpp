@@ -7,6 +7,7 @@
 #include <utility>
 #include <vector>
 
+#include "emu/abi/wc_opcode.h"
 #include "emu/transport/rc_completer_impl.h"
 #include "emu/transport/rc_timers.h"
 #include "net/headers.h"
@@ -257,6 +258,70 @@ TEST_F(RcCompleterTest, AckOutsideTheOutstandingPsnsIsIgnored) {
     EXPECT_TRUE(env.completions.empty());
     EXPECT_EQ(qp.una_psn, 40u);
     EXPECT_TRUE(env.deadlines.empty());
+}
+
+// RDMA FLUSH: one PSN, completed only by its zero-length READ response (as rxe), with
+// IBV_WC_FLUSH (rdma-core 56: 8) whatever headers the device was built with.
+class RcCompleterFlushTest : public RcCompleterTest {
+protected:
+    void sent_flush() {
+        SendWr& w = qp.swr[qp.sq_fetch & qp.sq_mask];
+        w.opcode = abi::kWrFlush;
+        w.length = 0;
+        w.first_psn = w.last_psn = qp.wqe_psn;
+        qp.wqe_psn = qp.next_psn = net::psn_add(qp.wqe_psn, 1);
+        qp.sq_send = ++qp.sq_fetch;
+    }
+    static net::Packet read_resp_only(uint32_t psn, uint32_t payload_len = 0) {
+        static const uint8_t bytes[8] = {};
+        net::Packet p{};
+        p.bth.opcode = net::kRcReadRespOnly;
+        p.bth.psn = psn;
+        p.aeth.syndrome = net::aeth::ack(net::aeth::kCreditInvalid);
+        p.payload = bytes;
+        p.payload_len = payload_len;
+        return p;
+    }
+};
+
+TEST_F(RcCompleterFlushTest, TheWqeMapsToIbvWcFlush) {
+    EXPECT_EQ(uint32_t(abi::wc_opcode_for(abi::kWrFlush)), 8u);
+    EXPECT_TRUE(is_rd_atomic(abi::kWrFlush));  // takes a responder resource, waits for FENCE
+}
+
+TEST_F(RcCompleterFlushTest, EmptyReadResponseCompletesTheFlushAfterTheWrite) {
+    start_at(100);
+    sent_send(64);  // PSN 100
+    sent_flush();   // PSN 101
+    completer.receive(qp, ack_packet(100, net::aeth::ack(net::aeth::kCreditInvalid)));
+    EXPECT_EQ(env.completions, (std::vector<FakeEnv::Completion>{{0, IBV_WC_SUCCESS}}));
+    completer.receive(qp, read_resp_only(101));
+    EXPECT_EQ(env.completions,
+              (std::vector<FakeEnv::Completion>{{0, IBV_WC_SUCCESS}, {1, IBV_WC_SUCCESS}}));
+    EXPECT_EQ(qp.una_psn, 102u);
+    EXPECT_TRUE(env.drops.empty());
+}
+
+TEST_F(RcCompleterFlushTest, AnAckBeyondItMeansItsResponseWasLost) {
+    start_at(100);
+    sent_flush();  // PSN 100
+    sent_send(64);
+    completer.receive(qp, ack_packet(101, net::aeth::ack(net::aeth::kCreditInvalid)));
+    EXPECT_TRUE(env.completions.empty());  // a FLUSH completes with its response only
+    EXPECT_EQ(env.go_backs, std::vector<uint32_t>{100});
+}
+
+TEST_F(RcCompleterFlushTest, AResponseWithDataOrAnAtomicAckIsNotItsAnswer) {
+    start_at(100);
+    sent_flush();
+    net::Packet atomic_ack = read_resp_only(100);
+    atomic_ack.bth.opcode = net::kRcAtomicAck;
+    completer.receive(qp, atomic_ack);
+    EXPECT_EQ(env.drops, std::vector<net::DropReason>{net::DropReason::kOpNotForQp});
+    EXPECT_TRUE(env.completions.empty());
+    completer.receive(qp, read_resp_only(100, 8));  // data nobody asked for
+    EXPECT_EQ(env.completions, (std::vector<FakeEnv::Completion>{{0, IBV_WC_REM_OP_ERR}}));
+    EXPECT_EQ(qp.state, IBV_QPS_ERR);
 }
 
 }  // namespace

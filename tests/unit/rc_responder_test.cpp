@@ -273,5 +273,127 @@ TEST_F(RcResponderTest, DuplicateAtomicIsAnsweredFromTheReplayEntry) {
     EXPECT_EQ(sent(2).atomic_ack.orig, 15u);
 }
 
+// RDMA FLUSH (IBTA 1.5, as rxe): a FETH and a RETH, answered with a zero-length READ
+// response once everything before it has landed.
+class RcResponderFlushTest : public RcResponderTest {
+protected:
+    static constexpr uint32_t kFlushRkey = 0x5678;
+    static constexpr uint64_t kFlushIova = 0x200000;
+    void SetUp() override {
+        RcResponderTest::SetUp();
+        flush_mem_.assign(kMtu, 0);
+        env_.mrs.push_back(fake::mr_over(
+            session_, kPd, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | abi::kAccessFlush,
+            flush_mem_, kFlushIova, kFlushRkey));
+        qp_.attr.qp_access_flags |= abi::kAccessFlush;
+    }
+    net::Packet flush(uint32_t psn, uint8_t type, uint8_t level, uint32_t rkey, uint64_t va,
+                      uint32_t len) {
+        net::Packet h{};
+        h.feth = {type, level};
+        h.reth = {va, rkey, len};
+        return request(net::kRcFlush, psn, true, {}, h);
+    }
+    void expect_flush_response(size_t i, uint32_t psn, uint32_t msn) {
+        net::Packet r = sent(i);
+        EXPECT_EQ(r.bth.opcode, net::kRcReadRespOnly) << i;
+        EXPECT_EQ(r.bth.psn, psn) << i;
+        EXPECT_EQ(r.payload_len, 0u) << i;
+        EXPECT_EQ(r.aeth.syndrome, kAck) << i;
+        EXPECT_EQ(r.aeth.msn, msn) << i;
+    }
+    std::vector<uint8_t> flush_mem_;
+};
+
+constexpr uint8_t kNakInvReq = net::aeth::nak(net::aeth::kNakInvalidRequest);
+
+TEST_F(RcResponderFlushTest, FlushAfterWriteLandsTheWriteThenAnswersWithAnEmptyReadResponse) {
+    std::vector<uint8_t> data(32, 0x5a);
+    responder_.receive(qp_, write_request(net::kRcWriteOnly, 100, kFlushRkey, kFlushIova, data));
+    uint32_t settles = env_.settles;
+    responder_.receive(qp_,
+                       flush(101, abi::kFlushGlobal, abi::kFlushRange, kFlushRkey, kFlushIova, 32));
+
+    EXPECT_EQ(std::memcmp(flush_mem_.data(), data.data(), data.size()), 0);
+    EXPECT_GT(env_.settles, settles);  // the WRITE's pending bytes were made to land first
+    ASSERT_EQ(env_.sent.size(), 2u);
+    expect_flush_response(1, 101, 2);
+    EXPECT_EQ(qp_.epsn, 102u);
+    EXPECT_EQ(qp_.msn, 2u);
+    EXPECT_EQ(qp_.state, IBV_QPS_RTS);
+}
+
+TEST_F(RcResponderFlushTest, BothPlacementTypesAndTheWholeMrWhateverTheRange) {
+    responder_.receive(qp_, flush(100, abi::kFlushGlobal | abi::kFlushPersistent, abi::kFlushMr,
+                                  kFlushRkey, 0, 0));  // no range: the MR's key is enough
+    responder_.receive(qp_, flush(101, abi::kFlushPersistent, abi::kFlushRange, kFlushRkey,
+                                  kFlushIova + kMtu - 8, 8));
+    ASSERT_EQ(env_.sent.size(), 2u);
+    expect_flush_response(0, 100, 1);
+    expect_flush_response(1, 101, 2);
+    EXPECT_EQ(qp_.state, IBV_QPS_RTS);
+}
+
+TEST_F(RcResponderFlushTest, MrWithoutTheFlushAccessIsARemoteAccessError) {
+    // kRkey's MR has REMOTE_WRITE/READ/ATOMIC, no flush flag.
+    responder_.receive(qp_, flush(100, abi::kFlushGlobal, abi::kFlushRange, kRkey, kIova, 8));
+    ASSERT_EQ(env_.sent.size(), 1u);
+    EXPECT_EQ(sent(0).bth.opcode, net::kRcAck);
+    EXPECT_EQ(sent(0).aeth.syndrome, kNakRemAccess);
+    EXPECT_EQ(sent(0).bth.psn, 100u);
+    EXPECT_EQ(qp_.state, IBV_QPS_ERR);
+    ASSERT_EQ(env_.events.size(), 1u);
+    EXPECT_EQ(env_.events[0], IBV_EVENT_QP_ACCESS_ERR);
+}
+
+TEST_F(RcResponderFlushTest, PersistentNeedsItsOwnFlag) {
+    env_.mrs.back().access &= ~abi::kAccessFlushPersistent;
+    responder_.receive(qp_, flush(100, abi::kFlushGlobal | abi::kFlushPersistent, abi::kFlushMr,
+                                  kFlushRkey, kFlushIova, 8));
+    ASSERT_EQ(env_.sent.size(), 1u);
+    EXPECT_EQ(sent(0).aeth.syndrome, kNakRemAccess);
+    EXPECT_EQ(qp_.state, IBV_QPS_ERR);
+}
+
+TEST_F(RcResponderFlushTest, RangeOutsideTheMrIsARemoteAccessError) {
+    responder_.receive(
+        qp_, flush(100, abi::kFlushGlobal, abi::kFlushRange, kFlushRkey, kFlushIova + kMtu - 4, 8));
+    ASSERT_EQ(env_.sent.size(), 1u);
+    EXPECT_EQ(sent(0).aeth.syndrome, kNakRemAccess);
+}
+
+TEST_F(RcResponderFlushTest, TypeTheQpDoesNotAllowIsAnInvalidRequest) {
+    qp_.attr.qp_access_flags &= ~abi::kAccessFlushGlobal;  // as rxe's check_qp_attr_access
+    responder_.receive(qp_,
+                       flush(100, abi::kFlushGlobal, abi::kFlushRange, kFlushRkey, kFlushIova, 8));
+    ASSERT_EQ(env_.sent.size(), 1u);
+    EXPECT_EQ(sent(0).aeth.syndrome, kNakInvReq);
+    EXPECT_EQ(qp_.state, IBV_QPS_ERR);
+    ASSERT_EQ(env_.events.size(), 1u);
+    EXPECT_EQ(env_.events[0], IBV_EVENT_QP_REQ_ERR);
+}
+
+TEST_F(RcResponderFlushTest, ReservedPlacementOrLevelIsAnInvalidRequest) {
+    for (auto [type, level] : {std::pair<uint8_t, uint8_t>{0, 0}, {4, 0}, {1, 2}}) {
+        SetUp();
+        env_.sent.clear();
+        responder_.receive(qp_, flush(100, type, level, kFlushRkey, kFlushIova, 8));
+        ASSERT_EQ(env_.sent.size(), 1u) << int(type) << "/" << int(level);
+        EXPECT_EQ(sent(0).aeth.syndrome, kNakInvReq) << int(type) << "/" << int(level);
+        EXPECT_EQ(qp_.state, IBV_QPS_ERR);
+    }
+}
+
+TEST_F(RcResponderFlushTest, DuplicateFlushIsAnsweredAgainNotExecutedAgain) {
+    net::Packet f = flush(100, abi::kFlushGlobal, abi::kFlushRange, kFlushRkey, kFlushIova, 8);
+    responder_.receive(qp_, f);
+    responder_.receive(qp_, f);  // its retry
+    ASSERT_EQ(env_.sent.size(), 2u);
+    expect_flush_response(0, 100, 1);
+    expect_flush_response(1, 100, 1);
+    EXPECT_EQ(qp_.epsn, 101u);
+    EXPECT_EQ(qp_.msn, 1u);
+}
+
 }  // namespace
 }  // namespace uroce::emu

@@ -72,7 +72,8 @@ int write_send_wqe(Qp* qp, const ibv_send_wr* wr, uint32_t prod) {
         w.remote_qpn = wr->wr.ud.remote_qpn;
         w.remote_qkey = wr->wr.ud.remote_qkey;
     } else if (wr->opcode == IBV_WR_ATOMIC_CMP_AND_SWP ||
-               wr->opcode == IBV_WR_ATOMIC_FETCH_AND_ADD) {
+               wr->opcode == IBV_WR_ATOMIC_FETCH_AND_ADD || wr->opcode == abi::kWrFlush) {
+        // A FLUSH (from ibv_wr_flush only) comes in the same fields: length, type and level.
         w.remote_addr = wr->wr.atomic.remote_addr;
         w.rkey = wr->wr.atomic.rkey;
         w.compare_add = wr->wr.atomic.compare_add;
@@ -125,7 +126,10 @@ int post_send(ibv_qp* qp_pub, ibv_send_wr* wr, ibv_send_wr** bad) {
     // Under the ring's lock: device_gone flushes the ring under it (device_gone.cpp).
     if (ctx_of(qp_pub->context)->gone.load(std::memory_order_relaxed)) err = EIO;
     for (; wr && !err; wr = wr->next) {
-        if ((err = write_send_wqe(qp, wr, prod))) break;
+        // ibv_send_wr has no room for a FLUSH's placement type and selectivity level: rdma-core
+        // offers FLUSH through ibv_wr_flush only (ibv_wr_post(3)).
+        if (wr->opcode == abi::kWrFlush) err = EINVAL;
+        if (err || (err = write_send_wqe(qp, wr, prod))) break;
         publish_send(qp, ++prod);  // the device may start on it while we build the next
     }
     qp->sq_lock.unlock();

@@ -256,8 +256,10 @@ int query_device_ex(ibv_context* c, const ibv_query_device_ex_input* in, ibv_dev
     a.hca_core_clock = abi::kHcaCoreClockKhz;
     a.phys_port_cnt_ex = a.orig_attr.phys_port_cnt;  // rdma-core fills it for every provider
     // As the kernel's uverbs: all the device's capability bits, the 32 of device_cap_flags and
-    // those above, here RDMA ATOMIC WRITE (rxe reports it the same way).
-    a.device_cap_flags_ex = a.orig_attr.device_cap_flags | abi::kDeviceAtomicWrite;
+    // those above, here RDMA ATOMIC WRITE and FLUSH of both placement types (rxe reports them
+    // the same way; docs/verbs-support.md says what "persistent" means here).
+    a.device_cap_flags_ex = a.orig_attr.device_cap_flags | abi::kDeviceAtomicWrite |
+                            abi::kDeviceFlushGlobal | abi::kDeviceFlushPersistent;
     // On-demand paging (docs/verbs-support.md): per transport what rxe reports, XRC (which
     // rxe lacks) as ConnectX; implicit ODP too, as ConnectX.
     a.odp_caps.general_caps = IBV_ODP_SUPPORT | IBV_ODP_SUPPORT_IMPLICIT;

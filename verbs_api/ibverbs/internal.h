@@ -19,6 +19,7 @@
 
 #include "emu/abi/caps.h"
 #include "emu/abi/doorbell.h"
+#include "emu/abi/flush.h"
 #include "emu/abi/protocol.h"
 #include "emu/abi/rings.h"
 #include "emu/abi/runtime.h"
@@ -204,7 +205,7 @@ struct WrStage {
 };
 
 struct Qp {
-    ibv_qp_ex qpx;  // qpx.qp_base is the ibv_qp applications hold
+    abi::QpEx qpx;  // qpx.qp_base is the ibv_qp applications hold (ibv_qp_ex, flush.h)
     Ring sq, rq;
     ibv_qp_cap cap{};
     SpinLock sq_lock, rq_lock;

@@ -19,8 +19,9 @@ constexpr uint64_t kUcOps = kUdOps | IBV_QP_EX_WITH_SEND_WITH_INV | IBV_QP_EX_WI
                             IBV_QP_EX_WITH_BIND_MW;
 constexpr uint64_t kXrcOps = kUcOps | IBV_QP_EX_WITH_RDMA_READ | IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP |
                              IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD;
-// RDMA ATOMIC WRITE is RC only, as rxe has it (the kernel defines no XRC opcode for it).
-constexpr uint64_t kRcOps = kXrcOps | IBV_QP_EX_WITH_ATOMIC_WRITE;
+// RDMA ATOMIC WRITE and FLUSH are RC only, as rxe has them (the kernel defines no XRC opcode
+// for them).
+constexpr uint64_t kRcOps = kXrcOps | IBV_QP_EX_WITH_ATOMIC_WRITE | abi::kQpExWithFlush;
 
 void fail(WrStage& s, int err) {
     if (!s.err) s.err = err;
@@ -118,6 +119,17 @@ void wr_atomic_write(ibv_qp_ex* x, uint32_t rkey, uint64_t addr, const void* ato
     wr.sg_list = s.sge;
     wr.num_sge = 1;
     wr.send_flags |= IBV_SEND_INLINE;
+}
+
+// rdma-core 56's ibv_wr_flush: no local data; the WQE carries the range, the placement type
+// and the selectivity level (emu/abi/rings.h). Set whatever headers this library was built
+// with (abi::QpEx).
+void wr_flush(ibv_qp_ex* x, uint32_t rkey, uint64_t addr, size_t len, uint8_t type, uint8_t level) {
+    ibv_send_wr& wr = begin(x, static_cast<ibv_wr_opcode>(abi::kWrFlush));
+    wr.wr.atomic.rkey = rkey;
+    wr.wr.atomic.remote_addr = addr;
+    wr.wr.atomic.compare_add = len;
+    wr.wr.atomic.swap = abi::flush_wqe_bits(type, level);
 }
 
 void wr_local_inv(ibv_qp_ex* x, uint32_t rkey) {
@@ -234,7 +246,7 @@ int check_send_ops(ibv_qp_type type, uint64_t ops) {
 }
 
 int enable_wr_api(Qp* qp) {
-    ibv_qp_ex& x = qp->qpx;
+    abi::QpEx& x = qp->qpx;
     void* m = take_mem(x.qp_base.pd, sizeof(WrStage), kResQpStage, &qp->stage_custom);
     if (!m) return ENOMEM;
     qp->stage = new (m) WrStage();
@@ -255,7 +267,10 @@ int enable_wr_api(Qp* qp) {
         x.wr_atomic_cmp_swp = wr_atomic_cmp_swp;
         x.wr_atomic_fetch_add = wr_atomic_fetch_add;
     }
-    if (type == IBV_QPT_RC) x.wr_atomic_write = wr_atomic_write;
+    if (type == IBV_QPT_RC) {
+        x.wr_atomic_write = wr_atomic_write;
+        x.wr_flush = wr_flush;
+    }
     if (type == IBV_QPT_UD) x.wr_set_ud_addr = wr_set_ud_addr;
     if (type == IBV_QPT_XRC_SEND) x.wr_set_xrc_srqn = wr_set_xrc_srqn;
     x.wr_set_sge = wr_set_sge;

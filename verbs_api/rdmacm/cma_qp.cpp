@@ -17,6 +17,7 @@
 
 #include "emu/abi/caps.h"
 #include "emu/abi/client.h"
+#include "emu/abi/flush.h"
 #include "emu/abi/runtime.h"
 #include "verbs_api/rdmacm/cma_internal.h"
 
@@ -112,11 +113,14 @@ int rdma_init_qp_attr(rdma_cm_id* idp, ibv_qp_attr* a, int* mask) {
             a->qkey = RDMA_UDP_QKEY;
             *mask |= IBV_QP_QKEY;
         } else {
-            // Before the peer answered: no remote access; after, what the IB CM grants.
+            // Before the peer answered: no remote access; after, what the IB CM grants: with
+            // responder resources READ, ATOMIC and, the device having FLUSH of both placement
+            // types, FLUSH (the kernel's cm_init_qp_init_attr, Linux 6.2 on).
             if (id->have_conn) {
                 a->qp_access_flags = IBV_ACCESS_REMOTE_WRITE;
                 if (id->resp_res)
-                    a->qp_access_flags |= IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC;
+                    a->qp_access_flags |=
+                        IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC | int(abi::kAccessFlush);
             }
             *mask |= IBV_QP_ACCESS_FLAGS;
         }
