@@ -23,6 +23,10 @@ if [ "${1:-}" != --user ]; then
             while read -r f; do echo "$f $(sha256sum <"$f" | cut -c1-16)"; done)
     }
     system_libs >/tmp/libs.before
+    # What the package needs at run time comes with it: apt installs it from its Depends.
+    for p in liburing2 libpcap0.8; do
+        dpkg-query -W "$p" >/dev/null 2>&1 && fail "$p is in the root before the package"
+    done
     grep -q "^[[:space:]]*libibverbs.so.1 .*=> \(/usr\)\?/lib/$multiarch/libibverbs.so.1\$" /tmp/libs.before ||
         fail "no system libibverbs in ldconfig's cache: $(cat /tmp/libs.before)"
     echo "--- apt-get install ./$deb"
@@ -30,6 +34,9 @@ if [ "${1:-}" != --user ]; then
         >/tmp/apt.out 2>&1 || { cat /tmp/apt.out; fail "apt-get install ./$deb"; }
     grep '^Setting up' /tmp/apt.out
     dpkg-query -W -f='installed ${Package} ${Version} ${Architecture}\n' uroce
+    for p in liburing2 libpcap0.8; do
+        dpkg-query -W "$p" >/dev/null 2>&1 || fail "apt did not install $p, which uroce needs"
+    done
     system_libs >/tmp/libs.after
     diff /tmp/libs.before /tmp/libs.after || fail "installing uroce changed the system's libraries"
     ldconfig -p | grep uroce && fail "a uroce library is in ldconfig's cache"

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The Debian package (docs/packaging.md) on a fresh Debian system: scripts/build-deb.sh builds
 # uroce_<version>_<arch>.deb from this tree; its control archive holds no maintainer script,
-# trigger or shlibs file (nothing runs ldconfig) and its files no ld.so.conf entry; then, in a
+# trigger or shlibs file (nothing runs ldconfig) and its files no ld.so.conf entry; lintian
+# (when installed) reports no error or warning; then, in a
 # throwaway copy of the DIST root scripts/test-distro.sh keeps (made or brought up to date
 # here, with ibverbs-utils, rdmacm-utils and ucx-utils), `apt-get install ./the.deb` and, as a
 # user made there, the programs over it (tests/integration/package_in_root.sh).
@@ -11,7 +12,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 src=${1:?usage: package_test.sh SRC DIST}
 dist=${2:?usage: package_test.sh SRC DIST}
 [ "$(id -u)" = 0 ] || skip "needs root (debootstrap, mount and PID namespaces)"
-for tool in dpkg-deb dpkg-shlibdeps debootstrap; do need "$tool"; done
+for tool in dpkg-deb dpkg-shlibdeps; do need "$tool"; done
 cache=${UROCE_DISTRO_CACHE:-/var/cache/uroce}
 
 # The package, built as scripts/build-deb.sh builds it, in a build directory kept beside this
@@ -29,6 +30,15 @@ dpkg-deb -c "$deb" | grep -E 'ld\.so\.conf|/etc/' && fail "the package installs 
 arch=$(dpkg --print-architecture)
 [ "$(dpkg-deb -f "$deb" Architecture)" = "$arch" ] || fail "Architecture is not $arch"
 grep -q liburing <<<"$(dpkg-deb -f "$deb" Depends)" || fail "Depends does not name liburing"
+# Every tag lintian reports is fixed or, with its reason, overridden (docs/packaging.md).
+if command -v lintian >/dev/null; then
+    tags=$(lintian --fail-on error,warning -I -E --pedantic "$deb" 2>&1) ||
+        fail "lintian reports errors or warnings: $tags"
+    grep -v 'root privileges' <<<"$tags" || true
+    echo "lintian: no error or warning"
+else
+    echo "note: lintian is not installed (scripts/setup.sh): the package is not checked with it"
+fi
 
 # The root: made (debootstrap) when it is not there yet, else brought up to date. Without the
 # archive, a host that has no root cannot make one: a skip, not a failure.
