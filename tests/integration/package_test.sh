@@ -5,7 +5,8 @@
 # (when installed) reports no error or warning; then, in a
 # throwaway copy of the DIST root scripts/test-distro.sh keeps (made or brought up to date
 # here, with ibverbs-utils, rdmacm-utils and ucx-utils), `apt-get install ./the.deb` and, as a
-# user made there, the programs over it (tests/integration/package_in_root.sh).
+# user made there, the programs over it (tests/integration/package_in_root.sh); and the image
+# ci/Containerfile describes, built and run there (tests/integration/containerfile_script.sh).
 # usage: package_test.sh SRC DIST   (root only; e.g. bookworm)
 . "$(dirname "$0")/lib.sh"
 here=$(cd "$(dirname "$0")" && pwd)
@@ -56,4 +57,18 @@ UROCE_DISTRO_PACKAGES="ibverbs-utils rdmacm-utils ucx-utils iproute2" \
 cp "$here/package_in_root.sh" "$here/lib.sh" "$here/watchdog.sh" "$out/"
 "$src/scripts/test-distro.sh" "$dist" --throwaway "$out" -- \
     "bash package_in_root.sh ${deb##*/}" || fail "in the $dist root (above)"
+
+# docs/ci.md's container recipe, ci/Containerfile, built and run as a container runtime would
+# (containerfile_script.sh), in another throwaway copy of the root: the package is its context's.
+mkdir -p "$out/context/dist"
+cp "$deb" "$out/context/dist/"
+bash "$here/containerfile_script.sh" "$src/ci/Containerfile" /mnt/host/context debian:12 \
+    >"$out/containerfile.sh" || fail "ci/Containerfile: not understood"
+"$src/scripts/test-distro.sh" "$dist" --throwaway "$out" -- bash containerfile.sh \
+    >"$UROCE_RUNTIME_DIR/container.out" 2>&1
+rc=$?
+grep -v -e '^Get:' -e '^Selecting' -e '^Preparing' -e '^Unpacking' "$UROCE_RUNTIME_DIR/container.out"
+((rc == 0)) || fail "ci/Containerfile's image exited $rc"
+grep -q 'hca_id:[[:space:]]*uroce0' "$UROCE_RUNTIME_DIR/container.out" ||
+    fail "ci/Containerfile's CMD showed no uroce0"
 echo PASS
