@@ -15,12 +15,19 @@ dist=${2:?usage: package_test.sh SRC DIST}
 [ "$(id -u)" = 0 ] || skip "needs root (debootstrap, mount and PID namespaces)"
 for tool in dpkg-deb dpkg-shlibdeps; do need "$tool"; done
 cache=${UROCE_DISTRO_CACHE:-/var/cache/uroce}
+mkdir -p "$cache"
 
 # The package, built as scripts/build-deb.sh builds it, in a build directory kept beside this
-# one (later runs rebuild what changed only).
+# one (later runs rebuild what changed only), with this build's compiler launcher (ccache).
 out=$UROCE_RUNTIME_DIR/host
 mkdir -p "$out"
-deb=$("$src/scripts/build-deb.sh" "$out" "$UROCE_BUILD/package-build" 2>"$UROCE_RUNTIME_DIR/build-deb.err" |
+launchers=()
+for v in CMAKE_C_COMPILER_LAUNCHER CMAKE_CXX_COMPILER_LAUNCHER; do
+    l=$(sed -n "s/^$v:[A-Z]*=//p" "$UROCE_BUILD/CMakeCache.txt")
+    [ -n "$l" ] && launchers+=("-D$v=$l")
+done
+deb=$("$src/scripts/build-deb.sh" "$out" "$UROCE_BUILD/package-build" "${launchers[@]}" \
+    2>"$UROCE_RUNTIME_DIR/build-deb.err" |
     tail -n 1) && [ -f "$deb" ] || fail "scripts/build-deb.sh: $(tail -n 30 "$UROCE_RUNTIME_DIR/build-deb.err")"
 echo "built $deb"
 dpkg-deb -I "$deb"
@@ -41,6 +48,10 @@ else
     echo "note: lintian is not installed (scripts/setup.sh): the package is not checked with it"
 fi
 
+# One test at a time uses the kept root (another build's ctest may run beside this one): an
+# update of it under a throwaway copy's overlay would change what that copy sees.
+exec 9>"$cache/$dist-root.lock"
+flock 9
 # The root: made (debootstrap) when it is not there yet, else brought up to date. Without the
 # archive, a host that has no root cannot make one: a skip, not a failure.
 url=$("$src/scripts/test-distro.sh" "$dist" --archive)
