@@ -17,6 +17,15 @@ for tool in dpkg-deb dpkg-shlibdeps; do need "$tool"; done
 cache=${UROCE_DISTRO_CACHE:-/var/cache/uroce}
 mkdir -p "$cache"
 
+# The root needs the archive (debootstrap, the package's dependencies): without it, a skip,
+# before anything is built (e.g. in a network namespace with only a loopback).
+url=$("$src/scripts/test-distro.sh" "$dist" --archive)
+[ -n "$url" ] || skip "no Debian archive in the host's apt sources"
+if ! /usr/lib/apt/apt-helper download-file "$url/dists/$dist/Release" "$UROCE_RUNTIME_DIR/Release" \
+    >/dev/null 2>&1; then
+    skip "the archive ($url) cannot be reached: no $dist root can be made or updated"
+fi
+
 # The package, built as scripts/build-deb.sh builds it, in a build directory kept beside this
 # one (later runs rebuild what changed only), with this build's compiler launcher (ccache).
 out=$UROCE_RUNTIME_DIR/host
@@ -52,14 +61,7 @@ fi
 # update of it under a throwaway copy's overlay would change what that copy sees.
 exec 9>"$cache/$dist-root.lock"
 flock 9
-# The root: made (debootstrap) when it is not there yet, else brought up to date. Without the
-# archive, a host that has no root cannot make one: a skip, not a failure.
-url=$("$src/scripts/test-distro.sh" "$dist" --archive)
-[ -n "$url" ] || skip "no Debian archive in the host's apt sources"
-if ! /usr/lib/apt/apt-helper download-file "$url/dists/$dist/Release" "$UROCE_RUNTIME_DIR/Release" \
-    >/dev/null 2>&1; then
-    skip "the archive ($url) cannot be reached: no $dist root can be made or updated"
-fi
+# The root: made (debootstrap) when it is not there yet, else brought up to date.
 UROCE_DISTRO_PACKAGES="ibverbs-utils rdmacm-utils ucx-utils iproute2" \
     "$src/scripts/test-distro.sh" "$dist" --prepare || fail "scripts/test-distro.sh $dist --prepare"
 
