@@ -13,8 +13,9 @@ shift $(($# >= 2 ? 2 : 1))
 for tool in dpkg-buildflags dpkg-shlibdeps dpkg-deb; do
     command -v "$tool" >/dev/null || { echo "build-deb: $tool is missing (apt-get install dpkg-dev)" >&2; exit 1; }
 done
-mkdir -p "$out"
+mkdir -p "$out" "$build"
 out=$(cd "$out" && pwd)
+build=$(cd "$build" && pwd)
 
 # Hardening and optimisation as Debian builds: CFLAGS, CXXFLAGS, CPPFLAGS, LDFLAGS.
 # From the source tree, as dpkg-buildpackage runs it: its -ffile-prefix-map names that tree
