@@ -21,6 +21,7 @@ packages=(
     ucx-utils libfabric-bin infiniband-diags
     tshark python3-scapy python3-pyverbs python3-yaml
     iproute2 procps ethtool
+    debootstrap lintian
     socat netcat-openbsd
     clang clang-format
 )

@@ -9,6 +9,13 @@
 #        scripts/test-distro.sh DIST -- 'SHELL COMMAND'  runs that in the prepared root instead
 #        scripts/test-distro.sh DIST --prepare   makes the root (or brings it up to date) with a
 #                               C compiler and rdma-core's headers in it, and stops there
+#                               (UROCE_DISTRO_PACKAGES, if set, names the packages instead)
+#        scripts/test-distro.sh DIST --throwaway DIR -- 'SHELL COMMAND'
+#                               runs it as root in a throwaway copy of the prepared root (an
+#                               overlay: what it installs or writes is gone when it ends), DIR
+#                               bound read-only at /mnt/host and the working directory; entered
+#                               with pivot_root, so that its users may make user namespaces
+#        scripts/test-distro.sh DIST --archive   prints the archive debootstrap would use
 #
 # The root is made once and kept in $UROCE_DISTRO_CACHE (default /var/cache/uroce/DIST-root).
 # It is current when debootstrap finished (the stamp file) and `apt-get upgrade` inside it has
@@ -17,10 +24,17 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 dist=${1:?usage: scripts/test-distro.sh DIST [-- CMD...]}
 shift
-prepare=""
+prepare="" throwaway="" print_archive=""
 case ${1:-} in
 --) shift ;;
 --prepare) prepare=1; shift ;;
+--archive) print_archive=1; shift ;;
+--throwaway)
+    throwaway=$(cd "${2:?--throwaway DIR}" && pwd)
+    shift 2
+    [ "${1:-}" = -- ] && shift
+    [ $# -gt 0 ] || { echo "usage: scripts/test-distro.sh DIST --throwaway DIR -- CMD" >&2; exit 2; }
+    ;;
 esac
 if [ "$(id -u)" != 0 ]; then
     echo "test-distro: SKIP: needs root (debootstrap, mount and PID namespaces)" >&2
@@ -49,6 +63,54 @@ archive() {
     done
 }
 
+# The file systems a container runtime mounts in a new root (the argument): /proc of the PID
+# namespace, the host's /sys and /dev, fresh /dev/shm, /run and /tmp. For the scripts below.
+container_mounts='
+container_mounts() {
+    mount -t proc proc "$1/proc"
+    mount --rbind /sys "$1/sys"
+    mount --rbind /dev "$1/dev"
+    mount -t tmpfs -o mode=1777 tmpfs "$1/dev/shm"
+    mount -t tmpfs tmpfs "$1/run"
+    mount -t tmpfs -o mode=1777 tmpfs "$1/tmp"
+}'
+
+if [ -n "$print_archive" ]; then
+    archive
+    exit 0
+fi
+
+if [ -n "$throwaway" ]; then
+    [ -f "$stamp" ] || { echo "test-distro: no $dist root (scripts/test-distro.sh $dist --prepare)" >&2; exit 1; }
+    # The overlay's upper layer is a tmpfs of the mount namespace's own: it goes with it.
+    # The root is then swapped in with pivot_root (not chroot: the kernel refuses a user
+    # namespace to a chrooted process, and `uroce run` as a user needs one).
+    top=$(mktemp -d "$cache/$dist-throwaway.XXXXXX")
+    trap 'rmdir "$top"' EXIT
+    rc=0
+    unshare --mount --pid --fork --propagation private -- /bin/bash -c "$container_mounts"'
+set -e
+root=$1 top=$2 host=$3; shift 3
+mount -t tmpfs tmpfs "$top"
+mkdir "$top/upper" "$top/work" "$top/new"
+mount -t overlay overlay -o "lowerdir=$root,upperdir=$top/upper,workdir=$top/work" "$top/new"
+new=$top/new
+cp /etc/resolv.conf "$new/etc/resolv.conf" 2>/dev/null || true
+container_mounts "$new"
+mkdir -p "$new/mnt/host" "$new/.old-root"
+mount --bind "$host" "$new/mnt/host"
+mount -o remount,bind,ro "$new/mnt/host"
+cd "$new"
+pivot_root . .old-root
+umount -l /.old-root
+rmdir /.old-root
+exec /usr/bin/env -i HOME=/root TERM="${TERM:-dumb}" CI="${CI:-}" \
+    PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin LANG=C.UTF-8 \
+    /bin/bash -c "cd /mnt/host && $*"
+' test-distro "$root" "$top" "$throwaway" "$*" || rc=$?
+    exit $rc
+fi
+
 if [ ! -f "$stamp" ]; then
     url=$(archive)
     [ -n "$url" ] || { echo "test-distro: no Debian archive in the host's apt sources" >&2; exit 1; }
@@ -66,13 +128,14 @@ if [ ! -f "$stamp" ]; then
 fi
 
 if [ -n "$prepare" ]; then
+    packages=${UROCE_DISTRO_PACKAGES:-gcc libc6-dev libibverbs-dev librdmacm-dev}
     # A bare chroot is enough for apt; what the tests run goes through the namespaces below.
     cp /etc/resolv.conf "$root/etc/resolv.conf" 2>/dev/null || true
     chroot "$root" /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin DEBIAN_FRONTEND=noninteractive \
         /bin/sh -c 'apt-get update -q && apt-get upgrade -y -q &&
-            apt-get install -y -q --no-install-recommends gcc libc6-dev libibverbs-dev librdmacm-dev' \
+            apt-get install -y -q --no-install-recommends $0' "$packages" \
         >"$cache/$dist-prepare.log" 2>&1 || { tail -n 20 "$cache/$dist-prepare.log" >&2; exit 1; }
-    echo "test-distro: $root is ready ($(chroot "$root" dpkg-query -W -f='rdma-core ${Version}' libibverbs-dev))"
+    echo "test-distro: $root is ready ($(chroot "$root" dpkg-query -W -f='rdma-core ${Version}' libibverbs1))"
     exit 0
 fi
 
@@ -102,16 +165,11 @@ fi
 # changes under `uroce run` need one), its own PID namespace and /proc, fresh /dev/shm, /run
 # and /tmp. The network is the host's while packages are installed; the tests then run in a
 # network namespace of their own.
-exec unshare --mount --pid --fork --propagation private -- /bin/bash -c '
+exec unshare --mount --pid --fork --propagation private -- /bin/bash -c "$container_mounts"'
 set -e
 root=$1; shift
 mount --bind "$root" "$root"
-mount -t proc proc "$root/proc"
-mount --rbind /sys "$root/sys"
-mount --rbind /dev "$root/dev"
-mount -t tmpfs -o mode=1777 tmpfs "$root/dev/shm"
-mount -t tmpfs tmpfs "$root/run"
-mount -t tmpfs -o mode=1777 tmpfs "$root/tmp"
+container_mounts "$root"
 cd "$root"
 exec chroot "$root" /usr/bin/env -i HOME=/root TERM="${TERM:-dumb}" CI="${CI:-}" \
     PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin LANG=C.UTF-8 \

@@ -1,9 +1,16 @@
 # Shared helpers for the integration tests: each test gets its own runtime directory
 # (so tests can run side by side) and stops every device it started.
 set -u
-: "${UROCE_BUILD:?UROCE_BUILD must point at the build directory}"
-UROCE="$UROCE_BUILD/bin/uroce"
-LIBDIR="$UROCE_BUILD/lib"
+if [ -n "${UROCE_PREFIX:-}" ]; then
+    # An installed uroce (the Debian package's test): its command, and its libraries only
+    # through `uroce run`, as a user of the package gets them.
+    UROCE="$UROCE_PREFIX/bin/uroce"
+    LIBDIR=""
+else
+    : "${UROCE_BUILD:?UROCE_BUILD must point at the build directory}"
+    UROCE="$UROCE_BUILD/bin/uroce"
+    LIBDIR="$UROCE_BUILD/lib"
+fi
 export UROCE_RUNTIME_DIR
 UROCE_RUNTIME_DIR=$(mktemp -d /tmp/uroce-test.XXXXXX)
 export UROCE_NO_AUTOSTART=1
@@ -56,7 +63,7 @@ start_device() {
 
 # In a sanitizer build the drop-in library needs the ASan runtime loaded first into
 # the (uninstrumented) Debian programs; their own leaks are not ours to report.
-VERBS_ENV=(env "LD_LIBRARY_PATH=$LIBDIR")
+VERBS_ENV=(env ${LIBDIR:+"LD_LIBRARY_PATH=$LIBDIR"})
 if [ -n "${UROCE_PRELOAD:-}" ]; then
     VERBS_ENV+=("LD_PRELOAD=$UROCE_PRELOAD" "ASAN_OPTIONS=detect_leaks=0:${ASAN_OPTIONS:-}")
 fi
