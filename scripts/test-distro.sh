@@ -161,17 +161,23 @@ else
 fi
 
 # Enter as a container runtime does: a private mount namespace whose root is a mount point
-# (a bind mount of the root onto itself; a bare chroot's / is not one, and mount propagation
-# changes under `uroce run` need one), its own PID namespace and /proc, fresh /dev/shm, /run
-# and /tmp. The network is the host's while packages are installed; the tests then run in a
+# (a bind mount of the root onto itself, swapped in with pivot_root; a bare chroot's / is not
+# one, and mount propagation changes under `uroce run` need one), its own PID namespace and
+# /proc, fresh /dev/shm, /run and /tmp. The network is the host's while packages are installed; the tests then run in a
 # network namespace of their own.
 exec unshare --mount --pid --fork --propagation private -- /bin/bash -c "$container_mounts"'
 set -e
 root=$1; shift
 mount --bind "$root" "$root"
 container_mounts "$root"
+# pivot_root, not chroot: a chrooted process may make no user namespace (the kernel refuses
+# it), and /proc/PID/exe of a process in a mount namespace made there names host paths.
 cd "$root"
-exec chroot "$root" /usr/bin/env -i HOME=/root TERM="${TERM:-dumb}" CI="${CI:-}" \
+mkdir -p .old-root
+pivot_root . .old-root
+umount -l /.old-root
+rmdir /.old-root
+exec /usr/bin/env -i HOME=/root TERM="${TERM:-dumb}" CI="${CI:-}" \
     PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin LANG=C.UTF-8 \
     /bin/bash -c "cd /src/uroce && $*"
 ' test-distro "$root" "$inner"
