@@ -43,7 +43,7 @@ constexpr uint16_t kPort = kRoceUdpPort;
     } while (0)
 
 constexpr uint32_t kKnownHdrs =
-    kRETH | kAETH | kDETH | kXRCETH | kAtomicETH | kAtomicAckETH | kImmDt | kIETH;
+    kRETH | kAETH | kDETH | kXRCETH | kAtomicETH | kAtomicAckETH | kImmDt | kIETH | kFETH;
 
 bool same_fields(const Packet& a, const Packet& b) {
     const Bth &x = a.bth, &y = b.bth;
@@ -58,6 +58,7 @@ bool same_fields(const Packet& a, const Packet& b) {
            a.atomic.va == b.atomic.va && a.atomic.rkey == b.atomic.rkey &&
            a.atomic.swap_add == b.atomic.swap_add && a.atomic.compare == b.atomic.compare &&
            a.atomic_ack.orig == b.atomic_ack.orig && a.imm == b.imm && a.ieth == b.ieth &&
+           a.feth.placement == b.feth.placement && a.feth.selectivity == b.feth.selectivity &&
            a.payload_len == b.payload_len;
 }
 
