@@ -141,7 +141,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t len) {
     CHECK(hl == op->hdr_len);
     std::memcpy(re.data() + hl, b + hl, len - hl);
     // Reserved bits the encoder writes as 0: BTH byte 4 low 6 bits, byte 8 low 7 bits; DETH
-    // byte 4; XRCETH byte 0; the CNP's reserved bytes.
+    // byte 4; XRCETH byte 0; the FETH's upper 26 bits; the CNP's reserved bytes.
     std::vector<uint8_t> want(b, b + len);
     want[4] &= 0xc0;
     want[8] &= 0x80;
@@ -151,6 +151,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t len) {
         off += kDethLen;
     }
     if (op->hdrs & kXRCETH) want[off] = 0;
+    if (op->hdrs & kFETH) {  // right after the BTH (RC only): all but 6 bits reserved
+        want[off] = want[off + 1] = want[off + 2] = 0;
+        want[off + 3] &= feth::kPlacementMask | feth::kSelectivityMask;
+    }
     if (op->flags & kCnp)
         std::memset(want.data() + op->hdr_len - kCnpReservedLen, 0, kCnpReservedLen);
     CHECK(std::memcmp(re.data(), want.data(), len) == 0);
