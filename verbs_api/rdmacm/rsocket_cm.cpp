@@ -450,8 +450,12 @@ int rconnect(int socket, const struct sockaddr* addr, socklen_t addrlen) {
             return fail(e == ENODEV ? ENETUNREACH : e);
         }
     }
-    int ret = wait_connected(rs, nonblocking(rs, 0));
-    if (ret && errno != EINPROGRESS) rs->err = 0;  // reported here, as connect(2) does
+    // Nonblocking: in progress even when the CM thread has already finished the handshake
+    // (a loaded machine can run it before we look), as rdma-core's rsocket and TCP say; the
+    // result is POLLOUT and SO_ERROR.
+    if (nonblocking(rs, 0)) return fail(EINPROGRESS);
+    int ret = wait_connected(rs, false);
+    if (ret) rs->err = 0;  // reported here, as connect(2) does
     return ret;
 }
 
