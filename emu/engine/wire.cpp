@@ -66,6 +66,11 @@ uint8_t* Wire::tx_begin(uint32_t* slot) {
 }
 
 void Wire::transmit(uint32_t slot, size_t len_no_icrc, const sockaddr_in& to, Qp* qp) {
+    transmit(slot, len_no_icrc, to, qp, qp ? qp->ip_marks : net::IpMarks{});
+}
+
+void Wire::transmit(uint32_t slot, size_t len_no_icrc, const sockaddr_in& to, Qp* qp,
+                    net::IpMarks marks) {
     dma_.flush();  // nothing leaves before the data it may acknowledge (emu/engine/dma.cpp)
     uint8_t* buf = io_.tx_buffer(slot);
     size_t len = len_no_icrc + net::kIcrcLen;
@@ -77,12 +82,15 @@ void Wire::transmit(uint32_t slot, size_t len_no_icrc, const sockaddr_in& to, Qp
     if (pcap_.is_open()) {
         // Recorded with the IPv4 ID it will have on the wire (its place in the GSO train it
         // joins, net/udp_uring.h) and the ICRC for it; wire_send numbers it again from ID 0.
-        uint16_t id = icrc && !to_self(to) ? io_.tx_next_seg(len, to) : 0;
+        // Its TOS and TTL too, and the UDP checksum when the socket sends one (net/udp_uring.h);
+        // a packet to itself never reaches the socket and has none.
+        const bool wire = !to_self(to);
+        uint16_t id = icrc && wire ? io_.tx_next_seg(len, to, marks) : 0;
         if (id) net::icrc_set_id(buf, len, 0, id, icrc_ids_);
         timeval tv;
         gettimeofday(&tv, nullptr);
         pcap_.record(cfg_.ipv4_be, cfg_.port, to.sin_addr.s_addr, ntohs(to.sin_port), buf, len, tv,
-                     id);
+                     id, true, marks, wire && !io_.offloads().udp_csum_zero);
         if (id) net::icrc_set_id(buf, len, id, 0, icrc_ids_);
     }
     ++counters_.tx_pkts;
@@ -90,15 +98,17 @@ void Wire::transmit(uint32_t slot, size_t len_no_icrc, const sockaddr_in& to, Qp
     if (net::is_ipv4_multicast(to.sin_addr.s_addr)) ++counters_.mcast_tx_pkts;
     counters_.tx_op.add(buf[0], len);
     if (qp) qp->tx_op.add(buf[0], len);
-    if (faults_.armed(net::kFaultTx) && !fault_tx(slot, len, to)) return;  // docs/faults.md
-    wire_send(slot, len, to, icrc);
+    if (faults_.armed(net::kFaultTx) && !fault_tx(slot, len, to, marks)) return;  // docs/faults.md
+    wire_send(slot, len, to, marks, icrc);
 }
 
-void Wire::wire_send(uint32_t slot, size_t len, const sockaddr_in& to, bool icrc) {
+void Wire::wire_send(uint32_t slot, size_t len, const sockaddr_in& to, net::IpMarks marks,
+                     bool icrc) {
     if (to_self(to)) return self_link_.push(slot, uint32_t(len), icrc);
     if (loops_back(to)) ++self_inflight_;
     uint8_t* buf = io_.tx_buffer(slot);
-    if (uint16_t id = io_.tx_send(slot, len, to)) net::icrc_set_id(buf, len, 0, id, icrc_ids_);
+    if (uint16_t id = io_.tx_send(slot, len, to, marks))
+        net::icrc_set_id(buf, len, 0, id, icrc_ids_);
 }
 
 void Wire::on_resend(uint8_t* data, size_t len, uint16_t from_seg, uint16_t to_seg) {

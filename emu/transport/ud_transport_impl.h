@@ -84,7 +84,7 @@ void UdTransport<Env>::requester_progress(Qp& qp) {
             }
         }
         std::memset(buf + hdr + w.length, 0, p.bth.pad);
-        env_.wire.transmit(slot, hdr + w.length + p.bth.pad, to, &qp);
+        env_.wire.transmit(slot, hdr + w.length + p.bth.pad, to, &qp, w.ud_marks);
         ++qp.tx_pkts;
         qp.next_psn = qp.una_psn = net::psn_add(qp.next_psn, 1);
         ++qp.sq_send;

@@ -4,7 +4,8 @@
 # directory of the host's own. Programs run "on a host" with on_host or the HOST_A/HOST_B
 # command prefixes. Everything (devices, namespaces, the veth pair) goes at exit, failed or
 # not. Without root, or where network namespaces are not allowed, the test skips (77).
-#   twohost_setup             make the hosts and start their devices
+#   twohost_setup [ARGS...]   make the hosts and start their devices (ARGS: more uroce start
+#                             options for both, e.g. --offload off)
 #   on_host A|B CMD...        run CMD on a host with the drop-in libraries
 #   "${HOST_A[@]}" CMD...     the same as a command prefix (for run_pair: pass it to verbs)
 [ "$(id -u)" = 0 ] || skip "two hosts need root (network namespaces and a veth pair)"
@@ -59,9 +60,9 @@ twohost_setup() {
             ip -n "$ns" addr add "$addr/24" dev eth0 || fail "cannot address host $h"
     done
     mkdir -m 700 "$DIR_A" "$DIR_B" || fail "mkdir runtime directories"
-    "${HOST_A[@]}" "$UROCE" start --name uroce0 --addr "$ADDR_A" >/dev/null ||
+    "${HOST_A[@]}" "$UROCE" start --name uroce0 --addr "$ADDR_A" "$@" >/dev/null ||
         fail "uroce start on host A"
-    "${HOST_B[@]}" "$UROCE" start --name uroce0 --addr "$ADDR_B" >/dev/null ||
+    "${HOST_B[@]}" "$UROCE" start --name uroce0 --addr "$ADDR_B" "$@" >/dev/null ||
         fail "uroce start on host B"
     echo "host A: $NS_A $ADDR_A (eth0 $(ip -n "$NS_A" -o link show eth0 | grep -o 'mtu [0-9]*'))"
     echo "host B: $NS_B $ADDR_B"
