@@ -68,6 +68,7 @@ int UdpUring::open(uint32_t ip_be, uint16_t port, bool offload) {
     port_ = port;
     socks_.push_back(Sock{sock_, ip_be, true, false, false});
     set_buffers(sock_);
+    recv_marks(sock_);
     // DF set and no fragmentation: the IPv4 ID is then 0, which the ICRC covers.
     int pmtu = IP_PMTUDISC_PROBE;
     setsockopt(sock_, IPPROTO_IP, IP_MTU_DISCOVER, &pmtu, sizeof pmtu);
@@ -146,8 +147,10 @@ int UdpUring::open(uint32_t ip_be, uint16_t port, bool offload) {
     io_uring_buf_ring_advance(br_, int(rx_bufs_));
 
     rx_msg_.msg_namelen = sizeof(sockaddr_in);
-    // Room in front of each received datagram for UDP_GRO's segment size.
-    if (off_.gro) rx_msg_.msg_controllen = CMSG_SPACE(sizeof(int));
+    // Room in front of each received datagram for its TOS (one byte) and TTL, and UDP_GRO's
+    // segment size.
+    rx_msg_.msg_controllen = CMSG_SPACE(sizeof(int)) * 2;
+    if (off_.gro) rx_msg_.msg_controllen += CMSG_SPACE(sizeof(int));
     // Queued, not submitted: the first run_once() submits it. io_uring completes a request
     // in the thread that submitted it, so submitted here (uroced's control thread) every
     // received packet would wake that thread first, and it the engine.
@@ -160,6 +163,12 @@ int UdpUring::open(uint32_t ip_be, uint16_t port, bool offload) {
 void UdpUring::set_udp_csum_zero() {
     int one = 1;
     off_.udp_csum_zero = setsockopt(sock_, SOL_SOCKET, SO_NO_CHECK, &one, sizeof one) == 0;
+}
+
+void UdpUring::recv_marks(int fd) {
+    int one = 1;
+    setsockopt(fd, IPPROTO_IP, IP_RECVTOS, &one, sizeof one);
+    setsockopt(fd, IPPROTO_IP, IP_RECVTTL, &one, sizeof one);
 }
 
 void UdpUring::set_buffers(int fd) {
@@ -179,6 +188,7 @@ int UdpUring::open_group(uint32_t group_be) {
     // Only the groups this socket joined itself, on the interface it joined them on.
     setsockopt(fd, IPPROTO_IP, IP_MULTICAST_ALL, &zero, sizeof zero);
     set_buffers(fd);
+    recv_marks(fd);
     sockaddr_in sa{};
     sa.sin_family = AF_INET;
     sa.sin_addr.s_addr = group_be;
@@ -264,14 +274,15 @@ void UdpUring::tx_free(uint32_t slot) { tx_free_.push_back(slot); }
 
 // One received datagram, or the packets of a GRO train one by one.
 uint32_t UdpUring::deliver(const sockaddr_in& from, uint32_t to_be, uint8_t* data, size_t len,
-                           uint32_t seg, Handler& h) {
+                           uint32_t seg, IpMarks marks, Handler& h) {
     if (seg == 0 || len <= seg) {
-        h.on_packet(from, to_be, data, len, 0);
+        h.on_packet(from, to_be, data, len, 0, marks);
         return 1;
     }
+    // (GRO merges only datagrams whose IPv4 headers agree but for the ID and lengths.)
     uint16_t k = 0;
     for (size_t off = 0; off < len; off += seg, ++k)
-        h.on_packet(from, to_be, data + off, std::min<size_t>(seg, len - off), k);
+        h.on_packet(from, to_be, data + off, std::min<size_t>(seg, len - off), k, marks);
     ++off_.rx_trains;
     off_.rx_train_pkts += k;
     return k;
@@ -473,13 +484,24 @@ void UdpUring::run_once(uint64_t timeout_ns, Handler& h) {
                 auto* data = static_cast<uint8_t*>(io_uring_recvmsg_payload(out, &rx_msg_));
                 size_t len = io_uring_recvmsg_payload_length(out, cqe->res, &rx_msg_);
                 int seg = 0;  // UDP_GRO: the size of the train's segments
+                IpMarks marks;
                 for (cmsghdr* c = io_uring_recvmsg_cmsg_firsthdr(out, &rx_msg_); c;
-                     c = io_uring_recvmsg_cmsg_nexthdr(out, &rx_msg_, c))
+                     c = io_uring_recvmsg_cmsg_nexthdr(out, &rx_msg_, c)) {
                     if (c->cmsg_level == SOL_UDP && c->cmsg_type == UDP_GRO &&
                         c->cmsg_len >= CMSG_LEN(sizeof(int)))
                         std::memcpy(&seg, CMSG_DATA(c), sizeof seg);
+                    else if (c->cmsg_level == IPPROTO_IP && c->cmsg_type == IP_TOS &&
+                             c->cmsg_len >= CMSG_LEN(1))
+                        marks.tos = *CMSG_DATA(c);
+                    else if (c->cmsg_level == IPPROTO_IP && c->cmsg_type == IP_TTL &&
+                             c->cmsg_len >= CMSG_LEN(sizeof(int))) {
+                        int ttl;
+                        std::memcpy(&ttl, CMSG_DATA(c), sizeof ttl);
+                        marks.ttl = uint8_t(ttl);
+                    }
+                }
                 rx_since_submit +=
-                    deliver(from, k.local_be, data, len, seg > 0 ? uint32_t(seg) : 0, h);
+                    deliver(from, k.local_be, data, len, seg > 0 ? uint32_t(seg) : 0, marks, h);
                 // What handling received packets produced (ACKs, NAKs, READ responses)
                 // leaves after a few of them, not when the whole batch is done.
                 if (rx_since_submit >= kRecvBatch && (sends_queued_ || open_train_ >= 0)) {

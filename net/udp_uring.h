@@ -55,8 +55,9 @@ public:
         // `seg`: the packet's place in the GRO train it arrived in (0 for a datagram on its
         // own), which is the IPv4 ID the sender's kernel gave it if the train is the sender's
         // GSO train whole (loopback, veth).
+        // `marks`: the IPv4 TOS and TTL it arrived with (IP_RECVTOS, IP_RECVTTL).
         virtual void on_packet(const sockaddr_in& from, uint32_t to_be, uint8_t* data, size_t len,
-                               uint16_t seg) = 0;
+                               uint16_t seg, IpMarks marks) = 0;
         virtual void on_eventfd(uint64_t tag) = 0;
         // A packet queued as segment `from_seg` of a GSO train leaves as segment `to_seg` of
         // another (the kernel refused the train; it goes again one datagram at a time). Its
@@ -171,8 +172,9 @@ private:
     void close_train();        // the open train's sendmsg is queued
     void sent(uint32_t train, int res, Handler& h);
     uint32_t deliver(const sockaddr_in& from, uint32_t to_be, uint8_t* data, size_t len,
-                     uint32_t seg, Handler& h);  // returns the packets
+                     uint32_t seg, IpMarks marks, Handler& h);  // returns the packets
     static void set_buffers(int fd);
+    static void recv_marks(int fd);  // receives come with their TOS and TTL
     void post_watch_read(uint32_t idx);
     void recycle_rx(uint16_t bid);
 

@@ -104,7 +104,7 @@ void Wire::transmit(uint32_t slot, size_t len_no_icrc, const sockaddr_in& to, Qp
 
 void Wire::wire_send(uint32_t slot, size_t len, const sockaddr_in& to, net::IpMarks marks,
                      bool icrc) {
-    if (to_self(to)) return self_link_.push(slot, uint32_t(len), icrc);
+    if (to_self(to)) return self_link_.push(slot, uint32_t(len), icrc, marks);
     if (loops_back(to)) ++self_inflight_;
     uint8_t* buf = io_.tx_buffer(slot);
     if (uint16_t id = io_.tx_send(slot, len, to, marks))
@@ -117,25 +117,25 @@ void Wire::on_resend(uint8_t* data, size_t len, uint16_t from_seg, uint16_t to_s
 
 // What the socket delivered: loopback pacing counts it here, once.
 void Wire::on_packet(const sockaddr_in& from, uint32_t to_be, uint8_t* data, size_t len,
-                     uint16_t seg) {
+                     uint16_t seg, net::IpMarks marks) {
     if (from.sin_addr.s_addr == cfg_.ipv4_be && from.sin_port == self_.sin_port) {
         if (self_inflight_) --self_inflight_;
         last_self_rx_ns_ = now_ns();
         self_rx_turn_ = turn_;
     }
-    arrive(from, to_be, data, len, seg);
+    arrive(from, to_be, data, len, seg, marks);
 }
 
 // The fault injector (which may drop, hold or duplicate the packet), then the receive path.
-void Wire::arrive(const sockaddr_in& from, uint32_t to_be, uint8_t* data, size_t len,
-                  uint16_t seg) {
-    if (faults_.armed(net::kFaultRx) && !fault_rx(from, to_be, data, len, seg))
+void Wire::arrive(const sockaddr_in& from, uint32_t to_be, uint8_t* data, size_t len, uint16_t seg,
+                  net::IpMarks marks) {
+    if (faults_.armed(net::kFaultRx) && !fault_rx(from, to_be, data, len, seg, marks))
         return;  // docs/faults.md
-    receive(from, to_be, data, len, false, seg);
+    receive(from, to_be, data, len, false, seg, marks);
 }
 
 void Wire::receive(const sockaddr_in& from, uint32_t to_be, uint8_t* data, size_t len,
-                   bool icrc_unset, uint16_t seg) {
+                   bool icrc_unset, uint16_t seg, net::IpMarks marks) {
     ++counters_.rx_pkts;
     counters_.rx_bytes += len;
     if (len) counters_.rx_op.add(data[0], len);
@@ -153,11 +153,12 @@ void Wire::receive(const sockaddr_in& from, uint32_t to_be, uint8_t* data, size_
         timeval tv;
         gettimeofday(&tv, nullptr);
         pcap_.record(from.sin_addr.s_addr, ntohs(from.sin_port), to_be, cfg_.port, data, len, tv,
-                     id, df);
+                     id, df, marks);
     }
     net::Packet p;
     net::DropReason why = net::decode(data, len, p);
     if (why != net::DropReason::kNone) return counters_.drop(why);
+    p.ip = marks;
     if (icrc_unset)
         ++counters_.icrc_unchecked;
     else
@@ -185,9 +186,9 @@ void Wire::deliver_to_self() {
             k.icrc = true;
         }
         if (k.icrc)
-            arrive(self_, cfg_.ipv4_be, buf, k.len, 0);
+            arrive(self_, cfg_.ipv4_be, buf, k.len, 0, k.marks);
         else
-            receive(self_, cfg_.ipv4_be, buf, k.len, true);
+            receive(self_, cfg_.ipv4_be, buf, k.len, true, 0, k.marks);
         io_.tx_free(k.slot);
     }
 }

@@ -85,8 +85,8 @@ public:
     // The ring's callbacks: a datagram the socket delivered, a doorbell or command eventfd
     // that fired (the device's). Tests and fuzzers call them as the ring does.
     // `seg`: the packet's place in the GRO train it came in (net/udp_uring.h; 0: alone).
-    void on_packet(const sockaddr_in& from, uint32_t to_be, uint8_t* data, size_t len,
-                   uint16_t seg) override;
+    void on_packet(const sockaddr_in& from, uint32_t to_be, uint8_t* data, size_t len, uint16_t seg,
+                   net::IpMarks marks = {}) override;
     void on_eventfd(uint64_t tag) override;
     // The GSO/GRO line of the dump (`uroce counters`): which offloads are in use.
     std::string offload_line() const;
@@ -96,19 +96,21 @@ public:
 private:
     // Where a packet enters the device, from the socket or from self_link_: the fault
     // injector, then receive().
-    void arrive(const sockaddr_in& from, uint32_t to_be, uint8_t* data, size_t len, uint16_t seg);
+    void arrive(const sockaddr_in& from, uint32_t to_be, uint8_t* data, size_t len, uint16_t seg,
+                net::IpMarks marks);
     // Checks, counts, captures, then the device's dispatch. `to_be`: the address the packet
     // was sent to (the device's, or a multicast group's). `icrc_unset`: a packet from this
     // device to itself whose ICRC nobody needed (transmit). `seg`: the IPv4 ID the packet
     // most likely had (its place in a GRO train); the ICRC check tries it first.
     void receive(const sockaddr_in& from, uint32_t to_be, uint8_t* data, size_t len,
-                 bool icrc_unset = false, uint16_t seg = 0);
+                 bool icrc_unset = false, uint16_t seg = 0, net::IpMarks marks = {});
     // Hands a finished packet to the socket, or to self_link_ if it is for this device
     // (loopback pacing counts the multicast ones that come back).
     void wire_send(uint32_t slot, size_t len, const sockaddr_in& to, net::IpMarks marks,
                    bool icrc = true);
     // Fault injection: false when the packet must go no further.
-    bool fault_rx(const sockaddr_in& from, uint32_t to_be, uint8_t* data, size_t len, uint16_t seg);
+    bool fault_rx(const sockaddr_in& from, uint32_t to_be, uint8_t* data, size_t len, uint16_t seg,
+                  net::IpMarks marks);
     // A GSO train the kernel refused goes again packet by packet: new IPv4 IDs, new ICRCs.
     void on_resend(uint8_t* data, size_t len, uint16_t from_seg, uint16_t to_seg) override;
     bool fault_tx(uint32_t slot, size_t len, const sockaddr_in& to, net::IpMarks marks);

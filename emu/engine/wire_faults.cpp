@@ -19,10 +19,13 @@ uint64_t Wire::set_faults(const net::FaultSpec& spec) {
 }
 
 // Received packets: dropped or held ones go no further; a duplicate is processed twice.
+// (A held one comes back with TOS 0 and TTL 64: the injector keeps the address it was sent
+// to, not those.)
 bool Wire::fault_rx(const sockaddr_in& from, uint32_t to_be, uint8_t* data, size_t len,
-                    uint16_t seg) {
+                    uint16_t seg, net::IpMarks marks) {
     Verdict v = faults_.decide(net::kFaultRx, data, len, from, now_ns(), to_be);
-    if (v == Verdict::kDup) receive(from, to_be, data, len, false, seg);  // buffer left as it was
+    if (v == Verdict::kDup)
+        receive(from, to_be, data, len, false, seg, marks);  // buffer left as it was
     return v == Verdict::kPass || v == Verdict::kDup;
 }
 
