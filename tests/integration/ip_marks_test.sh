@@ -29,25 +29,7 @@ write_bw) twohost_setup ;;
 esac
 "${HOST_B[@]}" "$UROCE" capture start "$PCAP_DEV" uroce0 >/dev/null || fail "capture start on B"
 
-# The capture on host A's eth0, running before the first packet.
-ip netns exec "$NS_A" tshark -q -i eth0 -f "udp port $UDP" -w "$PCAP_WIRE" \
-    >"$UROCE_RUNTIME_DIR/tshark.out" 2>&1 &
-TSHARK=$!
-for _ in $(seq 100); do
-    grep -q "Capturing on" "$UROCE_RUNTIME_DIR/tshark.out" && break
-    sleep 0.1
-done
-grep -q "Capturing on" "$UROCE_RUNTIME_DIR/tshark.out" ||
-    fail "tshark did not start: $(cat "$UROCE_RUNTIME_DIR/tshark.out")"
-
-tcp_listening() {
-    local i
-    for i in $(seq 1 600); do
-        ip netns exec "$NS_A" ss -Hltn "sport = :$PORT" 2>/dev/null | grep -q . && return
-        kill -0 "$1" 2>/dev/null || return
-        sleep 0.1
-    done
-}
+tap_start "$PCAP_WIRE"  # before the first packet
 case $mode in
 ah)
     on_host B "${2:?ip_marks_test.sh ah PROGRAM}" "$ADDR_A" 0x68 17 || fail "ip_marks_send failed"
@@ -62,9 +44,7 @@ write_bw)
     TTL=255
     ;;
 esac
-sleep 0.5  # the last packets reach the tap
-kill -INT $TSHARK
-wait $TSHARK
+tap_stop
 
 # fields FILE: one line per UDP packet: source, TOS, TTL, DF, UDP checksum, UDP length.
 fields() {

@@ -31,31 +31,11 @@ for ns in "$NS_A" "$NS_B"; do
     ip netns exec "$ns" ethtool -K eth0 tx off >/dev/null || fail "ethtool -K eth0 tx off"
 done
 
-ip netns exec "$NS_A" tshark -q -B 128 -i eth0 -f "udp port $UDP" -w "$PCAP_WIRE" \
-    >"$UROCE_RUNTIME_DIR/tshark.out" 2>&1 &
-TSHARK=$!
-for _ in $(seq 100); do
-    grep -q "Capturing on" "$UROCE_RUNTIME_DIR/tshark.out" && break
-    sleep 0.1
-done
-grep -q "Capturing on" "$UROCE_RUNTIME_DIR/tshark.out" ||
-    fail "tshark did not start: $(cat "$UROCE_RUNTIME_DIR/tshark.out")"
-
-tcp_listening() {
-    local i
-    for i in $(seq 1 600); do
-        ip netns exec "$NS_A" ss -Hltn "sport = :$PORT" 2>/dev/null | grep -q . && return
-        kill -0 "$1" 2>/dev/null || return
-        sleep 0.1
-    done
-}
+tap_start "$PCAP_WIRE" 128  # before the first packet (perftest's TCP setup comes first)
 PAIR_TIMEOUT=60 PAIR_READY=tcp_listening run_pair "${HOST_A[@]}" ib_write_bw -s 65536 \
     -p "$PORT" -n 200 -- "${HOST_B[@]}" ib_write_bw -s 65536 -p "$PORT" -n 200 "$ADDR_A"
 check_perftest_results ib_write_bw "$UROCE_RUNTIME_DIR/client.out"
-sleep 0.5  # the last packets reach the tap
-kill -INT $TSHARK
-wait $TSHARK
-grep -i "captured\|dropped" "$UROCE_RUNTIME_DIR/tshark.out"
+tap_stop
 
 trains=$("${HOST_B[@]}" "$UROCE" counters uroce0 | offload_field tx_trains)
 echo "host B sent $trains GSO trains"
