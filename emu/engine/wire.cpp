@@ -216,7 +216,8 @@ std::string Wire::offload_line() const {
            state(o.gro, o.gro_errno) + " tx_trains " + std::to_string(o.tx_trains) +
            " tx_train_pkts " + std::to_string(o.tx_train_pkts) + " rx_trains " +
            std::to_string(o.rx_trains) + " rx_train_pkts " + std::to_string(o.rx_train_pkts) +
-           " rx_nobufs " + std::to_string(io_.rx_nobufs()) + "\n";
+           " rx_nobufs " + std::to_string(io_.rx_nobufs()) + " udp_csum " +
+           (o.udp_csum_zero ? "zero" : "kernel") + "\n";
 }
 
 std::string Wire::icrc_line() const {

@@ -70,8 +70,11 @@ check() {
 # socket reported (IP_RECVTOS, IP_RECVTTL).
 "${HOST_B[@]}" "$UROCE" capture stop uroce0 >/dev/null || fail "capture stop on B"
 fields "$PCAP_DEV" >"$UROCE_RUNTIME_DIR/device.txt"
+csum=$("${HOST_B[@]}" "$UROCE" counters uroce0 | offload_field udp_csum)
+echo "host B: udp_csum $csum"
 case $mode in
 ah)
+    [ "$csum" = zero ] || fail "host B without offloads says udp_csum $csum, not zero"
     # 8 UD SENDs, the RC SEND and its 2 retries (ip_marks_send.cpp).
     check "$UROCE_RUNTIME_DIR/wire.txt" "on the veth" 11 csum0
     check "$UROCE_RUNTIME_DIR/device.txt" "host B's device capture" 11 csum0
