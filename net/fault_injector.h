@@ -84,7 +84,8 @@ public:
 
     // Decides the fate of one datagram (BTH ... ICRC) travelling in direction d to or from
     // `peer`; `local_be` (received packets) is the address it was sent to, the device's own
-    // or a multicast group's, handed back with a held packet. Call only when armed(d).
+    // or a multicast group's, handed back with a held packet (sent packets: any value the
+    // caller wants back, emu/engine/wire_faults.cpp's TOS and TTL). Call only when armed(d).
     Verdict decide(FaultDir d, uint8_t* data, size_t len, const sockaddr_in& peer, uint64_t now_ns,
                    uint32_t local_be = 0);
 

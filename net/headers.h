@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "net/ip_marks.h"
 #include "net/opcodes.h"
 #include "net/psn.h"
 
@@ -87,6 +88,7 @@ struct Packet {
     uint32_t ieth;  // R_Key to invalidate
     const uint8_t* payload;
     uint32_t payload_len;  // excluding pad and ICRC
+    IpMarks ip;            // the IPv4 TOS and TTL it arrived with (the receiver sets them)
 };
 
 enum class DropReason : uint8_t {

@@ -33,6 +33,21 @@ uint16_t ipv4_checksum(const uint8_t* h) {
     return static_cast<uint16_t>(~sum);
 }
 
+// The UDP checksum (RFC 768) over the IPv4 pseudo-header, the UDP header (checksum 0) and the
+// payload, as the sender's kernel computes it; 0xffff for a sum of 0, which means "none".
+uint16_t udp_checksum(const uint8_t* ip, const uint8_t* udp, const uint8_t* payload, size_t len) {
+    uint64_t sum = 0;
+    for (size_t i = 12; i < 20; i += 2) sum += load_be16(ip + i);  // addresses
+    sum += 17 + load_be16(udp + 4);                                // protocol, UDP length
+    for (size_t i = 0; i < kUdpLen; i += 2) sum += load_be16(udp + i);
+    size_t i = 0;
+    for (; i + 1 < len; i += 2) sum += load_be16(payload + i);
+    if (i < len) sum += uint32_t(payload[i]) << 8;
+    while (sum >> 16) sum = (sum & 0xffff) + (sum >> 16);
+    const auto c = static_cast<uint16_t>(~sum);
+    return c ? c : 0xffff;
+}
+
 }  // namespace
 
 PcapTap::~PcapTap() { close(); }
@@ -114,7 +129,7 @@ void PcapTap::rotate() {
 
 void PcapTap::record(uint32_t src_ip_be, uint16_t sport, uint32_t dst_ip_be, uint16_t dport,
                      const uint8_t* udp_payload, size_t udp_len, const struct timeval& ts,
-                     uint16_t ip_id, bool df) {
+                     uint16_t ip_id, bool df, IpMarks marks, bool udp_csum) {
     if (dumper_ == nullptr) return;
 
     const size_t wire_len = kEthLen + kIpv4Len + kUdpLen + udp_len;
@@ -135,11 +150,11 @@ void PcapTap::record(uint32_t src_ip_be, uint16_t sport, uint32_t dst_ip_be, uin
     uint8_t* ip = f + kEthLen;
     const size_t ip_total = std::min<size_t>(kIpv4Len + kUdpLen + udp_len, 0xffff);
     ip[0] = 0x45;
-    ip[1] = 0;
+    ip[1] = marks.tos;
     store_be16(ip + 2, static_cast<uint16_t>(ip_total));
     store_be16(ip + 4, ip_id);
     store_be16(ip + 6, df ? 0x4000 : 0);
-    ip[8] = 64;
+    ip[8] = marks.ttl;
     ip[9] = 17;
     store_be16(ip + 10, 0);
     std::memcpy(ip + 12, &src_ip_be, 4);
@@ -150,7 +165,10 @@ void PcapTap::record(uint32_t src_ip_be, uint16_t sport, uint32_t dst_ip_be, uin
     store_be16(udp, sport);
     store_be16(udp + 2, dport);
     store_be16(udp + 4, static_cast<uint16_t>(std::min<size_t>(kUdpLen + udp_len, 0xffff)));
-    store_be16(udp + 6, 0);  // no UDP checksum, as RoCEv2 senders commonly do
+    // No UDP checksum, as rxe and RoCE NICs send it, unless the packet had one (GSO trains).
+    store_be16(udp + 6, 0);
+    if (udp_csum && udp_payload != nullptr)
+        store_be16(udp + 6, udp_checksum(ip, udp, udp_payload, udp_len));
 
     const size_t copy = cap_len - (kEthLen + kIpv4Len + kUdpLen);
     if (copy > 0 && udp_payload != nullptr) std::memcpy(udp + kUdpLen, udp_payload, copy);

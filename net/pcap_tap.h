@@ -13,6 +13,8 @@
 #include <memory>
 #include <string>
 
+#include "net/ip_marks.h"
+
 struct pcap;
 struct pcap_dumper;
 
@@ -42,14 +44,16 @@ public:
     bool is_open() const;
 
     // Record one RoCEv2 UDP payload (BTH .. ICRC) with synthesized framing: Ethernet with MACs
-    // 02:00:<ip bytes>, IPv4 (ID ip_id, DF, TTL 64, valid header checksum), UDP (checksum 0).
+    // 02:00:<ip bytes>, IPv4 (ID ip_id, DF, TOS and TTL from marks, valid header checksum),
+    // UDP (checksum 0, or with udp_csum the real one over the whole payload).
     // ip_id is the ID the payload's ICRC was made for (a UDP GSO segment's index, or the ID a
     // received packet had, icrc_id.h); df false: the flags field is 0 instead of DF.
+    // marks and udp_csum: what the packet had on the wire (net/udp_uring.h), where known.
     // Addresses in network byte order, ports in host order. No allocation, no lock; a system
     // call only when the file buffer fills (or per record with set_flush_each(true)).
     void record(uint32_t src_ip_be, uint16_t sport, uint32_t dst_ip_be, uint16_t dport,
                 const uint8_t* udp_payload, size_t udp_len, const struct timeval& ts,
-                uint16_t ip_id = 0, bool df = true);
+                uint16_t ip_id = 0, bool df = true, IpMarks marks = {}, bool udp_csum = false);
 
     // Packets recorded since the last open() (across rotations).
     uint64_t packets() const { return packets_; }

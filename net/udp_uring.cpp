@@ -68,9 +68,15 @@ int UdpUring::open(uint32_t ip_be, uint16_t port, bool offload) {
     port_ = port;
     socks_.push_back(Sock{sock_, ip_be, true, false, false});
     set_buffers(sock_);
+    recv_marks(sock_);
     // DF set and no fragmentation: the IPv4 ID is then 0, which the ICRC covers.
     int pmtu = IP_PMTUDISC_PROBE;
     setsockopt(sock_, IPPROTO_IP, IP_MTU_DISCOVER, &pmtu, sizeof pmtu);
+    // The TOS and TTL of a packet that names none (IpMarks{}), whatever the host's
+    // net.ipv4.ip_default_ttl: control messages on a sendmsg set others (close_train).
+    int tos = IpMarks{}.tos, uttl = IpMarks{}.ttl;
+    setsockopt(sock_, IPPROTO_IP, IP_TOS, &tos, sizeof tos);
+    setsockopt(sock_, IPPROTO_IP, IP_TTL, &uttl, sizeof uttl);
     // Multicast (docs/multicast.md) leaves through the device's interface, not the default
     // route's, with the TTL of unicast packets, and loops back to this host's members
     // (other devices, and this one's own group sockets).
@@ -95,6 +101,7 @@ int UdpUring::open(uint32_t ip_be, uint16_t port, bool offload) {
         off_.gro = setsockopt(sock_, SOL_UDP, UDP_GRO, &one, sizeof one) == 0;
         if (!off_.gro) off_.gro_errno = errno;
     }
+    if (!off_.gso) set_udp_csum_zero();
     if (off_.gro) {
         rx_buf_size_ = kRxTrainBufSize;
         rx_bufs_ = kRxTrainBufs;
@@ -140,13 +147,28 @@ int UdpUring::open(uint32_t ip_be, uint16_t port, bool offload) {
     io_uring_buf_ring_advance(br_, int(rx_bufs_));
 
     rx_msg_.msg_namelen = sizeof(sockaddr_in);
-    // Room in front of each received datagram for UDP_GRO's segment size.
-    if (off_.gro) rx_msg_.msg_controllen = CMSG_SPACE(sizeof(int));
+    // Room in front of each received datagram for its TOS (one byte) and TTL, and UDP_GRO's
+    // segment size.
+    rx_msg_.msg_controllen = CMSG_SPACE(sizeof(int)) * 2;
+    if (off_.gro) rx_msg_.msg_controllen += CMSG_SPACE(sizeof(int));
     // Queued, not submitted: the first run_once() submits it. io_uring completes a request
     // in the thread that submitted it, so submitted here (uroced's control thread) every
     // received packet would wake that thread first, and it the engine.
     arm_recv(0);
     return 0;
+}
+
+// As rxe and RoCE NICs send it. Only without GSO trains: the kernel refuses a train from a
+// socket with SO_NO_CHECK (EINVAL).
+void UdpUring::set_udp_csum_zero() {
+    int one = 1;
+    off_.udp_csum_zero = setsockopt(sock_, SOL_SOCKET, SO_NO_CHECK, &one, sizeof one) == 0;
+}
+
+void UdpUring::recv_marks(int fd) {
+    int one = 1;
+    setsockopt(fd, IPPROTO_IP, IP_RECVTOS, &one, sizeof one);
+    setsockopt(fd, IPPROTO_IP, IP_RECVTTL, &one, sizeof one);
 }
 
 void UdpUring::set_buffers(int fd) {
@@ -166,6 +188,7 @@ int UdpUring::open_group(uint32_t group_be) {
     // Only the groups this socket joined itself, on the interface it joined them on.
     setsockopt(fd, IPPROTO_IP, IP_MULTICAST_ALL, &zero, sizeof zero);
     set_buffers(fd);
+    recv_marks(fd);
     sockaddr_in sa{};
     sa.sin_family = AF_INET;
     sa.sin_addr.s_addr = group_be;
@@ -251,14 +274,15 @@ void UdpUring::tx_free(uint32_t slot) { tx_free_.push_back(slot); }
 
 // One received datagram, or the packets of a GRO train one by one.
 uint32_t UdpUring::deliver(const sockaddr_in& from, uint32_t to_be, uint8_t* data, size_t len,
-                           uint32_t seg, Handler& h) {
+                           uint32_t seg, IpMarks marks, Handler& h) {
     if (seg == 0 || len <= seg) {
-        h.on_packet(from, to_be, data, len, 0);
+        h.on_packet(from, to_be, data, len, 0, marks);
         return 1;
     }
+    // (GRO merges only datagrams whose IPv4 headers agree but for the ID and lengths.)
     uint16_t k = 0;
     for (size_t off = 0; off < len; off += seg, ++k)
-        h.on_packet(from, to_be, data + off, std::min<size_t>(seg, len - off), k);
+        h.on_packet(from, to_be, data + off, std::min<size_t>(seg, len - off), k, marks);
     ++off_.rx_trains;
     off_.rx_train_pkts += k;
     return k;
@@ -267,21 +291,22 @@ uint32_t UdpUring::deliver(const sockaddr_in& from, uint32_t to_be, uint8_t* dat
 // A train takes packets of its first packet's length, and then one shorter packet at most
 // (GSO cuts at one size; only the last segment may be shorter). So until then it holds n
 // packets of seg bytes.
-bool UdpUring::joins(const Train& t, size_t len, const sockaddr_in& to) const {
+// (One sendmsg carries one TOS and TTL: packets with others start a train of their own.)
+bool UdpUring::joins(const Train& t, size_t len, const sockaddr_in& to, IpMarks marks) const {
     return t.iov[t.n - 1].iov_len == t.seg && len <= t.seg && t.n < kMaxSegs &&
-           size_t(t.n) * t.seg + len <= kMaxTrainBytes && same_peer(t.to, to);
+           size_t(t.n) * t.seg + len <= kMaxTrainBytes && same_peer(t.to, to) && t.marks == marks;
 }
 
-uint16_t UdpUring::tx_next_seg(size_t len, const sockaddr_in& to) const {
+uint16_t UdpUring::tx_next_seg(size_t len, const sockaddr_in& to, IpMarks marks) const {
     if (open_train_ < 0) return 0;
     const Train& t = trains_[size_t(open_train_)];
-    return joins(t, len, to) ? uint16_t(t.n) : 0;
+    return joins(t, len, to, marks) ? uint16_t(t.n) : 0;
 }
 
-uint16_t UdpUring::tx_send(uint32_t slot, size_t len, const sockaddr_in& to) {
+uint16_t UdpUring::tx_send(uint32_t slot, size_t len, const sockaddr_in& to, IpMarks marks) {
     if (open_train_ >= 0) {
         Train& t = trains_[size_t(open_train_)];
-        if (joins(t, len, to)) {
+        if (joins(t, len, to, marks)) {
             uint32_t k = t.n++;
             t.slot[k] = slot;
             t.iov[k] = iovec{tx_mem_ + size_t(slot) * kBufSize, len};
@@ -297,17 +322,18 @@ uint16_t UdpUring::tx_send(uint32_t slot, size_t len, const sockaddr_in& to) {
         io_uring_submit(&ring_);
         sends_queued_ = 0;
     }
-    start_train(slot, len, to);
+    start_train(slot, len, to, marks);
     // Multicast goes on its own: the group sockets of this host's members have no GRO.
     if (!off_.gso || is_ipv4_multicast(to.sin_addr.s_addr)) close_train();
     return 0;
 }
 
-void UdpUring::start_train(uint32_t slot, size_t len, const sockaddr_in& to) {
+void UdpUring::start_train(uint32_t slot, size_t len, const sockaddr_in& to, IpMarks marks) {
     uint32_t i = trains_free_.back();  // never empty: a train holds one buffer at least
     trains_free_.pop_back();
     Train& t = trains_[i];
     t.to = to;
+    t.marks = marks;
     t.n = 1;
     t.seg = uint32_t(len);
     t.slot[0] = slot;
@@ -324,15 +350,32 @@ void UdpUring::close_train() {
     t.msg.msg_namelen = sizeof t.to;
     t.msg.msg_iov = t.iov;
     t.msg.msg_iovlen = t.n;
+    // Control messages only for what differs from the socket's defaults: most sendmsgs have
+    // none or UDP_SEGMENT alone.
+    unsigned char* c = t.ctl;
+    auto add = [&c](int level, int type, const void* v, size_t len) {
+        auto* h = reinterpret_cast<cmsghdr*>(c);
+        h->cmsg_level = level;
+        h->cmsg_type = type;
+        h->cmsg_len = CMSG_LEN(len);
+        std::memcpy(CMSG_DATA(h), v, len);
+        c += CMSG_SPACE(len);
+    };
     if (t.n > 1) {
-        t.msg.msg_control = t.ctl;
-        t.msg.msg_controllen = sizeof t.ctl;
-        cmsghdr* c = CMSG_FIRSTHDR(&t.msg);
-        c->cmsg_level = SOL_UDP;
-        c->cmsg_type = UDP_SEGMENT;
-        c->cmsg_len = CMSG_LEN(sizeof(uint16_t));
         uint16_t seg = uint16_t(t.seg);
-        std::memcpy(CMSG_DATA(c), &seg, sizeof seg);
+        add(SOL_UDP, UDP_SEGMENT, &seg, sizeof seg);
+    }
+    if (t.marks.tos != IpMarks{}.tos) {
+        int v = t.marks.tos;
+        add(IPPROTO_IP, IP_TOS, &v, sizeof v);
+    }
+    if (t.marks.ttl != IpMarks{}.ttl) {
+        int v = t.marks.ttl;
+        add(IPPROTO_IP, IP_TTL, &v, sizeof v);
+    }
+    if (c != t.ctl) {
+        t.msg.msg_control = t.ctl;
+        t.msg.msg_controllen = size_t(c - t.ctl);
     }
     io_uring_sqe* s = sqe();
     io_uring_prep_sendmsg(s, sock_, &t.msg, 0);
@@ -345,8 +388,11 @@ void UdpUring::close_train() {
 void UdpUring::sent(uint32_t i, int res, Handler& h) {
     Train& t = trains_[i];
     if (t.n > 1 && res < 0 && gso_refused(-res)) {
-        if (off_.gso) off_.gso_errno = -res;  // the first refusal says why
-        off_.gso = false;
+        if (off_.gso) {
+            off_.gso_errno = -res;  // the first refusal says why
+            off_.gso = false;
+            set_udp_csum_zero();
+        }
         if (open_train_ >= 0) close_train();  // keeps the order of what is queued
         // The train's entry is given back first: each packet takes one of its own, and with
         // every buffer in flight there may be no other.
@@ -355,7 +401,7 @@ void UdpUring::sent(uint32_t i, int res, Handler& h) {
         for (uint32_t k = 0; k < was.n; ++k) {
             h.on_resend(static_cast<uint8_t*>(was.iov[k].iov_base), was.iov[k].iov_len, uint16_t(k),
                         0);
-            start_train(was.slot[k], was.iov[k].iov_len, was.to);
+            start_train(was.slot[k], was.iov[k].iov_len, was.to, was.marks);
             close_train();
         }
         return;
@@ -438,13 +484,24 @@ void UdpUring::run_once(uint64_t timeout_ns, Handler& h) {
                 auto* data = static_cast<uint8_t*>(io_uring_recvmsg_payload(out, &rx_msg_));
                 size_t len = io_uring_recvmsg_payload_length(out, cqe->res, &rx_msg_);
                 int seg = 0;  // UDP_GRO: the size of the train's segments
+                IpMarks marks;
                 for (cmsghdr* c = io_uring_recvmsg_cmsg_firsthdr(out, &rx_msg_); c;
-                     c = io_uring_recvmsg_cmsg_nexthdr(out, &rx_msg_, c))
+                     c = io_uring_recvmsg_cmsg_nexthdr(out, &rx_msg_, c)) {
                     if (c->cmsg_level == SOL_UDP && c->cmsg_type == UDP_GRO &&
                         c->cmsg_len >= CMSG_LEN(sizeof(int)))
                         std::memcpy(&seg, CMSG_DATA(c), sizeof seg);
+                    else if (c->cmsg_level == IPPROTO_IP && c->cmsg_type == IP_TOS &&
+                             c->cmsg_len >= CMSG_LEN(1))
+                        marks.tos = *CMSG_DATA(c);
+                    else if (c->cmsg_level == IPPROTO_IP && c->cmsg_type == IP_TTL &&
+                             c->cmsg_len >= CMSG_LEN(sizeof(int))) {
+                        int ttl;
+                        std::memcpy(&ttl, CMSG_DATA(c), sizeof ttl);
+                        marks.ttl = uint8_t(ttl);
+                    }
+                }
                 rx_since_submit +=
-                    deliver(from, k.local_be, data, len, seg > 0 ? uint32_t(seg) : 0, h);
+                    deliver(from, k.local_be, data, len, seg > 0 ? uint32_t(seg) : 0, marks, h);
                 // What handling received packets produced (ACKs, NAKs, READ responses)
                 // leaves after a few of them, not when the whole batch is done.
                 if (rx_since_submit >= kRecvBatch && (sends_queued_ || open_train_ >= 0)) {

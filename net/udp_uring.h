@@ -9,6 +9,12 @@
 // refuses either, packets go one datagram per sendmsg/receive, as without offloads.
 // Multicast groups the device has joined each have a socket of their own (bound to the
 // group's address, member on the device's interface) whose receives share the buffers.
+// Each packet carries its IPv4 TOS and TTL (net/ip_marks.h) in control messages of its
+// sendmsg when they are not the socket's own (0 and 64); a train joins packets of one TOS and
+// TTL only. DF is set on every packet (IP_PMTUDISC_PROBE). The UDP checksum is zero, as rxe
+// and RoCE NICs send it (SO_NO_CHECK), whenever the socket sends no GSO trains: the kernel
+// refuses UDP GSO without a checksum (udp_send_skb: EINVAL), so with GSO on every packet has
+// the kernel's checksum. Receivers accept both (a zero UDP checksum means "none" in IPv4).
 #pragma once
 
 #include <liburing.h>
@@ -19,6 +25,8 @@
 #include <cstdint>
 #include <memory>
 #include <vector>
+
+#include "net/ip_marks.h"
 
 namespace uroce::net {
 
@@ -47,8 +55,9 @@ public:
         // `seg`: the packet's place in the GRO train it arrived in (0 for a datagram on its
         // own), which is the IPv4 ID the sender's kernel gave it if the train is the sender's
         // GSO train whole (loopback, veth).
+        // `marks`: the IPv4 TOS and TTL it arrived with (IP_RECVTOS, IP_RECVTTL).
         virtual void on_packet(const sockaddr_in& from, uint32_t to_be, uint8_t* data, size_t len,
-                               uint16_t seg) = 0;
+                               uint16_t seg, IpMarks marks) = 0;
         virtual void on_eventfd(uint64_t tag) = 0;
         // A packet queued as segment `from_seg` of a GSO train leaves as segment `to_seg` of
         // another (the kernel refused the train; it goes again one datagram at a time). Its
@@ -65,6 +74,7 @@ public:
         int gro_errno = 0;
         uint64_t tx_trains = 0, tx_train_pkts = 0;  // GSO trains sent (2 packets or more)
         uint64_t rx_trains = 0, rx_train_pkts = 0;  // GRO trains received (2 or more)
+        bool udp_csum_zero = false;  // packets leave with UDP checksum 0 (no GSO: SO_NO_CHECK)
     };
 
     UdpUring() = default;
@@ -96,9 +106,10 @@ public:
     // the next packet cannot join it, and at the latest with run_once(). Returns its segment
     // number in the train (the IPv4 ID the kernel gives it), 0 for the first or only packet.
     // Until the next tx_send or run_once the buffer may still be changed.
-    uint16_t tx_send(uint32_t slot, size_t len, const sockaddr_in& to);
-    // The segment number tx_send(…, len, to) would give a packet now.
-    uint16_t tx_next_seg(size_t len, const sockaddr_in& to) const;
+    // `marks`: the packet's IPv4 TOS and TTL; only packets with the same ones share a train.
+    uint16_t tx_send(uint32_t slot, size_t len, const sockaddr_in& to, IpMarks marks = {});
+    // The segment number tx_send(…, len, to, marks) would give a packet now.
+    uint16_t tx_next_seg(size_t len, const sockaddr_in& to, IpMarks marks = {}) const;
     uint32_t tx_free_count() const { return uint32_t(tx_free_.size()); }
     // Gives the pages of the packet buffers back to the kernel; they stay mapped and come
     // back, zeroed, when a packet next uses them. Transmit buffers only when every one is
@@ -130,7 +141,10 @@ private:
         sockaddr_in to;
         uint32_t n;    // packets
         uint32_t seg;  // the first packet's length: every segment's but the last
-        alignas(cmsghdr) unsigned char ctl[CMSG_SPACE(sizeof(uint16_t))];
+        IpMarks marks;
+        // UDP_SEGMENT, IP_TOS, IP_TTL.
+        alignas(
+            cmsghdr) unsigned char ctl[CMSG_SPACE(sizeof(uint16_t)) + 2 * CMSG_SPACE(sizeof(int))];
         iovec iov[kMaxSegs];
         uint32_t slot[kMaxSegs];
     };
@@ -152,13 +166,15 @@ private:
 
     io_uring_sqe* sqe();
     void arm_recv(uint32_t sock);
-    bool joins(const Train& t, size_t len, const sockaddr_in& to) const;
-    void start_train(uint32_t slot, size_t len, const sockaddr_in& to);
-    void close_train();  // the open train's sendmsg is queued
+    bool joins(const Train& t, size_t len, const sockaddr_in& to, IpMarks marks) const;
+    void start_train(uint32_t slot, size_t len, const sockaddr_in& to, IpMarks marks);
+    void set_udp_csum_zero();  // SO_NO_CHECK, once the socket sends no trains
+    void close_train();        // the open train's sendmsg is queued
     void sent(uint32_t train, int res, Handler& h);
     uint32_t deliver(const sockaddr_in& from, uint32_t to_be, uint8_t* data, size_t len,
-                     uint32_t seg, Handler& h);  // returns the packets
+                     uint32_t seg, IpMarks marks, Handler& h);  // returns the packets
     static void set_buffers(int fd);
+    static void recv_marks(int fd);  // receives come with their TOS and TTL
     void post_watch_read(uint32_t idx);
     void recycle_rx(uint16_t bid);
 

@@ -48,7 +48,10 @@ struct SendWqe {
     uint32_t ah;           // UD: address handle number
     uint32_t remote_qpn;   // UD
     uint32_t remote_qkey;  // UD
-    uint32_t remote_srqn;  // XRC
+    union {
+        uint32_t remote_srqn;  // XRC
+        uint8_t ud_grh[4];     // UD: the AH's GRH traffic class [0] and hop limit [1]
+    };
     // abi::kWrFlush (RDMA FLUSH, any headers): compare_add is the length, swap the placement
     // type and selectivity level (flush.h: flush_wqe_bits); no SGEs, no inline data.
 };

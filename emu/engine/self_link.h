@@ -14,9 +14,10 @@ namespace uroce::emu {
 class SelfLink {
 public:
     struct Pkt {
-        uint32_t slot;  // transmit buffer
-        uint32_t len;   // with the ICRC
-        bool icrc;      // the ICRC is stored (see Wire::transmit)
+        uint32_t slot;       // transmit buffer
+        uint32_t len;        // with the ICRC
+        bool icrc;           // the ICRC is stored (see Wire::transmit)
+        net::IpMarks marks;  // the TOS and TTL it was sent with
     };
     static constexpr uint32_t kCap = net::UdpUring::kTxBufs;
     static_assert((kCap & (kCap - 1)) == 0, "a power of two");
@@ -24,8 +25,8 @@ public:
     bool empty() const { return head_ == tail_; }
     uint32_t size() const { return tail_ - head_; }
     // Never fails: there are no more packets than transmit buffers.
-    void push(uint32_t slot, uint32_t len, bool icrc) {
-        q_[tail_++ & (kCap - 1)] = {slot, len, icrc};
+    void push(uint32_t slot, uint32_t len, bool icrc, net::IpMarks marks) {
+        q_[tail_++ & (kCap - 1)] = {slot, len, icrc, marks};
     }
     Pkt pop() { return q_[head_++ & (kCap - 1)]; }
 

@@ -66,6 +66,11 @@ uint8_t* Wire::tx_begin(uint32_t* slot) {
 }
 
 void Wire::transmit(uint32_t slot, size_t len_no_icrc, const sockaddr_in& to, Qp* qp) {
+    transmit(slot, len_no_icrc, to, qp, qp ? qp->ip_marks : net::IpMarks{});
+}
+
+void Wire::transmit(uint32_t slot, size_t len_no_icrc, const sockaddr_in& to, Qp* qp,
+                    net::IpMarks marks) {
     dma_.flush();  // nothing leaves before the data it may acknowledge (emu/engine/dma.cpp)
     uint8_t* buf = io_.tx_buffer(slot);
     size_t len = len_no_icrc + net::kIcrcLen;
@@ -77,12 +82,15 @@ void Wire::transmit(uint32_t slot, size_t len_no_icrc, const sockaddr_in& to, Qp
     if (pcap_.is_open()) {
         // Recorded with the IPv4 ID it will have on the wire (its place in the GSO train it
         // joins, net/udp_uring.h) and the ICRC for it; wire_send numbers it again from ID 0.
-        uint16_t id = icrc && !to_self(to) ? io_.tx_next_seg(len, to) : 0;
+        // Its TOS and TTL too, and the UDP checksum when the socket sends one (net/udp_uring.h);
+        // a packet to itself never reaches the socket and has none.
+        const bool wire = !to_self(to);
+        uint16_t id = icrc && wire ? io_.tx_next_seg(len, to, marks) : 0;
         if (id) net::icrc_set_id(buf, len, 0, id, icrc_ids_);
         timeval tv;
         gettimeofday(&tv, nullptr);
         pcap_.record(cfg_.ipv4_be, cfg_.port, to.sin_addr.s_addr, ntohs(to.sin_port), buf, len, tv,
-                     id);
+                     id, true, marks, wire && !io_.offloads().udp_csum_zero);
         if (id) net::icrc_set_id(buf, len, id, 0, icrc_ids_);
     }
     ++counters_.tx_pkts;
@@ -90,15 +98,17 @@ void Wire::transmit(uint32_t slot, size_t len_no_icrc, const sockaddr_in& to, Qp
     if (net::is_ipv4_multicast(to.sin_addr.s_addr)) ++counters_.mcast_tx_pkts;
     counters_.tx_op.add(buf[0], len);
     if (qp) qp->tx_op.add(buf[0], len);
-    if (faults_.armed(net::kFaultTx) && !fault_tx(slot, len, to)) return;  // docs/faults.md
-    wire_send(slot, len, to, icrc);
+    if (faults_.armed(net::kFaultTx) && !fault_tx(slot, len, to, marks)) return;  // docs/faults.md
+    wire_send(slot, len, to, marks, icrc);
 }
 
-void Wire::wire_send(uint32_t slot, size_t len, const sockaddr_in& to, bool icrc) {
-    if (to_self(to)) return self_link_.push(slot, uint32_t(len), icrc);
+void Wire::wire_send(uint32_t slot, size_t len, const sockaddr_in& to, net::IpMarks marks,
+                     bool icrc) {
+    if (to_self(to)) return self_link_.push(slot, uint32_t(len), icrc, marks);
     if (loops_back(to)) ++self_inflight_;
     uint8_t* buf = io_.tx_buffer(slot);
-    if (uint16_t id = io_.tx_send(slot, len, to)) net::icrc_set_id(buf, len, 0, id, icrc_ids_);
+    if (uint16_t id = io_.tx_send(slot, len, to, marks))
+        net::icrc_set_id(buf, len, 0, id, icrc_ids_);
 }
 
 void Wire::on_resend(uint8_t* data, size_t len, uint16_t from_seg, uint16_t to_seg) {
@@ -107,25 +117,25 @@ void Wire::on_resend(uint8_t* data, size_t len, uint16_t from_seg, uint16_t to_s
 
 // What the socket delivered: loopback pacing counts it here, once.
 void Wire::on_packet(const sockaddr_in& from, uint32_t to_be, uint8_t* data, size_t len,
-                     uint16_t seg) {
+                     uint16_t seg, net::IpMarks marks) {
     if (from.sin_addr.s_addr == cfg_.ipv4_be && from.sin_port == self_.sin_port) {
         if (self_inflight_) --self_inflight_;
         last_self_rx_ns_ = now_ns();
         self_rx_turn_ = turn_;
     }
-    arrive(from, to_be, data, len, seg);
+    arrive(from, to_be, data, len, seg, marks);
 }
 
 // The fault injector (which may drop, hold or duplicate the packet), then the receive path.
-void Wire::arrive(const sockaddr_in& from, uint32_t to_be, uint8_t* data, size_t len,
-                  uint16_t seg) {
-    if (faults_.armed(net::kFaultRx) && !fault_rx(from, to_be, data, len, seg))
+void Wire::arrive(const sockaddr_in& from, uint32_t to_be, uint8_t* data, size_t len, uint16_t seg,
+                  net::IpMarks marks) {
+    if (faults_.armed(net::kFaultRx) && !fault_rx(from, to_be, data, len, seg, marks))
         return;  // docs/faults.md
-    receive(from, to_be, data, len, false, seg);
+    receive(from, to_be, data, len, false, seg, marks);
 }
 
 void Wire::receive(const sockaddr_in& from, uint32_t to_be, uint8_t* data, size_t len,
-                   bool icrc_unset, uint16_t seg) {
+                   bool icrc_unset, uint16_t seg, net::IpMarks marks) {
     ++counters_.rx_pkts;
     counters_.rx_bytes += len;
     if (len) counters_.rx_op.add(data[0], len);
@@ -143,11 +153,12 @@ void Wire::receive(const sockaddr_in& from, uint32_t to_be, uint8_t* data, size_
         timeval tv;
         gettimeofday(&tv, nullptr);
         pcap_.record(from.sin_addr.s_addr, ntohs(from.sin_port), to_be, cfg_.port, data, len, tv,
-                     id, df);
+                     id, df, marks);
     }
     net::Packet p;
     net::DropReason why = net::decode(data, len, p);
     if (why != net::DropReason::kNone) return counters_.drop(why);
+    p.ip = marks;
     if (icrc_unset)
         ++counters_.icrc_unchecked;
     else
@@ -175,9 +186,9 @@ void Wire::deliver_to_self() {
             k.icrc = true;
         }
         if (k.icrc)
-            arrive(self_, cfg_.ipv4_be, buf, k.len, 0);
+            arrive(self_, cfg_.ipv4_be, buf, k.len, 0, k.marks);
         else
-            receive(self_, cfg_.ipv4_be, buf, k.len, true);
+            receive(self_, cfg_.ipv4_be, buf, k.len, true, 0, k.marks);
         io_.tx_free(k.slot);
     }
 }
@@ -205,7 +216,8 @@ std::string Wire::offload_line() const {
            state(o.gro, o.gro_errno) + " tx_trains " + std::to_string(o.tx_trains) +
            " tx_train_pkts " + std::to_string(o.tx_train_pkts) + " rx_trains " +
            std::to_string(o.rx_trains) + " rx_train_pkts " + std::to_string(o.rx_train_pkts) +
-           " rx_nobufs " + std::to_string(io_.rx_nobufs()) + "\n";
+           " rx_nobufs " + std::to_string(io_.rx_nobufs()) + " udp_csum " +
+           (o.udp_csum_zero ? "zero" : "kernel") + "\n";
 }
 
 std::string Wire::icrc_line() const {

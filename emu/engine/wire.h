@@ -44,8 +44,12 @@ public:
     // Sending. tx_begin: a transmit buffer (nullptr: all in flight, counted as a stall).
     uint8_t* tx_begin(uint32_t* slot);
     // Appends the ICRC, records the packet in the capture, and queues it. `qp`: the QP that
-    // sends it, for its per-opcode counters (nullptr: the device's counters only).
+    // sends it, for its per-opcode counters (nullptr: the device's counters only), and whose
+    // address vector gives the IPv4 TOS and TTL (Qp::ip_marks) unless `marks` does (UD: the
+    // AH's).
     void transmit(uint32_t slot, size_t len_no_icrc, const sockaddr_in& to, Qp* qp = nullptr);
+    void transmit(uint32_t slot, size_t len_no_icrc, const sockaddr_in& to, Qp* qp,
+                  net::IpMarks marks);
     void tx_free(uint32_t slot) { io_.tx_free(slot); }
     // True when a requester should wait before sending more to `to`: multicast this device
     // sent to its own groups that has not come back yet. A count that stops moving (the
@@ -81,8 +85,8 @@ public:
     // The ring's callbacks: a datagram the socket delivered, a doorbell or command eventfd
     // that fired (the device's). Tests and fuzzers call them as the ring does.
     // `seg`: the packet's place in the GRO train it came in (net/udp_uring.h; 0: alone).
-    void on_packet(const sockaddr_in& from, uint32_t to_be, uint8_t* data, size_t len,
-                   uint16_t seg) override;
+    void on_packet(const sockaddr_in& from, uint32_t to_be, uint8_t* data, size_t len, uint16_t seg,
+                   net::IpMarks marks = {}) override;
     void on_eventfd(uint64_t tag) override;
     // The GSO/GRO line of the dump (`uroce counters`): which offloads are in use.
     std::string offload_line() const;
@@ -92,21 +96,24 @@ public:
 private:
     // Where a packet enters the device, from the socket or from self_link_: the fault
     // injector, then receive().
-    void arrive(const sockaddr_in& from, uint32_t to_be, uint8_t* data, size_t len, uint16_t seg);
+    void arrive(const sockaddr_in& from, uint32_t to_be, uint8_t* data, size_t len, uint16_t seg,
+                net::IpMarks marks);
     // Checks, counts, captures, then the device's dispatch. `to_be`: the address the packet
     // was sent to (the device's, or a multicast group's). `icrc_unset`: a packet from this
     // device to itself whose ICRC nobody needed (transmit). `seg`: the IPv4 ID the packet
     // most likely had (its place in a GRO train); the ICRC check tries it first.
     void receive(const sockaddr_in& from, uint32_t to_be, uint8_t* data, size_t len,
-                 bool icrc_unset = false, uint16_t seg = 0);
+                 bool icrc_unset = false, uint16_t seg = 0, net::IpMarks marks = {});
     // Hands a finished packet to the socket, or to self_link_ if it is for this device
     // (loopback pacing counts the multicast ones that come back).
-    void wire_send(uint32_t slot, size_t len, const sockaddr_in& to, bool icrc = true);
+    void wire_send(uint32_t slot, size_t len, const sockaddr_in& to, net::IpMarks marks,
+                   bool icrc = true);
     // Fault injection: false when the packet must go no further.
-    bool fault_rx(const sockaddr_in& from, uint32_t to_be, uint8_t* data, size_t len, uint16_t seg);
+    bool fault_rx(const sockaddr_in& from, uint32_t to_be, uint8_t* data, size_t len, uint16_t seg,
+                  net::IpMarks marks);
     // A GSO train the kernel refused goes again packet by packet: new IPv4 IDs, new ICRCs.
     void on_resend(uint8_t* data, size_t len, uint16_t from_seg, uint16_t to_seg) override;
-    bool fault_tx(uint32_t slot, size_t len, const sockaddr_in& to);
+    bool fault_tx(uint32_t slot, size_t len, const sockaddr_in& to, net::IpMarks marks);
     // Whether anything outside the engine can see a packet's bytes: a capture, or the fault
     // injector (which corrupts packets for the ICRC check to find).
     bool packets_observed() const {

@@ -19,18 +19,24 @@ uint64_t Wire::set_faults(const net::FaultSpec& spec) {
 }
 
 // Received packets: dropped or held ones go no further; a duplicate is processed twice.
+// (A held one comes back with TOS 0 and TTL 64: the injector keeps the address it was sent
+// to, not those.)
 bool Wire::fault_rx(const sockaddr_in& from, uint32_t to_be, uint8_t* data, size_t len,
-                    uint16_t seg) {
+                    uint16_t seg, net::IpMarks marks) {
     Verdict v = faults_.decide(net::kFaultRx, data, len, from, now_ns(), to_be);
-    if (v == Verdict::kDup) receive(from, to_be, data, len, false, seg);  // buffer left as it was
+    if (v == Verdict::kDup)
+        receive(from, to_be, data, len, false, seg, marks);  // buffer left as it was
     return v == Verdict::kPass || v == Verdict::kDup;
 }
 
 // Sent packets (ICRC already stored): a dropped or held one frees its buffer unsent; a
 // duplicate goes out twice, the copy from a buffer of its own.
-bool Wire::fault_tx(uint32_t slot, size_t len, const sockaddr_in& to) {
+bool Wire::fault_tx(uint32_t slot, size_t len, const sockaddr_in& to, net::IpMarks marks) {
     uint8_t* buf = io_.tx_buffer(slot);
-    Verdict v = faults_.decide(net::kFaultTx, buf, len, to, now_ns());
+    // A held packet keeps its TOS and TTL in the injector's local_be, which sent packets
+    // do not use otherwise.
+    const uint32_t kept = uint32_t(marks.tos) | uint32_t(marks.ttl) << 8;
+    Verdict v = faults_.decide(net::kFaultTx, buf, len, to, now_ns(), kept);
     if (v == Verdict::kDrop || v == Verdict::kHeld) {
         io_.tx_free(slot);
         return false;
@@ -39,7 +45,7 @@ bool Wire::fault_tx(uint32_t slot, size_t len, const sockaddr_in& to) {
     if (v == Verdict::kDup) {
         if (uint8_t* b = io_.tx_alloc(&copy)) {
             std::memcpy(b, buf, len);
-            wire_send(copy, len, to);
+            wire_send(copy, len, to, marks);
         }
     }
     return true;
@@ -59,7 +65,7 @@ void Wire::release_faults(uint64_t now) {
         uint8_t* b = io_.tx_alloc(&slot);
         if (!b) return false;
         std::memcpy(b, data, len);
-        wire_send(slot, len, peer);
+        wire_send(slot, len, peer, net::IpMarks{uint8_t(local_be), uint8_t(local_be >> 8)});
         return true;
     });
 }

@@ -107,6 +107,7 @@ bool RcRequester<Env>::fetch_send_wqe(Qp& qp) {
     w.compare_add = h.compare_add;
     w.swap = h.swap;
     w.ud_ip = h.ah;
+    if (qp.type == IBV_QPT_UD) w.ud_marks = net::ip_marks_from_grh(h.ud_grh[0], h.ud_grh[1]);
     w.ud_qpn = h.remote_qpn & 0xffffff;
     w.ud_qkey = h.remote_qkey;
     w.xrc_srqn = h.remote_srqn & 0xffffff;

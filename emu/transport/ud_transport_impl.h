@@ -18,10 +18,13 @@ inline constexpr uint32_t kGrhLen = 40;
 // wc.sl of a UD receive: the kernel's RDMA_NETWORK_IPV4 (enum rdma_network_type).
 inline constexpr uint8_t kWcSlNetworkIpv4 = 2;
 
-// The IPv4 header the packet arrived with, as uroce sends it (see net/icrc.h).
-inline void ipv4_header(uint8_t* h, uint32_t src_be, uint32_t dst_be, size_t udp_payload_len) {
+// The IPv4 header the packet arrived with, as uroce sends it (see net/icrc.h), with the TOS and
+// TTL it really had (as rxe copies the received header; ibv_init_ah_from_wc reads it).
+inline void ipv4_header(uint8_t* h, uint32_t src_be, uint32_t dst_be, size_t udp_payload_len,
+                        net::IpMarks marks) {
     uint16_t total = uint16_t(20 + 8 + udp_payload_len);
-    uint8_t v[20] = {0x45, 0, uint8_t(total >> 8), uint8_t(total), 0, 0, 0x40, 0, 64, 17, 0, 0};
+    uint8_t v[20] = {
+        0x45, marks.tos, uint8_t(total >> 8), uint8_t(total), 0, 0, 0x40, 0, marks.ttl, 17, 0, 0};
     std::memcpy(v + 12, &src_be, 4);
     std::memcpy(v + 16, &dst_be, 4);
     uint32_t sum = 0;
@@ -84,7 +87,7 @@ void UdTransport<Env>::requester_progress(Qp& qp) {
             }
         }
         std::memset(buf + hdr + w.length, 0, p.bth.pad);
-        env_.wire.transmit(slot, hdr + w.length + p.bth.pad, to, &qp);
+        env_.wire.transmit(slot, hdr + w.length + p.bth.pad, to, &qp, w.ud_marks);
         ++qp.tx_pkts;
         qp.next_psn = qp.una_psn = net::psn_add(qp.next_psn, 1);
         ++qp.sq_send;
@@ -106,7 +109,8 @@ void UdTransport<Env>::receive(Qp& qp, const net::Packet& p, const sockaddr_in& 
     }
     uint8_t grh[ud_detail::kGrhLen] = {};
     ud_detail::ipv4_header(grh + 20, from.sin_addr.s_addr, to_be,
-                           net::op_info(p.bth.opcode)->hdr_len + p.payload_len + p.bth.pad + 4);
+                           net::op_info(p.bth.opcode)->hdr_len + p.payload_len + p.bth.pad + 4,
+                           p.ip);
     iovec iov[abi::kMaxSge];
     int n = sge_iov(qp.rwr.sge, qp.rwr.num_sge, 0, ud_detail::kGrhLen, iov);
     // GRH and payload with one write; a failure completes the receive with LOC_PROT_ERR.

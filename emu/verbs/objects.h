@@ -16,6 +16,7 @@
 #include "emu/abi/rings.h"
 #include "emu/verbs/shared_region.h"
 #include "net/headers.h"
+#include "net/ip_marks.h"
 
 namespace uroce::emu {
 
@@ -116,6 +117,7 @@ struct SendWr {
     uint32_t rkey = 0;
     uint64_t compare_add = 0, swap = 0;
     uint32_t ud_ip = 0;     // UD: destination IPv4 (network order), from the AH
+    net::IpMarks ud_marks;  // UD: the AH's IPv4 TOS and TTL (its GRH's)
     uint32_t ud_qpn = 0;    // UD: destination QP
     uint32_t ud_qkey = 0;   // UD: Q_Key to send with
     uint32_t xrc_srqn = 0;  // XRC INI: the remote SRQ (XRCETH)
@@ -188,8 +190,10 @@ struct Qp {
     ibv_qp_cap cap{};
     ibv_qp_attr attr{};  // everything the app set (what query_qp reports)
 
-    // Resolved destination (from attr.ah_attr).
+    // Resolved destination (from attr.ah_attr), and the IPv4 TOS and TTL of what the QP sends
+    // there (its GRH's traffic class and hop limit; net/ip_marks.h).
     sockaddr_in dest{};
+    net::IpMarks ip_marks;
     uint32_t mtu = 1024;
 
     // Send queue.

@@ -161,6 +161,7 @@ int ControlVerbs::modify_qp(Session& s, const abi::ModifyQpReq& r) {
     if (m & IBV_QP_AV) {
         q.ah_attr = a.ah_attr;
         qp->dest = dest;
+        qp->ip_marks = net::ip_marks_from_grh(a.ah_attr.grh.traffic_class, a.ah_attr.grh.hop_limit);
     }
     if (m & IBV_QP_PATH_MTU) {
         q.path_mtu = ibv_mtu(mtu);

@@ -4,9 +4,15 @@
 # directory of the host's own. Programs run "on a host" with on_host or the HOST_A/HOST_B
 # command prefixes. Everything (devices, namespaces, the veth pair) goes at exit, failed or
 # not. Without root, or where network namespaces are not allowed, the test skips (77).
-#   twohost_setup             make the hosts and start their devices
+#   twohost_setup [ARGS...]   make the hosts and start their devices (ARGS: more uroce start
+#                             options for both, e.g. --offload off)
 #   on_host A|B CMD...        run CMD on a host with the drop-in libraries
 #   "${HOST_A[@]}" CMD...     the same as a command prefix (for run_pair: pass it to verbs)
+#   tcp_listening PID         PAIR_READY for run_pair: waits until the server (PID) on host A
+#                             listens on TCP port $PORT (pingpongs, perftest)
+#   tap_start FILE [MIB]      tshark on host A's eth0 writes the devices' UDP traffic to FILE
+#                             (MIB: its buffer, for long runs)
+#   tap_stop                  ends it once the last packets are in (it says what it kept)
 [ "$(id -u)" = 0 ] || skip "two hosts need root (network namespaces and a veth pair)"
 command -v ip >/dev/null 2>&1 || skip "ip (iproute2) is not installed"
 
@@ -59,9 +65,9 @@ twohost_setup() {
             ip -n "$ns" addr add "$addr/24" dev eth0 || fail "cannot address host $h"
     done
     mkdir -m 700 "$DIR_A" "$DIR_B" || fail "mkdir runtime directories"
-    "${HOST_A[@]}" "$UROCE" start --name uroce0 --addr "$ADDR_A" >/dev/null ||
+    "${HOST_A[@]}" "$UROCE" start --name uroce0 --addr "$ADDR_A" "$@" >/dev/null ||
         fail "uroce start on host A"
-    "${HOST_B[@]}" "$UROCE" start --name uroce0 --addr "$ADDR_B" >/dev/null ||
+    "${HOST_B[@]}" "$UROCE" start --name uroce0 --addr "$ADDR_B" "$@" >/dev/null ||
         fail "uroce start on host B"
     echo "host A: $NS_A $ADDR_A (eth0 $(ip -n "$NS_A" -o link show eth0 | grep -o 'mtu [0-9]*'))"
     echo "host B: $NS_B $ADDR_B"
@@ -71,4 +77,34 @@ on_host() {
     local h=$1
     shift
     if [ "$h" = A ]; then verbs "${HOST_A[@]}" "$@"; else verbs "${HOST_B[@]}" "$@"; fi
+}
+
+tcp_listening() {
+    local i
+    for i in $(seq 1 600); do
+        ip netns exec "$NS_A" ss -Hltn "sport = :$PORT" 2>/dev/null | grep -q . && return
+        kill -0 "$1" 2>/dev/null || return
+        sleep 0.1
+    done
+}
+
+# A capture on the link itself, as another receiver on it sees the packets. A large buffer
+# keeps a busy host's tap from dropping packets of a long run, but it is not yet capturing for
+# a moment after it says so: a short run takes the default one.
+tap_start() {
+    TAP_OUT=$UROCE_RUNTIME_DIR/tshark.out
+    ip netns exec "$NS_A" tshark -q ${2:+-B "$2"} -i eth0 -f "udp port ${UROCE_UDP_PORT:-4791}" -w "$1" \
+        >"$TAP_OUT" 2>&1 &
+    TAP_PID=$!
+    for _ in $(seq 100); do
+        grep -q "Capturing on" "$TAP_OUT" && return
+        sleep 0.1
+    done
+    fail "tshark did not start: $(cat "$TAP_OUT")"
+}
+tap_stop() {
+    sleep 0.5  # the last packets reach the tap
+    kill -INT "$TAP_PID"
+    wait "$TAP_PID"
+    grep -i "captured\|dropped" "$TAP_OUT"
 }

@@ -47,16 +47,8 @@ offload() {
     "${pre[@]}" "$UROCE" counters uroce0 | offload_field "$2"
 }
 
-# Readiness for run_pair: the server's TCP port (pingpongs, perftest) or CM listener (rping)
-# on host A.
-tcp_listening() {
-    local i
-    for i in $(seq 1 600); do
-        ip netns exec "$NS_A" ss -Hltn "sport = :$PORT" 2>/dev/null | grep -q . && return
-        kill -0 "$1" 2>/dev/null || return
-        sleep 0.1
-    done
-}
+# Readiness for run_pair: the server's TCP port (pingpongs, perftest: twohost_lib.sh's
+# tcp_listening) or CM listener (rping) on host A.
 cm_listening() {
     local i
     for i in $(seq 1 600); do

@@ -37,9 +37,10 @@ protected:
     }
     // The GRH area as RoCEv2 over IPv4 fills it: 20 zero bytes, then the IPv4 header of a
     // packet carrying `len` payload bytes (BTH, DETH, ImmDt if `imm`, payload, pad, ICRC)
-    // from `from` to `to`.
+    // from `from` to `to`, with the TTL it arrived with (the sender's AH's hop limit; 64
+    // for make_ah's 0).
     static void expect_grh(const uint8_t* g, uint32_t len, bool imm, const Side& from,
-                           const Side& to) {
+                           const Side& to, uint8_t ttl = 64) {
         for (int i = 0; i < 20; ++i) EXPECT_EQ(g[i], 0) << "GRH byte " << i;
         const uint8_t* ip = g + 20;
         uint32_t udp_payload = 12 + 8 + (imm ? 4 : 0) + len + (4 - len % 4) % 4 + 4;
@@ -48,7 +49,7 @@ protected:
         EXPECT_EQ(ip[2] << 8 | ip[3], int(20 + 8 + udp_payload)) << "total length";
         EXPECT_EQ(ip[4] << 8 | ip[5], 0) << "identification";
         EXPECT_EQ(ip[6] << 8 | ip[7], 0x4000) << "DF, no fragment offset";
-        EXPECT_EQ(ip[8], 64) << "TTL";
+        EXPECT_EQ(ip[8], ttl) << "TTL";
         EXPECT_EQ(ip[9], 17) << "UDP";
         uint32_t sum = 0;
         for (int i = 0; i < 20; i += 2) sum += uint32_t(ip[i] << 8 | ip[i + 1]);
@@ -142,7 +143,8 @@ TEST_F(Ud, ReplyThroughAhFromWc) {
     EXPECT_EQ(post(b_ep_.qp, r), 0);
     expect_send_ok(b_ep_, 4, IBV_WC_SEND, 64);
     expect_recv_ok(a_ep_, 2, IBV_WC_RECV, kGrh + 64, b_ep_.qpn(), IBV_WC_GRH);
-    expect_grh(abuf.data(), 64, false, B(), A());
+    // The reply AH has ibv_init_ah_from_wc's hop limit 0xff (the kernel's): TTL 255.
+    expect_grh(abuf.data(), 64, false, B(), A(), 255);
     EXPECT_EQ(abuf.mismatch(53, kGrh, 64), -1);
     EXPECT_EQ(ibv_destroy_ah(reply), 0);
 

@@ -24,7 +24,9 @@ namespace {
 
 struct Counter : UdpUring::Handler {
     std::atomic<int> packets{0};
-    void on_packet(const sockaddr_in&, uint32_t, uint8_t*, size_t, uint16_t) override { ++packets; }
+    void on_packet(const sockaddr_in&, uint32_t, uint8_t*, size_t, uint16_t, IpMarks) override {
+        ++packets;
+    }
     void on_eventfd(uint64_t) override {}
 };
 
@@ -106,11 +108,13 @@ struct Recorder : UdpUring::Handler {
         uint8_t tag;
         size_t len;
         uint16_t seg;
+        IpMarks marks;
     };
     std::vector<Got> got;
     std::vector<std::pair<uint16_t, uint16_t>> moved;  // on_resend's (from_seg, to_seg)
-    void on_packet(const sockaddr_in&, uint32_t, uint8_t* data, size_t len, uint16_t seg) override {
-        got.push_back({data[0], len, seg});
+    void on_packet(const sockaddr_in&, uint32_t, uint8_t* data, size_t len, uint16_t seg,
+                   IpMarks marks) override {
+        got.push_back({data[0], len, seg, marks});
     }
     void on_eventfd(uint64_t) override {}
     void on_resend(uint8_t*, size_t, uint16_t from, uint16_t to) override {
@@ -131,9 +135,10 @@ protected:
     }
     bool offloads_here() const { return tx.offloads().gso && rx.offloads().gro; }
 
-    // Queues packets of `lens` (the first byte of packet i is i); returns the segment
-    // numbers tx_send gave them.
-    std::vector<uint16_t> queue(const std::vector<size_t>& lens) {
+    // Queues packets of `lens` (the first byte of packet i is i; marks[i] its TOS and TTL, if
+    // given); returns the segment numbers tx_send gave them.
+    std::vector<uint16_t> queue(const std::vector<size_t>& lens,
+                                const std::vector<IpMarks>& marks = {}) {
         std::vector<uint16_t> ids;
         for (size_t i = 0; i < lens.size(); ++i) {
             uint32_t slot;
@@ -142,7 +147,7 @@ protected:
             if (!b) break;
             std::memset(b, 0, lens[i]);
             b[0] = uint8_t(i);
-            ids.push_back(tx.tx_send(slot, lens[i], to));
+            ids.push_back(tx.tx_send(slot, lens[i], to, i < marks.size() ? marks[i] : IpMarks{}));
         }
         return ids;
     }
@@ -154,11 +159,44 @@ protected:
         }
         tx.run_once(1000000, sent);
     }
-    std::vector<uint16_t> send_all(const std::vector<size_t>& lens) {
+    std::vector<uint16_t> send_all(const std::vector<size_t>& lens,
+                                   const std::vector<IpMarks>& marks = {}) {
         got = Recorder{};
-        std::vector<uint16_t> ids = queue(lens);
+        std::vector<uint16_t> ids = queue(lens, marks);
         deliver(lens.size());
         return ids;
+    }
+
+    // UdpUringPair.PacketsKeepTheirTosAndTtl (below).
+    void check_marks(bool offload) {
+        open(offload);
+        const IpMarks def{}, ef{0xb8, 17}, ect{0x6a, 255};
+        std::vector<IpMarks> marks = {def, def, ef, ef, ef, ect, def};
+        std::vector<uint16_t> ids = send_all(std::vector<size_t>(marks.size(), 1000), marks);
+        ASSERT_EQ(got.got.size(), marks.size());
+        for (size_t i = 0; i < marks.size(); ++i) {
+            EXPECT_EQ(got.got[i].tag, uint8_t(i)) << i;
+            EXPECT_EQ(got.got[i].marks.tos, marks[i].tos) << i;
+            EXPECT_EQ(got.got[i].marks.ttl, marks[i].ttl) << i;
+        }
+        if (offloads_here()) {
+            EXPECT_EQ(ids, (std::vector<uint16_t>{0, 1, 0, 1, 2, 0, 0}));
+            EXPECT_EQ(tx.offloads().tx_trains, 2u);  // {def, def} and {ef, ef, ef}
+            EXPECT_FALSE(tx.offloads().udp_csum_zero);
+        } else {
+            EXPECT_EQ(ids, std::vector<uint16_t>(marks.size(), 0));
+        }
+        if (!tx.offloads().gso) {
+            EXPECT_TRUE(tx.offloads().udp_csum_zero);
+            int v = 0;
+            socklen_t l = sizeof v;
+            ASSERT_EQ(getsockopt(tx.socket_fd(), SOL_SOCKET, SO_NO_CHECK, &v, &l), 0);
+            EXPECT_EQ(v, 1);
+        }
+        int pmtu = 0;
+        socklen_t l = sizeof pmtu;
+        ASSERT_EQ(getsockopt(tx.socket_fd(), IPPROTO_IP, IP_MTU_DISCOVER, &pmtu, &l), 0);
+        EXPECT_EQ(pmtu, IP_PMTUDISC_PROBE);  // DF on every packet
     }
 
     UdpUring tx, rx;
@@ -194,6 +232,12 @@ TEST_F(UdpUringPair, PacketsToOnePeerTravelAsOneTrain) {
     EXPECT_EQ(rx.offloads().rx_train_pkts, 14u);
     EXPECT_EQ(tx.tx_free_count(), UdpUring::kTxBufs);  // every buffer came back
 }
+
+// Each packet leaves with its own IPv4 TOS and TTL (the receiver sees them: IP_RECVTOS,
+// IP_RECVTTL), and a train joins only packets with the same ones: a sendmsg has one of each.
+// Whatever the offloads, DF is set and, without GSO, the UDP checksum is 0 (SO_NO_CHECK).
+TEST_F(UdpUringPair, PacketsKeepTheirTosAndTtl) { check_marks(true); }
+TEST_F(UdpUringPair, PacketsKeepTheirTosAndTtlWithoutOffloads) { check_marks(false); }
 
 // A train holds at most kMaxSegs packets and one UDP payload's worth of bytes.
 TEST_F(UdpUringPair, TrainsStopAtTheKernelsLimits) {

@@ -27,6 +27,8 @@ ibv_ah* ibv_create_ah(ibv_pd* pd, ibv_ah_attr* attr) {
     ah->ah.pd = pd;
     std::memcpy(&ah->ipv4_be, attr->grh.dgid.raw + 12, 4);
     ah->ah.handle = ah->ipv4_be;
+    ah->traffic_class = attr->grh.traffic_class;
+    ah->hop_limit = attr->grh.hop_limit;
     return &ah->ah;
 }
 

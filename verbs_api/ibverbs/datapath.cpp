@@ -68,7 +68,10 @@ int write_send_wqe(Qp* qp, const ibv_send_wr* wr, uint32_t prod) {
     if (type == IBV_QPT_XRC_SEND) w.remote_srqn = wr->qp_type.xrc.remote_srqn;
     if (type == IBV_QPT_UD) {
         if (!wr->wr.ud.ah) return EINVAL;
-        w.ah = reinterpret_cast<Ah*>(wr->wr.ud.ah)->ipv4_be;
+        const Ah* ah = reinterpret_cast<Ah*>(wr->wr.ud.ah);
+        w.ah = ah->ipv4_be;
+        w.ud_grh[0] = ah->traffic_class;
+        w.ud_grh[1] = ah->hop_limit;
         w.remote_qpn = wr->wr.ud.remote_qpn;
         w.remote_qkey = wr->wr.ud.remote_qkey;
     } else if (wr->opcode == IBV_WR_ATOMIC_CMP_AND_SWP ||

@@ -126,10 +126,11 @@ struct Mr {
 };
 
 // An address handle. On RoCEv2 over IPv4 all it resolves to is the peer's address;
-// the device needs no state for it (the IPv4 address travels in each UD WQE).
+// the device needs no state for it (the IPv4 address, TOS and TTL travel in each UD WQE).
 struct Ah {
     ibv_ah ah;
     uint32_t ipv4_be = 0;
+    uint8_t traffic_class = 0, hop_limit = 0;  // the GRH's: the packets' IPv4 TOS and TTL
 };
 
 struct Channel {
