@@ -33,8 +33,10 @@ if [ "${1:-}" = --build-only ]; then
     build_only=1
 fi
 
-installed() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install ok installed"; }
-available() { apt-cache policy "$1" 2>/dev/null | grep -q "Candidate: [^(]"; }
+# grep reads all its input (no -q): under pipefail, a grep that stops early can end the
+# writer with SIGPIPE and the test reads as false (librpma-dev was once "not in the archive").
+installed() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep "install ok installed" >/dev/null; }
+available() { apt-cache policy "$1" 2>/dev/null | grep "Candidate: [^(]" >/dev/null; }
 # The ASan/UBSan/libFuzzer runtime of the clang that is installed (Debian splits it out by
 # clang's major version since clang 14).
 clang_runtime() {
