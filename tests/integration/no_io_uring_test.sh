@@ -6,6 +6,7 @@
 # usage: no_io_uring_test.sh NO_IO_URING (tests/integration/no_io_uring.c)
 . "$(dirname "$0")/lib.sh"
 forbid=${1:?usage: no_io_uring_test.sh NO_IO_URING}
+unset UROCE_NO_IO_URING  # the refusal is the seccomp filter's, not a choice
 
 # The filter is inherited by everything started under it: uroce, uroced, the programs.
 "$forbid" "$UROCE" start --name uroce0 --addr 127.0.0.1 >/dev/null || fail "uroce start under the filter"
@@ -23,7 +24,7 @@ PAIR_READY=wait_listener run_pair "$forbid" rping -s -a 127.0.0.1 -p "$port" -C 
 "$UROCE" stop >/dev/null
 
 # uroce run as a whole job: a device of its own, without io_uring, gone when the job ends.
-out=$("$forbid" "$UROCE" run -- ibv_devinfo 2>&1) || fail "uroce run -- ibv_devinfo under the filter: $out"
+out=$(verbs "$forbid" "$UROCE" run -- ibv_devinfo 2>&1) || fail "uroce run -- ibv_devinfo under the filter: $out"
 echo "$out" | grep -q 'hca_id:[[:space:]]*uroce0' || fail "ibv_devinfo shows no uroce0: $out"
 [ -z "$("$UROCE" list)" ] || fail "a device is listed after uroce run"
 echo PASS
