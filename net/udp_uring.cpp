@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 
 #include "net/headers.h"
@@ -54,13 +55,17 @@ int UdpUring::open(uint32_t ip_be, uint16_t port, bool offload) {
     // TASKRUN_FLAG: the ring says when completions wait for the thread to enter the kernel,
     // so that a run_once() that does not wait (a busy or polling engine) enters only then.
     p.flags = IORING_SETUP_SUBMIT_ALL | IORING_SETUP_COOP_TASKRUN | IORING_SETUP_TASKRUN_FLAG;
-    int r = io_uring_queue_init_params(4096, &ring_, &p);
-    if (r < 0) {
+    // Without io_uring (forbidden here, or not wanted) the same batches go through plain
+    // system calls: see flush_sends() and poll_run().
+    const char* no_uring = std::getenv("UROCE_NO_IO_URING");
+    bool forced = no_uring && *no_uring && std::strcmp(no_uring, "0") != 0;
+    int r = forced ? -1 : io_uring_queue_init_params(4096, &ring_, &p);
+    if (r < 0 && !forced) {
         p.flags = 0;  // older kernels
         r = io_uring_queue_init_params(4096, &ring_, &p);
     }
-    if (r < 0) return -r;
-    ring_ok_ = true;
+    ring_ok_ = r >= 0;
+    if (!ring_ok_) uring_errno_ = forced ? 0 : -r;
 
     sock_ = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
     if (sock_ < 0) return errno;
@@ -129,6 +134,9 @@ int UdpUring::open(uint32_t ip_be, uint16_t port, bool offload) {
         rx_mem_ = nullptr;
         return ENOMEM;
     }
+    rx_msg_.msg_namelen = sizeof(sockaddr_in);
+    rx_msg_.msg_controllen = kRxCtlBytes;
+    if (!ring_ok_) return 0;  // the sockets are polled: nothing to arm
     br_bytes_ = rx_bufs_ * sizeof(io_uring_buf);
     void* brm =
         mmap(nullptr, br_bytes_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
@@ -146,11 +154,6 @@ int UdpUring::open(uint32_t ip_be, uint16_t port, bool offload) {
                               uint16_t(i), io_uring_buf_ring_mask(rx_bufs_), int(i));
     io_uring_buf_ring_advance(br_, int(rx_bufs_));
 
-    rx_msg_.msg_namelen = sizeof(sockaddr_in);
-    // Room in front of each received datagram for its TOS (one byte) and TTL, and UDP_GRO's
-    // segment size.
-    rx_msg_.msg_controllen = CMSG_SPACE(sizeof(int)) * 2;
-    if (off_.gro) rx_msg_.msg_controllen += CMSG_SPACE(sizeof(int));
     // Queued, not submitted: the first run_once() submits it. io_uring completes a request
     // in the thread that submitted it, so submitted here (uroced's control thread) every
     // received packet would wake that thread first, and it the engine.
@@ -243,6 +246,7 @@ io_uring_sqe* UdpUring::sqe() {
 }
 
 void UdpUring::arm_recv(uint32_t sock) {
+    if (!ring_ok_) return;  // polled
     io_uring_sqe* s = sqe();
     io_uring_prep_recvmsg_multishot(s, socks_[sock].fd, &rx_msg_, 0);
     s->flags |= IOSQE_BUFFER_SELECT;
@@ -273,6 +277,20 @@ uint8_t* UdpUring::tx_alloc(uint32_t* slot) {
 void UdpUring::tx_free(uint32_t slot) { tx_free_.push_back(slot); }
 
 // One received datagram, or the packets of a GRO train one by one.
+// One control message of a receive: UDP_GRO's segment size, the packet's TOS or TTL.
+void UdpUring::read_rx_cmsg(const cmsghdr* c, int& seg, IpMarks& marks) {
+    if (c->cmsg_level == SOL_UDP && c->cmsg_type == UDP_GRO && c->cmsg_len >= CMSG_LEN(sizeof(int)))
+        std::memcpy(&seg, CMSG_DATA(c), sizeof seg);
+    else if (c->cmsg_level == IPPROTO_IP && c->cmsg_type == IP_TOS && c->cmsg_len >= CMSG_LEN(1))
+        marks.tos = *CMSG_DATA(c);
+    else if (c->cmsg_level == IPPROTO_IP && c->cmsg_type == IP_TTL &&
+             c->cmsg_len >= CMSG_LEN(sizeof(int))) {
+        int ttl;
+        std::memcpy(&ttl, CMSG_DATA(c), sizeof ttl);
+        marks.ttl = uint8_t(ttl);
+    }
+}
+
 uint32_t UdpUring::deliver(const sockaddr_in& from, uint32_t to_be, uint8_t* data, size_t len,
                            uint32_t seg, IpMarks marks, Handler& h) {
     if (seg == 0 || len <= seg) {
@@ -319,7 +337,10 @@ uint16_t UdpUring::tx_send(uint32_t slot, size_t len, const sockaddr_in& to, IpM
     // peer starts working (and acknowledging) at once, and the burst's first packets do not
     // wait behind its last ones for longer than the peer's ACK timeout.
     if (sends_queued_ >= kSendBatch) {
-        io_uring_submit(&ring_);
+        if (ring_ok_)
+            io_uring_submit(&ring_);
+        else
+            flush_sends();
         sends_queued_ = 0;
     }
     start_train(slot, len, to, marks);
@@ -377,10 +398,14 @@ void UdpUring::close_train() {
         t.msg.msg_control = t.ctl;
         t.msg.msg_controllen = size_t(c - t.ctl);
     }
+    sends_queued_ += t.n;
+    if (!ring_ok_) {
+        send_queue_.push_back(i);
+        return;
+    }
     io_uring_sqe* s = sqe();
     io_uring_prep_sendmsg(s, sock_, &t.msg, 0);
     io_uring_sqe_set_data64(s, tag(kSend, i));
-    sends_queued_ += t.n;
 }
 
 // A sendmsg completed. A train the kernel refused goes again one packet at a time, and no
@@ -431,6 +456,12 @@ void UdpUring::unwatch_eventfd(uint64_t t) {
     for (uint32_t i = 0; i < watches_.size(); ++i) {
         Watch& w = watches_[i];
         if (w.active && !w.closing && w.tag == t) {
+            if (!ring_ok_) {  // nothing in flight reads it
+                close(w.fd);
+                w = Watch{};
+                watch_free_.push_back(i);
+                return;
+            }
             w.closing = true;
             io_uring_sqe* s = sqe();
             io_uring_prep_cancel64(s, tag(kWatch, i), 0);
@@ -441,12 +472,17 @@ void UdpUring::unwatch_eventfd(uint64_t t) {
 }
 
 void UdpUring::post_watch_read(uint32_t idx) {
+    if (!ring_ok_) return;  // polled
     io_uring_sqe* s = sqe();
     io_uring_prep_read(s, watches_[idx].fd, &watches_[idx].value, sizeof(uint64_t), 0);
     io_uring_sqe_set_data64(s, tag(kWatch, idx));
 }
 
 void UdpUring::run_once(uint64_t timeout_ns, Handler& h) {
+    if (!ring_ok_) {
+        poll_run(timeout_ns, h);
+        return;
+    }
     io_uring_cqe* cqe = nullptr;
     if (open_train_ >= 0) close_train();
     sends_queued_ = 0;  // submitted just below
@@ -486,20 +522,8 @@ void UdpUring::run_once(uint64_t timeout_ns, Handler& h) {
                 int seg = 0;  // UDP_GRO: the size of the train's segments
                 IpMarks marks;
                 for (cmsghdr* c = io_uring_recvmsg_cmsg_firsthdr(out, &rx_msg_); c;
-                     c = io_uring_recvmsg_cmsg_nexthdr(out, &rx_msg_, c)) {
-                    if (c->cmsg_level == SOL_UDP && c->cmsg_type == UDP_GRO &&
-                        c->cmsg_len >= CMSG_LEN(sizeof(int)))
-                        std::memcpy(&seg, CMSG_DATA(c), sizeof seg);
-                    else if (c->cmsg_level == IPPROTO_IP && c->cmsg_type == IP_TOS &&
-                             c->cmsg_len >= CMSG_LEN(1))
-                        marks.tos = *CMSG_DATA(c);
-                    else if (c->cmsg_level == IPPROTO_IP && c->cmsg_type == IP_TTL &&
-                             c->cmsg_len >= CMSG_LEN(sizeof(int))) {
-                        int ttl;
-                        std::memcpy(&ttl, CMSG_DATA(c), sizeof ttl);
-                        marks.ttl = uint8_t(ttl);
-                    }
-                }
+                     c = io_uring_recvmsg_cmsg_nexthdr(out, &rx_msg_, c))
+                    read_rx_cmsg(c, seg, marks);
                 rx_since_submit +=
                     deliver(from, k.local_be, data, len, seg > 0 ? uint32_t(seg) : 0, marks, h);
                 // What handling received packets produced (ACKs, NAKs, READ responses)
@@ -540,6 +564,134 @@ void UdpUring::run_once(uint64_t timeout_ns, Handler& h) {
                 socks_[i].rearm = false;
                 arm_recv(i);
             }
+}
+
+// Without io_uring. The queued trains leave with sendmmsg, a batch per call, in order; their
+// results are kept as the ring's completions would be and handled by complete_sends() in
+// run_once (the buffers are given back there, as with the ring). A full socket buffer
+// (EAGAIN) keeps the rest queued until the socket is writable again.
+void UdpUring::flush_sends() {
+    mmsghdr mm[kSendBatch];
+    while (send_head_ < send_queue_.size()) {
+        auto n = uint32_t(std::min<size_t>(kSendBatch, send_queue_.size() - send_head_));
+        for (uint32_t j = 0; j < n; ++j)
+            mm[j] = mmsghdr{trains_[send_queue_[send_head_ + j]].msg, 0};
+        int r = sendmmsg(sock_, mm, n, MSG_DONTWAIT);
+        if (r < 0) {
+            if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) break;
+            send_done_.emplace_back(send_queue_[send_head_++], -errno);  // this one failed
+            continue;
+        }
+        for (int j = 0; j < r; ++j)
+            send_done_.emplace_back(send_queue_[send_head_ + uint32_t(j)], int(mm[j].msg_len));
+        send_head_ += uint32_t(r);
+    }
+    if (send_head_ == send_queue_.size()) {
+        send_queue_.clear();
+        send_head_ = 0;
+    }
+    sends_queued_ = 0;
+}
+
+void UdpUring::complete_sends(Handler& h) {
+    // sent() may queue again (a refused train, packet by packet): to send_queue_, not here.
+    for (size_t i = 0; i < send_done_.size(); ++i)
+        sent(send_done_[i].first, send_done_[i].second, h);
+    send_done_.clear();
+}
+
+// A turn without io_uring: what is queued leaves, ppoll waits for the sockets and eventfds
+// (the device's socket also for room to send, when sends wait for it), and each ready one is
+// read: receives with recvmmsg, an eventfd's count with read.
+void UdpUring::poll_run(uint64_t timeout_ns, Handler& h) {
+    if (open_train_ >= 0) close_train();
+    flush_sends();
+    complete_sends(h);
+    pfds_.clear();
+    for (uint32_t i = 0; i < socks_.size(); ++i)
+        if (socks_[i].active && socks_[i].fd >= 0) {
+            short ev = POLLIN;
+            if (i == 0 && send_head_ < send_queue_.size()) ev |= POLLOUT;
+            pfds_.push_back(pollfd{socks_[i].fd, ev, 0});
+        }
+    size_t nsocks = pfds_.size();
+    for (const Watch& w : watches_)
+        if (w.active && !w.closing && w.fd >= 0) pfds_.push_back(pollfd{w.fd, POLLIN, 0});
+    timespec ts{};
+    ts.tv_sec = time_t(timeout_ns / 1000000000ull);
+    ts.tv_nsec = long(timeout_ns % 1000000000ull);
+    int n = ppoll(pfds_.data(), nfds_t(pfds_.size()), &ts, nullptr);
+    for (size_t j = 0; n > 0 && j < pfds_.size(); ++j) {
+        const pollfd& p = pfds_[j];
+        if (!p.revents) continue;
+        --n;
+        // The handler may have closed a group or a watch during this turn: each is found by
+        // its fd again, and skipped when it is gone.
+        if (j < nsocks) {
+            if (p.revents & POLLOUT) flush_sends();
+            if (p.revents & (POLLIN | POLLERR))
+                for (uint32_t i = 0; i < socks_.size(); ++i)
+                    if (socks_[i].fd == p.fd && socks_[i].active) {
+                        poll_recv(i, h);
+                        break;
+                    }
+            continue;
+        }
+        for (Watch& w : watches_)
+            if (w.fd == p.fd && w.active && !w.closing && (p.revents & POLLIN)) {
+                if (read(w.fd, &w.value, sizeof w.value) == ssize_t(sizeof w.value))
+                    h.on_eventfd(w.tag);
+                break;
+            }
+    }
+    // What the turn produced leaves now; a refused train's packets go again at once.
+    for (int round = 0; round < 2; ++round) {
+        if (open_train_ >= 0) close_train();
+        flush_sends();
+        complete_sends(h);
+    }
+}
+
+// Receives on one socket, kRecvBatch datagrams per recvmmsg (into the first receive
+// buffers, free again once handled), until none is waiting or 16 batches were handled (the
+// others wait for the next turn, so that the rest of the turn is not held up); what handling
+// them produced leaves after each batch, as with the ring.
+void UdpUring::poll_recv(uint32_t sock, Handler& h) {
+    mmsghdr mm[kRecvBatch];
+    iovec iov[kRecvBatch];
+    sockaddr_in from[kRecvBatch];
+    alignas(cmsghdr) unsigned char ctl[kRecvBatch][kRxCtlBytes];
+    for (int batch = 0; batch < 16; ++batch) {
+        if (!socks_[sock].active || socks_[sock].fd < 0) return;
+        for (uint32_t j = 0; j < kRecvBatch; ++j) {
+            iov[j] = iovec{rx_mem_ + size_t(j) * rx_buf_size_, rx_buf_size_};
+            mm[j] = mmsghdr{};
+            mm[j].msg_hdr.msg_name = &from[j];
+            mm[j].msg_hdr.msg_namelen = sizeof from[j];
+            mm[j].msg_hdr.msg_iov = &iov[j];
+            mm[j].msg_hdr.msg_iovlen = 1;
+            mm[j].msg_hdr.msg_control = ctl[j];
+            mm[j].msg_hdr.msg_controllen = sizeof ctl[j];
+        }
+        int n = recvmmsg(socks_[sock].fd, mm, kRecvBatch, MSG_DONTWAIT, nullptr);
+        if (n <= 0) return;  // none waiting (EAGAIN), or an error the next turn sees again
+        for (int j = 0; j < n; ++j) {
+            const msghdr& m = mm[j].msg_hdr;
+            if (!socks_[sock].active) return;
+            if ((m.msg_flags & MSG_TRUNC) || m.msg_namelen < sizeof(sockaddr_in)) continue;
+            int seg = 0;  // UDP_GRO: the size of the train's segments
+            IpMarks marks;
+            for (cmsghdr* c = CMSG_FIRSTHDR(&m); c; c = CMSG_NXTHDR(const_cast<msghdr*>(&m), c))
+                read_rx_cmsg(c, seg, marks);
+            deliver(from[j], socks_[sock].local_be, static_cast<uint8_t*>(iov[j].iov_base),
+                    mm[j].msg_len, seg > 0 ? uint32_t(seg) : 0, marks, h);
+        }
+        if (sends_queued_ || open_train_ >= 0) {
+            if (open_train_ >= 0) close_train();
+            flush_sends();
+        }
+        if (uint32_t(n) < kRecvBatch) return;
+    }
 }
 
 }  // namespace uroce::net

@@ -15,15 +15,21 @@
 // and RoCE NICs send it (SO_NO_CHECK), whenever the socket sends no GSO trains: the kernel
 // refuses UDP GSO without a checksum (udp_send_skb: EINVAL), so with GSO on every packet has
 // the kernel's checksum. Receivers accept both (a zero UDP checksum means "none" in IPv4).
+// Where io_uring is forbidden (a container's seccomp profile, kernel.io_uring_disabled), or
+// UROCE_NO_IO_URING=1 is set, the same batches go through plain system calls instead: trains
+// queued and sent with sendmmsg, receives with recvmmsg (GRO trains cut the same way), the
+// sockets and eventfds watched with ppoll (docs/ci.md, "Privileges").
 #pragma once
 
 #include <liburing.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <sys/socket.h>
 
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <utility>
 #include <vector>
 
 #include "net/ip_marks.h"
@@ -127,6 +133,11 @@ public:
     // completion, and dispatches every completion available.
     void run_once(uint64_t timeout_ns, Handler& h);
 
+    // Whether packets go through io_uring (false: the fallback without it), and, when not,
+    // why (the errno io_uring_setup gave; 0: UROCE_NO_IO_URING).
+    bool uses_io_uring() const { return ring_ok_; }
+    int io_uring_errno() const { return uring_errno_; }
+
     uint64_t rx_nobufs() const { return rx_nobufs_; }
     const Offloads& offloads() const { return off_; }
     int socket_fd() const { return sock_; }  // the device's socket (tests change its options)
@@ -175,8 +186,16 @@ private:
                      uint32_t seg, IpMarks marks, Handler& h);  // returns the packets
     static void set_buffers(int fd);
     static void recv_marks(int fd);  // receives come with their TOS and TTL
+    static void read_rx_cmsg(const cmsghdr* c, int& seg, IpMarks& marks);
+    // Room for a receive's control messages: its TOS (one byte) and TTL, UDP_GRO's size.
+    static constexpr size_t kRxCtlBytes = CMSG_SPACE(sizeof(int)) * 3;
     void post_watch_read(uint32_t idx);
     void recycle_rx(uint16_t bid);
+    // Without io_uring: what the ring's sendmsg requests and completions did.
+    void flush_sends();               // the queued trains, sendmmsg in batches
+    void complete_sends(Handler& h);  // sent() for each, as the completions were
+    void poll_run(uint64_t timeout_ns, Handler& h);
+    void poll_recv(uint32_t sock, Handler& h);
 
     io_uring ring_{};
     bool ring_ok_ = false;
@@ -202,6 +221,13 @@ private:
     uint64_t rx_nobufs_ = 0;
     uint32_t sends_queued_ = 0;  // packets in sendmsg SQEs not yet submitted
     Offloads off_;
+    // The fallback without io_uring: trains closed and not yet sent, trains sent (or failed)
+    // and not yet completed, with sendmsg's result; the pollfds of a turn.
+    int uring_errno_ = 0;
+    std::vector<uint32_t> send_queue_;
+    size_t send_head_ = 0;  // send_queue_[send_head_...] are still to send
+    std::vector<std::pair<uint32_t, int>> send_done_;
+    std::vector<pollfd> pfds_;
 };
 
 }  // namespace uroce::net

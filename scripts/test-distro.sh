@@ -96,6 +96,10 @@ mkdir "$top/upper" "$top/work" "$top/new"
 mount -t overlay overlay -o "lowerdir=$root,upperdir=$top/upper,workdir=$top/work" "$top/new"
 new=$top/new
 cp /etc/resolv.conf "$new/etc/resolv.conf" 2>/dev/null || true
+# A container runtime writes /etc/hosts; debootstrap makes none, and without it "localhost"
+# goes to DNS, which a network namespace cannot reach: seen as Debian 13'"'"'s ucx_perftest (Open
+# MPI'"'"'s OFI layer over libfabric) hanging at exit, a libfabric thread left in accept().
+[ -e "$new/etc/hosts" ] || printf "127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n" >"$new/etc/hosts"
 container_mounts "$new"
 mkdir -p "$new/mnt/host" "$new/.old-root"
 mount --bind "$host" "$new/mnt/host"

@@ -32,8 +32,9 @@ if [ "$mode" != "--normal-only" ] && [ "$(id -u)" = 0 ] && [ "$second" != none ]
 fi
 
 scripts/build.sh build
-# The package test (package.debian12) makes and uses a Debian 12 root of its own: it runs in
-# the host's pass only, not again in the second system's root.
+# The package tests (package.build, package.debian12, package.debian13) build the package
+# once and use minimal Debian 12 and 13 roots of their own: they run in the host's pass only,
+# not again in the second system's root.
 exclude=()
 [ "$mode" = "--normal-only" ] && exclude=(-E '^package\.')
 (cd build && ctest -j2 --output-on-failure --timeout 300 "${exclude[@]}") 2>&1 | tee build/ctest.log

@@ -16,7 +16,6 @@
 #include "emu/control/control_server.h"
 #include "emu/engine/device.h"
 #include "emu/engine/port_mtu.h"
-#include "net/io_uring_probe.h"
 
 using namespace uroce;
 
@@ -125,15 +124,21 @@ int main(int argc, char** argv) {
     if (int e = dev.start()) {
         std::fprintf(stderr, "uroced: cannot start %s on %s:%u: %s\n", cfg.name.c_str(),
                      addr.c_str(), cfg.port, std::strerror(e));
-        // The device needs io_uring, which containers' default seccomp profiles (Docker's
-        // since 25.0) and kernel.io_uring_disabled can forbid: say so, not just EPERM.
-        if (int r = net::io_uring_probe())
+        return 1;
+    }
+    // Containers' default seccomp profiles (Docker's since 25.0) and kernel.io_uring_disabled
+    // can forbid io_uring: the device then runs without it, and says so (docs/ci.md).
+    if (!dev.wire().io().uses_io_uring()) {
+        if (int r = dev.wire().io().io_uring_errno())
             std::fprintf(stderr,
                          "uroced: io_uring is not available here (%s): a container's seccomp "
-                         "profile or the kernel.io_uring_disabled sysctl forbids it "
-                         "(docs/ci.md)\n",
+                         "profile or the kernel.io_uring_disabled sysctl forbids it; packets go "
+                         "through sendmmsg/recvmmsg instead (docs/ci.md)\n",
                          std::strerror(r));
-        return 1;
+        else
+            std::fprintf(stderr,
+                         "uroced: UROCE_NO_IO_URING is set: packets go through "
+                         "sendmmsg/recvmmsg, not io_uring\n");
     }
     asio::io_context io;
     emu::ControlServer server(io, dev);

@@ -17,16 +17,17 @@ if [ "${1:-}" != --user ]; then
     # The system's verbs libraries: files, their checksums, ldconfig's view of them.
     system_libs() {
         ldconfig
-        ldconfig -p | grep -E 'lib(ibverbs|rdmacm|mlx5|efa)\.so' | sort
+        ldconfig -p | tee /tmp/libs.all | grep -E 'lib(ibverbs|rdmacm|mlx5|efa)\.so' | sort
         (cd /usr/lib && find . \( -name 'libibverbs*' -o -name 'librdmacm*' \
             -o -name 'libmlx5*' -o -name 'libefa*' \) -not -type d -not -path '*/uroce/*' | sort |
             while read -r f; do echo "$f $(sha256sum <"$f" | cut -c1-16)"; done)
     }
     system_libs >/tmp/libs.before
-    # What the package needs at run time comes with it: apt installs it from its Depends.
-    for p in liburing2 libpcap0.8; do
-        dpkg-query -W "$p" >/dev/null 2>&1 && fail "$p is in the root before the package"
-    done
+    # What the package needs at run time comes with it: apt installs it from its Depends. The
+    # libraries, not the packages, are looked for: their packages' names change between
+    # releases (Debian 13's libpcap0.8t64 provides libpcap0.8).
+    needed='liburing\.so\.2|libpcap\.so\.0\.8'
+    grep -E "^[[:space:]]*($needed) " /tmp/libs.all && fail "the root has uroce's libraries before the package"
     grep -q "^[[:space:]]*libibverbs.so.1 .*=> \(/usr\)\?/lib/$multiarch/libibverbs.so.1\$" /tmp/libs.before ||
         fail "no system libibverbs in ldconfig's cache: $(cat /tmp/libs.before)"
     echo "--- apt-get install ./$deb"
@@ -34,8 +35,15 @@ if [ "${1:-}" != --user ]; then
         >/tmp/apt.out 2>&1 || { cat /tmp/apt.out; fail "apt-get install ./$deb"; }
     grep '^Setting up' /tmp/apt.out
     dpkg-query -W -f='installed ${Package} ${Version} ${Architecture}\n' uroce
-    for p in liburing2 libpcap0.8; do
-        dpkg-query -W "$p" >/dev/null 2>&1 || fail "apt did not install $p, which uroce needs"
+    # dpkg configures a package only once its Depends are met; every library its programs
+    # and libraries need is then found (the private ones in its own directory).
+    [ "$(dpkg-query -W -f='${Status}' uroce)" = "install ok installed" ] || fail "uroce is not configured"
+    missing=$(dpkg -L uroce | while read -r f; do
+        [ -f "$f" ] && [ ! -L "$f" ] && head -c 4 "$f" | grep -q ELF && ldd "$f" 2>&1 | grep 'not found' | sed "s|^|$f: |"
+    done)
+    [ -z "$missing" ] || fail "libraries not found after apt-get install: $missing"
+    for lib in liburing libpcap; do
+        ldconfig -p | grep -E "^[[:space:]]*$lib\.so\.[0-9.]* " || fail "apt brought no $lib"
     done
     system_libs >/tmp/libs.after
     diff /tmp/libs.before /tmp/libs.after || fail "installing uroce changed the system's libraries"
@@ -93,7 +101,7 @@ PAIR_READY=wait_listener run_pair "$in_uroce" rping -s -a 127.0.0.1 -p "$port" -
     "$in_uroce" rping -c -a 127.0.0.1 -p "$port" -C 20 -v
 [ "$(grep -c 'ping data' "$UROCE_RUNTIME_DIR/client.out")" -eq 20 ] || fail "rping: not 20 pings"
 
-echo "--- ucx_perftest (UCX $(ucx_info -v 2>/dev/null | sed -n 's/^# Version //p'))"
+echo "--- ucx_perftest (UCX $(ucx_info -v 2>/dev/null | sed -n -e 's/^# Version //p' -e 's/^# Library version: //p'))"
 w=$UROCE_RUNTIME_DIR/ucx_perftest
 printf '#!/bin/sh\nexec env UCX_NET_DEVICES=uroce0:1 uroce run -- ucx_perftest %s "$@"\n' \
     "$(ucx_perftest_p2p)" >"$w"

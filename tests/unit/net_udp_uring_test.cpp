@@ -11,6 +11,7 @@
 #include <atomic>
 #include <cerrno>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <thread>
 #include <utility>
@@ -51,6 +52,23 @@ long voluntary_switches() {
 }
 
 }  // namespace
+
+// io_uring is used where it may be, and not when UROCE_NO_IO_URING is set (ctest
+// UdpUring.without_io_uring runs these tests so); without it, the kernel's refusal is kept.
+TEST(UdpUring, UsesIoUringUnlessToldNotTo) {
+    uint16_t port = free_udp_port();
+    ASSERT_NE(port, 0);
+    UdpUring io;
+    ASSERT_EQ(io.open(htonl(INADDR_LOOPBACK), port), 0);
+    const char* e = std::getenv("UROCE_NO_IO_URING");
+    if (e && *e && std::strcmp(e, "0") != 0) {
+        EXPECT_FALSE(io.uses_io_uring());
+        EXPECT_EQ(io.io_uring_errno(), 0);
+    } else if (!io.uses_io_uring()) {
+        EXPECT_NE(io.io_uring_errno(), 0);
+        GTEST_SKIP() << "io_uring is forbidden here: " << std::strerror(io.io_uring_errno());
+    }
+}
 
 // The thread that opened the ring sleeps in one read() while another thread runs the ring
 // and receives packets sent one at a time. Were the receive submitted by the opening
