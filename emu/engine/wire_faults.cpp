@@ -18,12 +18,11 @@ uint64_t Wire::set_faults(const net::FaultSpec& spec) {
     return seed;
 }
 
-// Received packets: dropped or held ones go no further; a duplicate is processed twice.
-// (A held one comes back with TOS 0 and TTL 64: the injector keeps the address it was sent
-// to, not those.)
+// Received packets: dropped or held ones go no further (a held one comes back with the
+// address it was sent to, its TOS and TTL); a duplicate is processed twice.
 bool Wire::fault_rx(const sockaddr_in& from, uint32_t to_be, uint8_t* data, size_t len,
                     uint16_t seg, net::IpMarks marks) {
-    Verdict v = faults_.decide(net::kFaultRx, data, len, from, now_ns(), to_be);
+    Verdict v = faults_.decide(net::kFaultRx, data, len, from, now_ns(), to_be, marks);
     if (v == Verdict::kDup)
         receive(from, to_be, data, len, false, seg, marks);  // buffer left as it was
     return v == Verdict::kPass || v == Verdict::kDup;
@@ -33,10 +32,7 @@ bool Wire::fault_rx(const sockaddr_in& from, uint32_t to_be, uint8_t* data, size
 // duplicate goes out twice, the copy from a buffer of its own.
 bool Wire::fault_tx(uint32_t slot, size_t len, const sockaddr_in& to, net::IpMarks marks) {
     uint8_t* buf = io_.tx_buffer(slot);
-    // A held packet keeps its TOS and TTL in the injector's local_be, which sent packets
-    // do not use otherwise.
-    const uint32_t kept = uint32_t(marks.tos) | uint32_t(marks.ttl) << 8;
-    Verdict v = faults_.decide(net::kFaultTx, buf, len, to, now_ns(), kept);
+    Verdict v = faults_.decide(net::kFaultTx, buf, len, to, now_ns(), 0, marks);
     if (v == Verdict::kDrop || v == Verdict::kHeld) {
         io_.tx_free(slot);
         return false;
@@ -55,17 +51,17 @@ bool Wire::fault_tx(uint32_t slot, size_t len, const sockaddr_in& to, net::IpMar
 // to the socket (if every transmit buffer is in flight, they wait for the next turn).
 void Wire::release_faults(uint64_t now) {
     faults_.release(now, [this](net::FaultDir d, const uint8_t* data, size_t len,
-                                const sockaddr_in& peer, uint32_t local_be) {
+                                const sockaddr_in& peer, uint32_t local_be, net::IpMarks marks) {
         if (d == net::kFaultRx) {
             // receive takes a mutable buffer but only reads it; the held copy is ours.
-            receive(peer, local_be, const_cast<uint8_t*>(data), len);
+            receive(peer, local_be, const_cast<uint8_t*>(data), len, false, 0, marks);
             return true;
         }
         uint32_t slot;
         uint8_t* b = io_.tx_alloc(&slot);
         if (!b) return false;
         std::memcpy(b, data, len);
-        wire_send(slot, len, peer, net::IpMarks{uint8_t(local_be), uint8_t(local_be >> 8)});
+        wire_send(slot, len, peer, marks);
         return true;
     });
 }

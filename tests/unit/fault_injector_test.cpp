@@ -207,6 +207,38 @@ TEST(FaultInjector, DelayKeepsOrderAndTime) {
     EXPECT_EQ(f.stats(kFaultRx).delayed, 10u);
 }
 
+// A held packet comes back with what the caller gave with it: the address it was sent to
+// (received packets) and its IPv4 TOS and TTL (both ways), so a delayed packet is the packet
+// that was sent.
+TEST(FaultInjector, HeldPacketKeepsItsAddressAndMarks) {
+    FaultInjector f;
+    f.configure(parse_ok("delay=10,seed=1"));
+    struct Out {
+        FaultDir d;
+        uint32_t n, local_be;
+        IpMarks marks;
+    };
+    std::vector<Out> out;
+    auto p0 = packet(0), p1 = packet(1);
+    EXPECT_EQ(f.decide(kFaultRx, p0.data(), p0.size(), peer(), 0, 0x0400007f, IpMarks{0x68, 17}),
+              Verdict::kHeld);
+    EXPECT_EQ(f.decide(kFaultTx, p1.data(), p1.size(), peer(), 0, 0, IpMarks{0xb8, 3}),
+              Verdict::kHeld);
+    f.release(~uint64_t(0), [&](FaultDir d, const uint8_t* data, size_t, const sockaddr_in&,
+                                uint32_t local_be, IpMarks marks) {
+        out.push_back({d, number_of(data), local_be, marks});
+        return true;
+    });
+    ASSERT_EQ(out.size(), 2u);
+    EXPECT_EQ(out[0].d, kFaultRx);
+    EXPECT_EQ(out[0].n, 0u);
+    EXPECT_EQ(out[0].local_be, 0x0400007fu);
+    EXPECT_EQ(out[0].marks, (IpMarks{0x68, 17}));
+    EXPECT_EQ(out[1].d, kFaultTx);
+    EXPECT_EQ(out[1].n, 1u);
+    EXPECT_EQ(out[1].marks, (IpMarks{0xb8, 3}));
+}
+
 TEST(FaultInjector, ReorderedPacketIsOvertaken) {
     FaultInjector f;
     f.configure(parse_ok("reorder=1,seed=3"));  // every packet is held back...
