@@ -67,6 +67,8 @@ struct CmReq {
     uint32_t event;                    // kNotify
     uint8_t responder_resources, initiator_depth, flow_control, retry_count;
     uint8_t rnr_retry_count, srq, mtu /* enum ibv_mtu */, private_data_len;
+    uint8_t tos;  // connect: the id's TOS (RDMA_OPTION_ID_TOS), the REQ's traffic class
+    uint8_t reserved[3];
     uint8_t private_data[kCmPrivateMax];
 };
 
@@ -93,6 +95,8 @@ struct CmEventRec {
     uint8_t responder_resources, initiator_depth, flow_control, retry_count;
     uint8_t rnr_retry_count, srq, mtu, private_data_len;
     uint32_t ps;
+    uint8_t tos;  // CONNECT_REQUEST: the REQ's traffic class, the new id's TOS
+    uint8_t reserved[3];
     uint8_t private_data[kCmPrivateMax];
 };
 static_assert(sizeof(CmEventRec) <= 512, "one atomic pipe write");

@@ -73,7 +73,7 @@ void CmAgent::close_session(Session& s) {
 }
 
 void CmAgent::send_request(Id& id) {
-    send_mad(id.remote_ip, id.mad);
+    send_mad(id.remote_ip, id.mad, id.tos);
     arm(id, now_ns() + id.wait_ns);
 }
 
@@ -111,7 +111,7 @@ void CmAgent::timeout(Id& id, uint64_t now) {
         if (id.retries_left > 0) {
             --id.retries_left;
             ++retransmits_;
-            send_mad(id.remote_ip, id.mad);
+            send_mad(id.remote_ip, id.mad, id.tos);
             arm(id, now + id.wait_ns);
             return;
         }
@@ -160,6 +160,7 @@ abi::CmEventRec CmAgent::event_for(const Id& id, uint32_t type, int32_t status) 
     ev.retry_count = id.retry;
     ev.rnr_retry_count = id.rnr_retry;
     ev.srq = id.srq;
+    ev.tos = id.tos;
     ev.mtu = id.mtu;
     ev.ps = id.ps;
     return ev;

@@ -91,7 +91,9 @@ private:
     int disconnect(Id& id);
     void destroy(Id& id);
 
-    void send_mad(uint32_t ip_be, const uint8_t* mad);
+    // `tos`: the IPv4 TOS it leaves with (an id's MADs: the id's; answers that no id
+    // sends: rx_tos_, as the kernel answers with the traffic class of the request's GRH).
+    void send_mad(uint32_t ip_be, const uint8_t* mad, uint8_t tos);
     void trace_request(const Session& s, const abi::CmReq& r, const abi::CmResp& out);
     void trace_mad(const char* dir, const char* prep, uint32_t peer_be, const uint8_t* mad);
     void send_request(Id& id);  // id.mad, armed for retransmission
@@ -116,13 +118,15 @@ private:
     void unpark(Id& id);
     void on_sidr_rep(const uint8_t* mad);
     void send_rej(uint32_t ip, uint32_t local_comm, uint32_t remote_comm, uint8_t msg,
-                  uint16_t reason, uint64_t tid, const uint8_t* pd, size_t pd_len, bool ari_guid);
+                  uint16_t reason, uint64_t tid, const uint8_t* pd, size_t pd_len, bool ari_guid,
+                  uint8_t tos);
 
     abi::CmEventRec event_for(const Id& id, uint32_t type, int32_t status) const;
     void post(const Id& id, abi::CmEventRec& ev);
 
     Device& dev_;
     CmIdTable table_;
+    uint8_t rx_tos_ = 0;  // the IPv4 TOS of the MAD being handled (on_mad)
     std::map<std::pair<const Session*, uint32_t>, Channel> channels_;
     std::multimap<uint64_t, uint32_t> timers_;  // deadline -> handle (stale entries skipped)
     uint64_t tid_hi_ = 0;

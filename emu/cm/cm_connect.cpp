@@ -58,9 +58,9 @@ void CmAgent::on_req(const sockaddr_in& from, const uint8_t* mad, uint64_t tid, 
                 mra.service_timeout = kMraServiceTimeout;
                 uint8_t out[cm::kMadLen];
                 cm::encode(mra, id.tid, out);
-                send_mad(peer, out);
+                send_mad(peer, out, id.tos);
             } else if (id.st == St::kRepSent) {
-                send_mad(peer, id.mad);
+                send_mad(peer, id.mad, id.tos);
             }
         }
         return;
@@ -83,7 +83,7 @@ void CmAgent::on_req(const sockaddr_in& from, const uint8_t* mad, uint64_t tid, 
         return;
     if (!listener) {
         send_rej(peer, 0, m.local_comm_id, cm::kMsgReq, cm::kRejInvalidServiceId, tid, nullptr, 0,
-                 false);
+                 false, rx_tos_);
         return;
     }
     // The REQ's transport must be the listener's QP type (the kernel's
@@ -91,7 +91,8 @@ void CmAgent::on_req(const sockaddr_in& from, const uint8_t* mad, uint64_t tid, 
     // the RDMA CM refuses the request).
     uint32_t qp_type = req_qp_type(m);
     if (qp_type != listener->qp_type || listener->pending >= uint32_t(listener->backlog)) {
-        send_rej(peer, 0, m.local_comm_id, cm::kMsgReq, cm::kRejConsumer, tid, nullptr, 0, false);
+        send_rej(peer, 0, m.local_comm_id, cm::kMsgReq, cm::kRejConsumer, tid, nullptr, 0, false,
+                 rx_tos_);
         return;
     }
     auto c = child_of(*listener, peer, hdr, qp_type, St::kReqRcvd);
@@ -108,6 +109,7 @@ void CmAgent::on_req(const sockaddr_in& from, const uint8_t* mad, uint64_t tid, 
     id.retry = m.retry_count;
     id.rnr_retry = m.rnr_retry_count;
     id.srq = m.srq;
+    id.tos = m.traffic_class;
     // The path MTU: the REQ's, but no more than this port carries (the active side chose
     // its own port's).
     id.mtu = std::min<uint8_t>(std::clamp<uint8_t>(m.path_mtu, IBV_MTU_256, IBV_MTU_4096),
@@ -147,7 +149,7 @@ void CmAgent::on_rep(const uint8_t* mad, uint64_t tid) {
         table_.remote[{id->remote_ip, id->remote_comm_id}] = id->handle;
         if (!id->owner) {  // destroyed meanwhile: refuse
             send_rej(id->remote_ip, id->local_comm_id, id->remote_comm_id, cm::kMsgRep,
-                     cm::kRejConsumer, id->tid, nullptr, 0, false);
+                     cm::kRejConsumer, id->tid, nullptr, 0, false, id->tos);
             table_.erase(id->handle);
             return;
         }
@@ -166,11 +168,11 @@ void CmAgent::on_rep(const uint8_t* mad, uint64_t tid) {
         mra.service_timeout = kMraServiceTimeout;
         uint8_t out[cm::kMadLen];
         cm::encode(mra, tid, out);
-        send_mad(id->remote_ip, out);
+        send_mad(id->remote_ip, out, id->tos);
         break;
     }
     case St::kEstablished:
-        send_mad(id->remote_ip, id->mad);  // our RTU was lost
+        send_mad(id->remote_ip, id->mad, id->tos);  // our RTU was lost
         break;
     default: break;
     }

@@ -51,6 +51,10 @@ struct CmId {
     uint32_t local_qpn = 0, remote_qpn = 0, local_psn = 0, remote_psn = 0, qkey = 0;
     uint8_t resp_res = 0, init_depth = 0, flow = 0, retry = 0, rnr_retry = 0, srq = 0;
     uint8_t mtu = 3;
+    // The connection's IPv4 TOS (GRH traffic class): the application's (RDMA_OPTION_ID_TOS) on
+    // the active side, the REQ's on the passive side (the kernel's path from the REQ); a SIDR
+    // or parked request's: the TOS it arrived with. Every MAD of the id leaves with it.
+    uint8_t tos = 0;
     uint64_t tid = 0;
     // The last request MAD, for retransmission (and the last SIDR_REP, for duplicates).
     uint8_t mad[256] = {};

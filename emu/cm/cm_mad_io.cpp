@@ -32,7 +32,7 @@ const char* attr_name(uint16_t attr) {
 
 // ---- packets ---------------------------------------------------------------------------------
 
-void CmAgent::send_mad(uint32_t ip_be, const uint8_t* mad) {
+void CmAgent::send_mad(uint32_t ip_be, const uint8_t* mad, uint8_t tos) {
     uint32_t slot;
     uint8_t* buf = dev_.wire_.tx_begin(&slot);
     if (!buf) return;  // every transmit buffer is in flight: the retransmit timer covers it
@@ -52,7 +52,9 @@ void CmAgent::send_mad(uint32_t ip_be, const uint8_t* mad) {
     to.sin_port = htons(dev_.cfg_.port);
     ++mads_tx_;
     trace_mad("tx", "to", ip_be, mad);
-    dev_.wire_.transmit(slot, h + cm::kMadLen, to);
+    // TOS: the connection's (the id's, or the REQ's on the passive side), as the kernel's CM
+    // sends with the path's traffic class; TTL: the path's hop limit, 64.
+    dev_.wire_.transmit(slot, h + cm::kMadLen, to, nullptr, net::IpMarks{tos, net::kDefaultTtl});
 }
 
 // "cm tx REQ to 127.0.0.3 comm 0x... 0x..." (the first two words after the MAD header are
@@ -77,7 +79,7 @@ void CmAgent::trace_mad(const char* dir, const char* prep, uint32_t peer_be, con
 
 void CmAgent::send_rej(uint32_t ip, uint32_t local_comm, uint32_t remote_comm, uint8_t msg,
                        uint16_t reason, uint64_t tid, const uint8_t* pd, size_t pd_len,
-                       bool ari_guid) {
+                       bool ari_guid, uint8_t tos) {
     cm::Rej m;
     m.local_comm_id = local_comm;
     m.remote_comm_id = remote_comm;
@@ -91,7 +93,7 @@ void CmAgent::send_rej(uint32_t ip, uint32_t local_comm, uint32_t remote_comm, u
     if (pd && pd_len) std::memcpy(m.private_data, pd, std::min(pd_len, sizeof m.private_data));
     uint8_t mad[cm::kMadLen];
     cm::encode(m, tid, mad);
-    send_mad(ip, mad);
+    send_mad(ip, mad, tos);
 }
 
 void CmAgent::on_mad(const sockaddr_in& from, const net::Packet& p) {
@@ -110,6 +112,7 @@ void CmAgent::on_mad(const sockaddr_in& from, const net::Packet& p) {
         return dev_.counters_.drop(net::DropReason::kBadLength);
     }
     const uint8_t* mad = p.payload;
+    rx_tos_ = p.ip.tos;
     trace_mad("rx", "from", from.sin_addr.s_addr, mad);
     switch (h.attr_id) {
     case cm::kAttrReq: return on_req(from, mad, h.tid);
@@ -138,6 +141,7 @@ bool CmAgent::park(uint32_t peer, const uint8_t* mad, uint64_t tid, uint32_t ps,
     p->remote_ip = peer;
     p->remote_comm_id = remote_id;
     p->tid = tid;
+    p->tos = rx_tos_;
     std::memcpy(p->mad, mad, cm::kMadLen);
     table_.remote[{peer, remote_id}] = p->handle;
     arm(*p, now_ns() + kParkNs);
@@ -155,6 +159,7 @@ void CmAgent::unpark(Id& id) {
     from.sin_family = AF_INET;
     from.sin_addr.s_addr = id.remote_ip;
     uint64_t tid = id.tid;
+    rx_tos_ = id.tos;  // answers go with the TOS the request came with
     --parked_;
     table_.erase(id.handle);
     cm::MadHdr h;

@@ -104,7 +104,7 @@ void CmAgent::request(Session& s, const abi::CmReq& r, abi::CmResp& out, int in_
             rtu.local_comm_id = id->local_comm_id;
             rtu.remote_comm_id = id->remote_comm_id;
             cm::encode_rtu(rtu, id->tid, id->mad);
-            send_mad(id->remote_ip, id->mad);
+            send_mad(id->remote_ip, id->mad, id->tos);
             id->st = St::kEstablished;  // the RTU is kept in id->mad for a repeated REP
         }
         break;
@@ -235,6 +235,7 @@ int CmAgent::connect(Id& id, const abi::CmReq& r) {
     id.retry = r.retry_count & 7;
     id.rnr_retry = r.rnr_retry_count & 7;
     id.srq = r.srq;
+    id.tos = r.tos;
     id.mtu = r.mtu >= IBV_MTU_256 && r.mtu <= IBV_MTU_4096 ? r.mtu : uint8_t(IBV_MTU_1024);
     uint32_t src_ip = id.local_ip ? id.local_ip : dev_.cfg_.ipv4_be;
     cm::IpHdr hdr{id.local_port, src_ip, r.remote_ip};
@@ -280,6 +281,7 @@ int CmAgent::connect(Id& id, const abi::CmReq& r) {
         v4_gid(src_ip, m.local_gid);
         v4_gid(r.remote_ip, m.remote_gid);
         m.packet_rate = 16;  // 100 Gb/s, what the port reports
+        m.traffic_class = id.tos;
         m.hop_limit = 64;
         m.local_ack_timeout = 14;
         cm::put_ip_hdr(hdr, m.private_data);
@@ -304,7 +306,7 @@ int CmAgent::accept(Id& id, const abi::CmReq& r) {
         m.qkey = r.qkey;
         std::memcpy(m.private_data, r.private_data, r.private_data_len);
         cm::encode(m, id.tid, id.mad);
-        send_mad(id.remote_ip, id.mad);
+        send_mad(id.remote_ip, id.mad, id.tos);
         id.st = St::kSidrDone;  // id.mad answers a repeated SIDR_REQ
         table_.leave_pending(id);
         return 0;
@@ -353,7 +355,7 @@ int CmAgent::reject(Id& id, const abi::CmReq& r) {
         m.service_id = cm::service_id(id.ps, ntohs(id.local_port));
         std::memcpy(m.private_data, r.private_data, r.private_data_len);
         cm::encode(m, id.tid, id.mad);
-        send_mad(id.remote_ip, id.mad);
+        send_mad(id.remote_ip, id.mad, id.tos);
         id.st = St::kSidrDone;
         table_.leave_pending(id);
         return 0;
@@ -361,7 +363,7 @@ int CmAgent::reject(Id& id, const abi::CmReq& r) {
     if (id.st != St::kReqRcvd) return EINVAL;
     if (r.private_data_len > abi::kCmRejPrivate) return EINVAL;
     send_rej(id.remote_ip, id.local_comm_id, id.remote_comm_id, cm::kMsgReq, cm::kRejConsumer,
-             id.tid, r.private_data, r.private_data_len, false);
+             id.tid, r.private_data, r.private_data_len, false, id.tos);
     id.st = St::kIdle;
     table_.leave_pending(id);
     return 0;
@@ -376,19 +378,19 @@ void CmAgent::destroy(Id& id) {
     case St::kReqSent:
     case St::kMraReqRcvd:
         send_rej(id.remote_ip, id.local_comm_id, id.remote_comm_id, cm::kMsgReq, cm::kRejTimeout,
-                 id.tid, nullptr, 0, true);
+                 id.tid, nullptr, 0, true, id.tos);
         break;
     case St::kReqRcvd:
         send_rej(id.remote_ip, id.local_comm_id, id.remote_comm_id, cm::kMsgReq, cm::kRejConsumer,
-                 id.tid, nullptr, 0, false);
+                 id.tid, nullptr, 0, false, id.tos);
         break;
     case St::kRepSent:
         send_rej(id.remote_ip, id.local_comm_id, id.remote_comm_id, cm::kMsgRep, cm::kRejConsumer,
-                 id.tid, nullptr, 0, false);
+                 id.tid, nullptr, 0, false, id.tos);
         break;
     case St::kRepRcvd:
         send_rej(id.remote_ip, id.local_comm_id, id.remote_comm_id, cm::kMsgRep, cm::kRejConsumer,
-                 id.tid, nullptr, 0, false);
+                 id.tid, nullptr, 0, false, id.tos);
         break;
     case St::kSidrReqRcvd: {
         cm::SidrRep m;
@@ -396,7 +398,7 @@ void CmAgent::destroy(Id& id) {
         m.status = cm::kSidrReject;
         m.service_id = cm::service_id(id.ps, ntohs(id.local_port));
         cm::encode(m, id.tid, id.mad);
-        send_mad(id.remote_ip, id.mad);
+        send_mad(id.remote_ip, id.mad, id.tos);
         break;
     }
     case St::kEstablished:

@@ -19,7 +19,7 @@ void CmAgent::on_sidr_req(const sockaddr_in& from, const uint8_t* mad, uint64_t 
     if (dup != table_.remote.end()) {
         auto it = table_.ids.find(dup->second);
         if (it != table_.ids.end() && it->second->st == St::kSidrDone)
-            send_mad(peer, it->second->mad);
+            send_mad(peer, it->second->mad, it->second->tos);
         return;
     }
     cm::IpHdr hdr;
@@ -44,12 +44,13 @@ void CmAgent::on_sidr_req(const sockaddr_in& from, const uint8_t* mad, uint64_t 
         rep.service_id = m.service_id;
         uint8_t out[cm::kMadLen];
         cm::encode(rep, tid, out);
-        send_mad(peer, out);
+        send_mad(peer, out, rx_tos_);
         return;
     }
     auto c = child_of(*listener, peer, hdr, IBV_QPT_UD, St::kSidrReqRcvd);
     Id& id = *c;
     id.remote_comm_id = m.request_id;
+    id.tos = rx_tos_;  // a SIDR_REQ carries no path: the TOS it came with
     id.tid = tid;
     table_.remote[{peer, id.remote_comm_id}] = id.handle;
     ++listener->pending;

@@ -14,9 +14,13 @@
 #             RoCE; its -L is for raw Ethernet QPs only), 64 KiB messages, offloads on: the
 #             WRITEs leave as GSO trains (the tap on the veth sees a train as one datagram)
 #             and the ACKs come back, both with the GRH's TOS and TTL
+#   cm        ib_write_bw -R (rdma_cm) with --tos 104 (0x68) on the client only (perftest sets
+#             RDMA_OPTION_ID_TOS): the CM's MADs both ways (REQ, REP, RTU, DREQ, DREP) and
+#             both QPs' packets carry TOS 0x68 and TTL 64, as with the kernel's CM, whose
+#             passive side takes the path, traffic class included, from the REQ
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/twohost_lib.sh"
-mode=${1:?usage: ip_marks_test.sh ah|write_bw [PROGRAM]}
+mode=${1:?usage: ip_marks_test.sh ah|write_bw|cm [PROGRAM]}
 need tshark
 PORT=$(tcp_port)
 UDP=${UROCE_UDP_PORT:-4791}
@@ -24,7 +28,7 @@ PCAP_WIRE=$UROCE_RUNTIME_DIR/wire.pcap
 PCAP_DEV=$UROCE_RUNTIME_DIR/device-b.pcap
 case $mode in
 ah) twohost_setup --offload off ;;
-write_bw) twohost_setup ;;
+write_bw | cm) twohost_setup ;;
 *) fail "unknown mode $mode" ;;
 esac
 "${HOST_B[@]}" "$UROCE" capture start "$PCAP_DEV" uroce0 >/dev/null || fail "capture start on B"
@@ -42,6 +46,14 @@ write_bw)
         "${HOST_B[@]}" ib_write_bw --tclass 0x68 -s 65536 -p "$PORT" -n 1000 "$ADDR_A"
     check_perftest_results ib_write_bw "$UROCE_RUNTIME_DIR/client.out"
     TTL=255
+    ;;
+cm)
+    need ib_write_bw
+    PAIR_TIMEOUT=60 PAIR_READY=cm_listening run_pair "${HOST_A[@]}" ib_write_bw -R \
+        -s 65536 -p "$PORT" -n 200 -- \
+        "${HOST_B[@]}" ib_write_bw -R --tos 104 -s 65536 -p "$PORT" -n 200 "$ADDR_A"
+    check_perftest_results ib_write_bw "$UROCE_RUNTIME_DIR/client.out"
+    TTL=64
     ;;
 esac
 tap_stop
@@ -86,6 +98,42 @@ write_bw)
     echo "GSO trains seen on the veth: $trains"
     [ "$trains" -gt 0 ] || fail "host B sent no GSO train across the veth"
     MIN_A=1 check "$UROCE_RUNTIME_DIR/device.txt" "host B's device capture" 1000
+    ;;
+cm)
+    # perftest -R makes two connections: one of its own to exchange parameters (TOS 0: no
+    # --tos on it), then the test's, whose id has the TOS. On the wire (A's end of the veth):
+    # the test connection is the REQ with traffic class 0x68; its QPs are that REQ's QPN (B)
+    # and its REP's (A). Every MAD of it (REQ, REP, RTU, DREQ, DREP, either side) and every
+    # packet either QP sends must carry TOS 0x68 and TTL 64, host A's (passive, no --tos) as
+    # well: its path is the REQ's. Any other packet, TOS 0. A REQ's IP TOS is its traffic class.
+    tshark -r "$PCAP_WIRE" -d "udp.port==$UDP,infiniband" -T fields -E separator=, \
+        -e ip.src -e ip.dsfield -e ip.ttl -e ip.flags.df -e infiniband.bth.destqp \
+        -e infiniband.mad.attributeid -e infiniband.cm.req.localqpn \
+        -e infiniband.cm.req.prim_tfcclass -e infiniband.cm.rep.localqpn \
+        -Y "udp.port == $UDP" 2>/dev/null >"$UROCE_RUNTIME_DIR/cm.txt"
+    awk -F, -v a="$ADDR_A" -v b="$ADDR_B" '
+        function df(x) { return x == "1" || x == "True" || x == "Set" }
+        { src[NR] = $1; tos[NR] = $2; ttl[NR] = $3; dff[NR] = $4; dqp[NR] = $5 + 0; attr[NR] = $6
+          if ($6 == "0x0010" && $1 == b && $2 == "0x68") qb = $7 + 0
+          if ($6 == "0x0010" && $2 != $8) { print "REQ with TOS " $2 " and traffic class " $8; bad++ }
+          if ($6 == "0x0013" && $1 == a && $2 == "0x68") qa = $9 + 0 }
+        END {
+          if (!qa || !qb) { print "no REQ and REP with TOS 0x68"; exit 1 }
+          for (i = 1; i <= NR; i++) {
+              test = (src[i] == b && dqp[i] == qa) || (src[i] == a && dqp[i] == qb)
+              if (dqp[i] == 1) { m[attr[i] " " tos[i]]++; continue }
+              want = test ? "0x68" : "0x00"
+              if (tos[i] != want || ttl[i] != 64 || !df(dff[i])) {
+                  if (bad++ < 5) print "packet " i ": " src[i] " TOS " tos[i] " TTL " ttl[i] " DF " dff[i] " to QP " dqp[i]
+              }
+              if (test) n[src[i]]++
+          }
+          printf "test QPs: A 0x%x B 0x%x; %d packets from B, %d from A\n", qa, qb, n[b], n[a]
+          for (k in m) print "MAD attribute, TOS: " k " x" m[k]
+          split("0x0010 0x0013 0x0014 0x0015 0x0016", want_mads, " ")
+          for (j in want_mads) if (!m[want_mads[j] " 0x68"]) { print "no " want_mads[j] " with TOS 0x68"; bad++ }
+          exit !(bad == 0 && n[b] >= 200 && n[a] >= 1) }' "$UROCE_RUNTIME_DIR/cm.txt" ||
+        fail "the test connection is not TOS 0x68 / TTL 64 throughout (MADs and both QPs)"
     ;;
 esac
 echo PASS

@@ -108,3 +108,14 @@ tap_stop() {
     wait "$TAP_PID"
     grep -i "captured\|dropped" "$TAP_OUT"
 }
+
+# Readiness for run_pair: a CM listener on $PORT on host A (rping, perftest -R).
+cm_listening() {
+    local i
+    for i in $(seq 1 600); do
+        "${HOST_A[@]}" "$UROCE" res 2>/dev/null |
+            grep -Eq "^cm_id .* state listen .*:$PORT remote" && return
+        kill -0 "$1" 2>/dev/null || return
+        sleep 0.1
+    done
+}

@@ -47,18 +47,6 @@ offload() {
     "${pre[@]}" "$UROCE" counters uroce0 | offload_field "$2"
 }
 
-# Readiness for run_pair: the server's TCP port (pingpongs, perftest: twohost_lib.sh's
-# tcp_listening) or CM listener (rping) on host A.
-cm_listening() {
-    local i
-    for i in $(seq 1 600); do
-        "${HOST_A[@]}" "$UROCE" res 2>/dev/null |
-            grep -Eq "^cm_id .* state listen .*:$PORT remote" && return
-        kill -0 "$1" 2>/dev/null || return
-        sleep 0.1
-    done
-}
-
 twohost_setup
 c=$UROCE_RUNTIME_DIR/client.out
 s=$UROCE_RUNTIME_DIR/server.out

@@ -321,6 +321,9 @@ Id* make_child(Id* l, const abi::CmEventRec& rec) {
     c->remote_ip = rec.remote_ip;
     c->remote_qpn = rec.remote_qpn;
     c->remote_psn = rec.remote_psn;
+    // The passive side's path is the REQ's (the kernel's cma_ib_new_conn_id): its QP's
+    // address vector gets the active side's TOS.
+    c->tos = rec.tos;
     c->resp_res = rec.responder_resources;
     c->init_depth = rec.initiator_depth;
     c->retry_count = rec.retry_count;

@@ -70,6 +70,7 @@ int rdma_connect(rdma_cm_id* idp, rdma_conn_param* p) {
     r.qpn = idp->qp ? idp->qp->qp_num : (p ? p->qp_num : 0);
     r.srq = idp->qp ? idp->qp->srq != nullptr : (p ? p->srq : 0);
     r.psn = id->local_psn;
+    r.tos = id->tos;  // the REQ's traffic class and the TOS of the id's MADs
     r.responder_resources = id->resp_res;
     r.initiator_depth = id->init_depth;
     r.flow_control = p ? p->flow_control : 0;
