@@ -10,9 +10,12 @@
 #   "${HOST_A[@]}" CMD...     the same as a command prefix (for run_pair: pass it to verbs)
 #   tcp_listening PID         PAIR_READY for run_pair: waits until the server (PID) on host A
 #                             listens on TCP port $PORT (pingpongs, perftest)
-#   tap_start FILE [MIB]      tshark on host A's eth0 writes the devices' UDP traffic to FILE
-#                             (MIB: its buffer, for long runs)
-#   tap_stop                  ends it once the last packets are in (it says what it kept)
+#   tap_start FILE [MIB [SNAP]]  tshark on host A's eth0 writes the devices' UDP traffic to
+#                             FILE (MIB: its buffer, for long runs; SNAP: bytes kept of each
+#                             packet, for tests that read headers only: a 64 KiB GSO train
+#                             then takes SNAP bytes of the buffer, not 64 KiB)
+#   tap_stop                  ends it once the last packets are in (it says what it kept);
+#                             TAP_DROPPED counts the packets the tap lost (its buffer full)
 [ "$(id -u)" = 0 ] || skip "two hosts need root (network namespaces and a veth pair)"
 command -v ip >/dev/null 2>&1 || skip "ip (iproute2) is not installed"
 
@@ -93,7 +96,7 @@ tcp_listening() {
 # a moment after it says so: a short run takes the default one.
 tap_start() {
     TAP_OUT=$UROCE_RUNTIME_DIR/tshark.out
-    ip netns exec "$NS_A" tshark -q ${2:+-B "$2"} -i eth0 -f "udp port ${UROCE_UDP_PORT:-4791}" -w "$1" \
+    ip netns exec "$NS_A" tshark -q ${2:+-B "$2"} ${3:+-s "$3"} -i eth0 -f "udp port ${UROCE_UDP_PORT:-4791}" -w "$1" \
         >"$TAP_OUT" 2>&1 &
     TAP_PID=$!
     for _ in $(seq 100); do
@@ -107,6 +110,8 @@ tap_stop() {
     kill -INT "$TAP_PID"
     wait "$TAP_PID"
     grep -i "captured\|dropped" "$TAP_OUT"
+    TAP_DROPPED=$(sed -n 's/^\([0-9]*\) packets\{0,1\} dropped.*/\1/p' "$TAP_OUT" | head -1)
+    TAP_DROPPED=${TAP_DROPPED:-0}
 }
 
 # Readiness for run_pair: a CM listener on $PORT on host A (rping, perftest -R).
