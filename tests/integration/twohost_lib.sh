@@ -99,8 +99,10 @@ tap_start() {
     ip netns exec "$NS_A" tshark -q ${2:+-B "$2"} ${3:+-s "$3"} -i eth0 -f "udp port ${UROCE_UDP_PORT:-4791}" -w "$1" \
         >"$TAP_OUT" 2>&1 &
     TAP_PID=$!
+    # "Capture started." (the file is open), not "Capturing on": tshark prints that before
+    # its dumpcap has the interface, and the first 100-200 ms of packets were lost.
     for _ in $(seq 100); do
-        grep -q "Capturing on" "$TAP_OUT" && return
+        grep -q "Capture started" "$TAP_OUT" && return
         sleep 0.1
     done
     fail "tshark did not start: $(cat "$TAP_OUT")"
