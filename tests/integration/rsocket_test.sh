@@ -95,7 +95,8 @@ preload)
     # Any TCP segment on the port would mean the program's socket stayed a TCP socket.
     tshark -n -q -i lo -f "tcp port $PORT" -w "$tcp" >/dev/null 2>&1 &
     tpid=$!
-    sleep 1
+    # (Capturing once the file has its header: dumpcap writes it when it has the interface.)
+    for _ in $(seq 100); do [ -s "$tcp" ] && break; sleep 0.1; done
     # (In a sanitizer build the ASan runtime comes first, as lib.sh's VERBS_ENV has it.)
     pre=(env "LD_LIBRARY_PATH=$LIBDIR" "LD_PRELOAD=${UROCE_PRELOAD:+$UROCE_PRELOAD:}$preload")
     [ -n "${UROCE_PRELOAD:-}" ] && pre+=("ASAN_OPTIONS=detect_leaks=0:${ASAN_OPTIONS:-}")

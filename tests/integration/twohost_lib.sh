@@ -96,16 +96,19 @@ tcp_listening() {
 # a moment after it says so: a short run takes the default one.
 tap_start() {
     TAP_OUT=$UROCE_RUNTIME_DIR/tshark.out
+    rm -f "$1"
     ip netns exec "$NS_A" tshark -q ${2:+-B "$2"} ${3:+-s "$3"} -i eth0 -f "udp port ${UROCE_UDP_PORT:-4791}" -w "$1" \
         >"$TAP_OUT" 2>&1 &
     TAP_PID=$!
-    # "Capture started." (the file is open), not "Capturing on": tshark prints that before
-    # its dumpcap has the interface, and the first 100-200 ms of packets were lost.
+    # Ready when the file has its header: dumpcap writes it once it has the interface (and
+    # its filter). Not "Capturing on", which tshark prints before that (the first 100-200 ms
+    # were lost), nor the "Capture started." log message, which CI's tshark did not print.
     for _ in $(seq 100); do
-        grep -q "Capture started" "$TAP_OUT" && return
+        [ -s "$1" ] && return
+        kill -0 "$TAP_PID" 2>/dev/null || break
         sleep 0.1
     done
-    fail "tshark did not start: $(cat "$TAP_OUT")"
+    fail "tshark did not start capturing into $1: $(cat "$TAP_OUT")"
 }
 tap_stop() {
     sleep 0.5  # the last packets reach the tap
