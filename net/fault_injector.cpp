@@ -198,7 +198,8 @@ uint64_t FaultInjector::draw(FaultDir d) { return splitmix64(rng_[d == kFaultTx]
 
 FaultInjector::Verdict FaultInjector::decide(FaultDir d, uint8_t* data, size_t len,
                                              const sockaddr_in& peer, uint64_t now_ns,
-                                             uint32_t local_be, IpMarks marks) {
+                                             uint32_t local_be, IpMarks marks,
+                                             uint16_t local_port) {
     const int i = d == kFaultTx;
     FaultStats& st = stats_[i];
     ++st.seen;
@@ -230,14 +231,14 @@ FaultInjector::Verdict FaultInjector::decide(FaultDir d, uint8_t* data, size_t l
     }
     if (hit(d, thr_reorder_)) {
         uint64_t later = 1 + draw(d) % kReorderMaxLater;
-        if (hold(d, data, len, peer, local_be, marks, now_ns + delay_ns_ + kReorderMaxNs,
-                 seq + later, copies)) {
+        if (hold(d, data, len, peer, local_be, marks, local_port,
+                 now_ns + delay_ns_ + kReorderMaxNs, seq + later, copies)) {
             ++st.reordered;
             return Verdict::kHeld;
         }
         ++st.overflow;
     } else if (delay_ns_) {
-        if (hold(d, data, len, peer, local_be, marks, now_ns + delay_ns_, 0, copies)) {
+        if (hold(d, data, len, peer, local_be, marks, local_port, now_ns + delay_ns_, 0, copies)) {
             ++st.delayed;
             return Verdict::kHeld;
         }
@@ -247,8 +248,8 @@ FaultInjector::Verdict FaultInjector::decide(FaultDir d, uint8_t* data, size_t l
 }
 
 bool FaultInjector::hold(FaultDir d, const uint8_t* data, size_t len, const sockaddr_in& peer,
-                         uint32_t local_be, IpMarks marks, uint64_t due, uint64_t after_seq,
-                         uint8_t copies) {
+                         uint32_t local_be, IpMarks marks, uint16_t local_port, uint64_t due,
+                         uint64_t after_seq, uint8_t copies) {
     if (!nfree_ || len > kSlotBytes) return false;
     uint32_t n = free_[--nfree_];
     Slot& s = slots_[n];
@@ -259,6 +260,7 @@ bool FaultInjector::hold(FaultDir d, const uint8_t* data, size_t len, const sock
     s.peer = peer;
     s.local_be = local_be;
     s.marks = marks;
+    s.local_port = local_port;
     s.len = uint32_t(len);
     s.dir = d;
     s.copies = copies;

@@ -1,6 +1,7 @@
 #include "net/udp_uring.h"
 
 #include <arpa/inet.h>
+#include <linux/filter.h>
 #include <netinet/udp.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
@@ -45,6 +46,8 @@ UdpUring::~UdpUring() {
         if (w.fd >= 0) close(w.fd);
     for (auto& k : socks_)
         if (k.fd >= 0) close(k.fd);
+    for (size_t i = 1; i < senders_.size(); ++i)  // [0] is socks_[0]
+        if (senders_[i].fd >= 0) close(senders_[i].fd);
     if (tx_mem_) munmap(tx_mem_, size_t(kTxBufs) * kBufSize);
     if (rx_mem_) munmap(rx_mem_, size_t(rx_bufs_) * rx_buf_size_);
     if (br_) munmap(br_, br_bytes_);
@@ -72,25 +75,10 @@ int UdpUring::open(uint32_t ip_be, uint16_t port, bool offload) {
     ip_be_ = ip_be;
     port_ = port;
     socks_.push_back(Sock{sock_, ip_be, true, false, false});
+    senders_.push_back(Sender{sock_});
     set_buffers(sock_);
     recv_marks(sock_);
-    // DF set and no fragmentation: the IPv4 ID is then 0, which the ICRC covers.
-    int pmtu = IP_PMTUDISC_PROBE;
-    setsockopt(sock_, IPPROTO_IP, IP_MTU_DISCOVER, &pmtu, sizeof pmtu);
-    // The TOS and TTL of a packet that names none (IpMarks{}), whatever the host's
-    // net.ipv4.ip_default_ttl: control messages on a sendmsg set others (close_train).
-    int tos = IpMarks{}.tos, uttl = IpMarks{}.ttl;
-    setsockopt(sock_, IPPROTO_IP, IP_TOS, &tos, sizeof tos);
-    setsockopt(sock_, IPPROTO_IP, IP_TTL, &uttl, sizeof uttl);
-    // Multicast (docs/multicast.md) leaves through the device's interface, not the default
-    // route's, with the TTL of unicast packets, and loops back to this host's members
-    // (other devices, and this one's own group sockets).
-    ip_mreqn mif{};
-    mif.imr_address.s_addr = ip_be;
-    setsockopt(sock_, IPPROTO_IP, IP_MULTICAST_IF, &mif, sizeof mif);
-    int ttl = 64, loop = 1;
-    setsockopt(sock_, IPPROTO_IP, IP_MULTICAST_TTL, &ttl, sizeof ttl);
-    setsockopt(sock_, IPPROTO_IP, IP_MULTICAST_LOOP, &loop, sizeof loop);
+    send_options(sock_);
     sockaddr_in sa{};
     sa.sin_family = AF_INET;
     sa.sin_addr.s_addr = ip_be;
@@ -161,11 +149,91 @@ int UdpUring::open(uint32_t ip_be, uint16_t port, bool offload) {
     return 0;
 }
 
+void UdpUring::send_options(int fd) {
+    // DF set and no fragmentation: the IPv4 ID is then 0, which the ICRC covers.
+    int pmtu = IP_PMTUDISC_PROBE;
+    setsockopt(fd, IPPROTO_IP, IP_MTU_DISCOVER, &pmtu, sizeof pmtu);
+    // The TOS and TTL of a packet that names none (IpMarks{}), whatever the host's
+    // net.ipv4.ip_default_ttl: control messages on a sendmsg set others (close_train).
+    int tos = IpMarks{}.tos, uttl = IpMarks{}.ttl;
+    setsockopt(fd, IPPROTO_IP, IP_TOS, &tos, sizeof tos);
+    setsockopt(fd, IPPROTO_IP, IP_TTL, &uttl, sizeof uttl);
+    // Multicast (docs/multicast.md) leaves through the device's interface, not the default
+    // route's, with the TTL of unicast packets, and loops back to this host's members
+    // (other devices, and this one's own group sockets).
+    ip_mreqn mif{};
+    mif.imr_address.s_addr = ip_be_;
+    setsockopt(fd, IPPROTO_IP, IP_MULTICAST_IF, &mif, sizeof mif);
+    int ttl = 64, loop = 1;
+    setsockopt(fd, IPPROTO_IP, IP_MULTICAST_TTL, &ttl, sizeof ttl);
+    setsockopt(fd, IPPROTO_IP, IP_MULTICAST_LOOP, &loop, sizeof loop);
+}
+
 // As rxe and RoCE NICs send it. Only without GSO trains: the kernel refuses a train from a
 // socket with SO_NO_CHECK (EINVAL).
 void UdpUring::set_udp_csum_zero() {
     int one = 1;
     off_.udp_csum_zero = setsockopt(sock_, SOL_SOCKET, SO_NO_CHECK, &one, sizeof one) == 0;
+    for (size_t i = 1; i < senders_.size(); ++i)
+        if (senders_[i].fd >= 0)
+            setsockopt(senders_[i].fd, SOL_SOCKET, SO_NO_CHECK, &one, sizeof one);
+}
+
+int UdpUring::open_sender(uint16_t port) {
+    int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (fd < 0) return -errno;
+    int one = 1;
+    setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof one);
+    send_options(fd);
+    int buf = 8 << 20;
+    if (setsockopt(fd, SOL_SOCKET, SO_SNDBUFFORCE, &buf, sizeof buf) != 0)
+        setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &buf, sizeof buf);
+    // It receives nothing (peers answer the device's port): a filter that drops every
+    // datagram before it is queued, and the smallest buffer.
+    sock_filter drop_all{BPF_RET | BPF_K, 0, 0, 0};
+    sock_fprog prog{1, &drop_all};
+    setsockopt(fd, SOL_SOCKET, SO_ATTACH_FILTER, &prog, sizeof prog);
+    int small = 1;
+    setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &small, sizeof small);
+    if (!off_.gso) setsockopt(fd, SOL_SOCKET, SO_NO_CHECK, &one, sizeof one);
+    sockaddr_in sa{};
+    sa.sin_family = AF_INET;
+    sa.sin_addr.s_addr = ip_be_;
+    sa.sin_port = htons(port);
+    if (bind(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa) != 0) {
+        int e = errno;
+        close(fd);
+        return -e;
+    }
+    size_t i = 1;
+    while (i < senders_.size() && (senders_[i].fd >= 0 || senders_[i].inflight)) ++i;
+    if (i > UINT16_MAX) {
+        close(fd);
+        return -EMFILE;
+    }
+    if (i == senders_.size()) senders_.emplace_back();
+    senders_[i] = Sender{fd};
+    ++senders_open_;
+    return int(i);
+}
+
+void UdpUring::close_sender(int sender) {
+    if (sender <= 0 || size_t(sender) >= senders_.size() || senders_[sender].fd < 0) return;
+    Sender& k = senders_[sender];
+    k.closing = true;
+    if (!k.inflight) {
+        close(k.fd);
+        k = Sender{};
+        --senders_open_;
+    }
+}
+
+void UdpUring::sender_done(uint16_t sender) {
+    Sender& k = senders_[sender];
+    if (--k.inflight || !k.closing) return;
+    close(k.fd);
+    k = Sender{};
+    --senders_open_;
 }
 
 void UdpUring::recv_marks(int fd) {
@@ -310,21 +378,25 @@ uint32_t UdpUring::deliver(const sockaddr_in& from, uint32_t to_be, uint8_t* dat
 // (GSO cuts at one size; only the last segment may be shorter). So until then it holds n
 // packets of seg bytes.
 // (One sendmsg carries one TOS and TTL: packets with others start a train of their own.)
-bool UdpUring::joins(const Train& t, size_t len, const sockaddr_in& to, IpMarks marks) const {
+bool UdpUring::joins(const Train& t, size_t len, const sockaddr_in& to, IpMarks marks,
+                     uint16_t sender) const {
     return t.iov[t.n - 1].iov_len == t.seg && len <= t.seg && t.n < kMaxSegs &&
-           size_t(t.n) * t.seg + len <= kMaxTrainBytes && same_peer(t.to, to) && t.marks == marks;
+           size_t(t.n) * t.seg + len <= kMaxTrainBytes && same_peer(t.to, to) && t.marks == marks &&
+           t.sender == sender;
 }
 
-uint16_t UdpUring::tx_next_seg(size_t len, const sockaddr_in& to, IpMarks marks) const {
+uint16_t UdpUring::tx_next_seg(size_t len, const sockaddr_in& to, IpMarks marks,
+                               uint16_t sender) const {
     if (open_train_ < 0) return 0;
     const Train& t = trains_[size_t(open_train_)];
-    return joins(t, len, to, marks) ? uint16_t(t.n) : 0;
+    return joins(t, len, to, marks, sender) ? uint16_t(t.n) : 0;
 }
 
-uint16_t UdpUring::tx_send(uint32_t slot, size_t len, const sockaddr_in& to, IpMarks marks) {
+uint16_t UdpUring::tx_send(uint32_t slot, size_t len, const sockaddr_in& to, IpMarks marks,
+                           uint16_t sender) {
     if (open_train_ >= 0) {
         Train& t = trains_[size_t(open_train_)];
-        if (joins(t, len, to, marks)) {
+        if (joins(t, len, to, marks, sender)) {
             uint32_t k = t.n++;
             t.slot[k] = slot;
             t.iov[k] = iovec{tx_mem_ + size_t(slot) * kBufSize, len};
@@ -343,18 +415,21 @@ uint16_t UdpUring::tx_send(uint32_t slot, size_t len, const sockaddr_in& to, IpM
             flush_sends();
         sends_queued_ = 0;
     }
-    start_train(slot, len, to, marks);
+    start_train(slot, len, to, marks, sender);
     // Multicast goes on its own: the group sockets of this host's members have no GRO.
     if (!off_.gso || is_ipv4_multicast(to.sin_addr.s_addr)) close_train();
     return 0;
 }
 
-void UdpUring::start_train(uint32_t slot, size_t len, const sockaddr_in& to, IpMarks marks) {
+void UdpUring::start_train(uint32_t slot, size_t len, const sockaddr_in& to, IpMarks marks,
+                           uint16_t sender) {
     uint32_t i = trains_free_.back();  // never empty: a train holds one buffer at least
     trains_free_.pop_back();
     Train& t = trains_[i];
     t.to = to;
     t.marks = marks;
+    t.sender = sender;
+    ++senders_[sender].inflight;  // from now: a socket closed meanwhile waits for the train
     t.n = 1;
     t.seg = uint32_t(len);
     t.slot[0] = slot;
@@ -404,7 +479,7 @@ void UdpUring::close_train() {
         return;
     }
     io_uring_sqe* s = sqe();
-    io_uring_prep_sendmsg(s, sock_, &t.msg, 0);
+    io_uring_prep_sendmsg(s, senders_[t.sender].fd, &t.msg, 0);
     io_uring_sqe_set_data64(s, tag(kSend, i));
 }
 
@@ -412,6 +487,7 @@ void UdpUring::close_train() {
 // more trains are built; any other error loses the packets as a wire would (RC retransmits).
 void UdpUring::sent(uint32_t i, int res, Handler& h) {
     Train& t = trains_[i];
+    const uint16_t sender = t.sender;
     if (t.n > 1 && res < 0 && gso_refused(-res)) {
         if (off_.gso) {
             off_.gso_errno = -res;  // the first refusal says why
@@ -426,9 +502,10 @@ void UdpUring::sent(uint32_t i, int res, Handler& h) {
         for (uint32_t k = 0; k < was.n; ++k) {
             h.on_resend(static_cast<uint8_t*>(was.iov[k].iov_base), was.iov[k].iov_len, uint16_t(k),
                         0);
-            start_train(was.slot[k], was.iov[k].iov_len, was.to, was.marks);
+            start_train(was.slot[k], was.iov[k].iov_len, was.to, was.marks, was.sender);
             close_train();
         }
+        sender_done(sender);
         return;
     }
     if (t.n > 1 && res >= 0) {
@@ -437,6 +514,7 @@ void UdpUring::sent(uint32_t i, int res, Handler& h) {
     }
     for (uint32_t k = 0; k < t.n; ++k) tx_free_.push_back(t.slot[k]);
     trains_free_.push_back(i);
+    sender_done(sender);
 }
 
 void UdpUring::watch_eventfd(int fd, uint64_t t) {
@@ -569,14 +647,18 @@ void UdpUring::run_once(uint64_t timeout_ns, Handler& h) {
 // Without io_uring. The queued trains leave with sendmmsg, a batch per call, in order; their
 // results are kept as the ring's completions would be and handled by complete_sends() in
 // run_once (the buffers are given back there, as with the ring). A full socket buffer
-// (EAGAIN) keeps the rest queued until the socket is writable again.
+// (EAGAIN) keeps the rest queued until that socket is writable again.
 void UdpUring::flush_sends() {
     mmsghdr mm[kSendBatch];
     while (send_head_ < send_queue_.size()) {
+        // One call per run of trains from one socket.
+        const uint16_t sender = trains_[send_queue_[send_head_]].sender;
         auto n = uint32_t(std::min<size_t>(kSendBatch, send_queue_.size() - send_head_));
-        for (uint32_t j = 0; j < n; ++j)
+        uint32_t j = 0;
+        for (; j < n && trains_[send_queue_[send_head_ + j]].sender == sender; ++j)
             mm[j] = mmsghdr{trains_[send_queue_[send_head_ + j]].msg, 0};
-        int r = sendmmsg(sock_, mm, n, MSG_DONTWAIT);
+        n = j;
+        int r = sendmmsg(senders_[sender].fd, mm, n, MSG_DONTWAIT);
         if (r < 0) {
             if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) break;
             send_done_.emplace_back(send_queue_[send_head_++], -errno);  // this one failed
@@ -609,11 +691,15 @@ void UdpUring::poll_run(uint64_t timeout_ns, Handler& h) {
     complete_sends(h);
     pfds_.clear();
     for (uint32_t i = 0; i < socks_.size(); ++i)
-        if (socks_[i].active && socks_[i].fd >= 0) {
-            short ev = POLLIN;
-            if (i == 0 && send_head_ < send_queue_.size()) ev |= POLLOUT;
-            pfds_.push_back(pollfd{socks_[i].fd, ev, 0});
-        }
+        if (socks_[i].active && socks_[i].fd >= 0) pfds_.push_back(pollfd{socks_[i].fd, POLLIN, 0});
+    // Sends wait for room in the socket the next queued train leaves from.
+    if (send_head_ < send_queue_.size()) {
+        int fd = senders_[trains_[send_queue_[send_head_]].sender].fd;
+        if (fd == sock_)
+            pfds_[0].events |= POLLOUT;  // socks_[0] is always first
+        else
+            pfds_.push_back(pollfd{fd, POLLOUT, 0});
+    }
     size_t nsocks = pfds_.size();
     for (const Watch& w : watches_)
         if (w.active && !w.closing && w.fd >= 0) pfds_.push_back(pollfd{w.fd, POLLIN, 0});

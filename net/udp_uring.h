@@ -19,6 +19,9 @@
 // UROCE_NO_IO_URING=1 is set, the same batches go through plain system calls instead: trains
 // queued and sent with sendmmsg, receives with recvmmsg (GRO trains cut the same way), the
 // sockets and eventfds watched with ppoll (docs/ci.md, "Privileges").
+// Packets may leave from other UDP source ports than the device's (per QP, net/udp_sport.h):
+// each such port has a send-only socket of its own (open_sender), bound to the device's
+// address, that receives nothing (a filter drops all); a train leaves from one socket.
 #pragma once
 
 #include <liburing.h>
@@ -103,6 +106,14 @@ public:
     // Leaves the group: no more of its packets are handed to on_packet.
     void close_group(int sock);
 
+    // A send-only socket bound to the device's address and `port` (host order), with the
+    // device socket's options; SO_REUSEPORT, so that devices sharing an address share the
+    // port. Returns its sender number (> 0, for tx_send) or a negative errno. Control path.
+    int open_sender(uint16_t port);
+    // The socket closes once no packet queued through it is still in flight.
+    void close_sender(int sender);
+    uint32_t senders_open() const { return senders_open_; }
+
     // A transmit buffer of kBufSize bytes, or nullptr when all are in flight.
     uint8_t* tx_alloc(uint32_t* slot);
     void tx_free(uint32_t slot);
@@ -113,9 +124,13 @@ public:
     // number in the train (the IPv4 ID the kernel gives it), 0 for the first or only packet.
     // Until the next tx_send or run_once the buffer may still be changed.
     // `marks`: the packet's IPv4 TOS and TTL; only packets with the same ones share a train.
-    uint16_t tx_send(uint32_t slot, size_t len, const sockaddr_in& to, IpMarks marks = {});
-    // The segment number tx_send(…, len, to, marks) would give a packet now.
-    uint16_t tx_next_seg(size_t len, const sockaddr_in& to, IpMarks marks = {}) const;
+    // `sender`: the socket it leaves from (0: the device's; open_sender); trains join packets
+    // of one sender.
+    uint16_t tx_send(uint32_t slot, size_t len, const sockaddr_in& to, IpMarks marks = {},
+                     uint16_t sender = 0);
+    // The segment number tx_send(…, len, to, marks, sender) would give a packet now.
+    uint16_t tx_next_seg(size_t len, const sockaddr_in& to, IpMarks marks = {},
+                         uint16_t sender = 0) const;
     uint32_t tx_free_count() const { return uint32_t(tx_free_.size()); }
     // Gives the pages of the packet buffers back to the kernel; they stay mapped and come
     // back, zeroed, when a packet next uses them. Transmit buffers only when every one is
@@ -153,6 +168,7 @@ private:
         uint32_t n;    // packets
         uint32_t seg;  // the first packet's length: every segment's but the last
         IpMarks marks;
+        uint16_t sender;
         // UDP_SEGMENT, IP_TOS, IP_TTL.
         alignas(
             cmsghdr) unsigned char ctl[CMSG_SPACE(sizeof(uint16_t)) + 2 * CMSG_SPACE(sizeof(int))];
@@ -167,6 +183,13 @@ private:
         bool rearm = false;     // the multishot receive ended; post it again
         bool pending = false;   // a receive is posted (the slot is not reusable yet)
     };
+    // A socket packets leave from: [0] the device's, then open_sender's. `inflight`: trains
+    // through it not yet completed (a closing socket waits for them).
+    struct Sender {
+        int fd = -1;
+        uint32_t inflight = 0;
+        bool closing = false;
+    };
     struct Watch {
         int fd = -1;
         uint64_t tag = 0;
@@ -177,10 +200,14 @@ private:
 
     io_uring_sqe* sqe();
     void arm_recv(uint32_t sock);
-    bool joins(const Train& t, size_t len, const sockaddr_in& to, IpMarks marks) const;
-    void start_train(uint32_t slot, size_t len, const sockaddr_in& to, IpMarks marks);
-    void set_udp_csum_zero();  // SO_NO_CHECK, once the socket sends no trains
-    void close_train();        // the open train's sendmsg is queued
+    bool joins(const Train& t, size_t len, const sockaddr_in& to, IpMarks marks,
+               uint16_t sender) const;
+    void start_train(uint32_t slot, size_t len, const sockaddr_in& to, IpMarks marks,
+                     uint16_t sender);
+    void sender_done(uint16_t sender);  // a train through it completed
+    void set_udp_csum_zero();   // SO_NO_CHECK on every send socket, once they send no trains
+    void send_options(int fd);  // DF, default TOS and TTL, multicast: every send socket's
+    void close_train();         // the open train's sendmsg is queued
     void sent(uint32_t train, int res, Handler& h);
     uint32_t deliver(const sockaddr_in& from, uint32_t to_be, uint8_t* data, size_t len,
                      uint32_t seg, IpMarks marks, Handler& h);  // returns the packets
@@ -203,6 +230,8 @@ private:
     uint32_t ip_be_ = 0;
     uint16_t port_ = 0;
     std::vector<Sock> socks_;
+    std::vector<Sender> senders_;
+    uint32_t senders_open_ = 0;  // open_sender's sockets open
     uint8_t* tx_mem_ = nullptr;
     std::vector<uint32_t> tx_free_;
     // Trains: as many as transmit buffers (a train has one at least), allocated once and

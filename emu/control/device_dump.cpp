@@ -95,7 +95,7 @@ std::string Device::dump() const {
           << " state " << qp_state_name(qp.state) << " pid " << qp.owner->pid << " dest_qpn 0x"
           << std::hex << qp.attr.dest_qp_num << " sq_psn 0x" << qp.next_psn << " una 0x"
           << qp.una_psn << " epsn 0x" << qp.epsn << std::dec << " tx " << qp.tx_pkts << " rx "
-          << qp.rx_pkts << " retx " << qp.retransmits;
+          << qp.rx_pkts << " retx " << qp.retransmits << " sport " << qp.tx.port;
         if (qp.type == IBV_QPT_XRC_RECV) {
             o << " xrcd " << qp.xrcd << " holders";
             for (const auto& h : qp.holders) o << " " << h.session->pid;
@@ -127,6 +127,7 @@ std::string Device::dump() const {
       << counters_.xrc_bad_srqn << "\n";
     o << wire_.offload_line();
     o << wire_.icrc_line();
+    o << wire_.sport_line();
     for (size_t i = 1; i < size_t(net::DropReason::kCount); ++i)
         o << "drop " << net::drop_reason_name(net::DropReason(i)) << " " << counters_.drops[i]
           << "\n";

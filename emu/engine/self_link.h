@@ -18,6 +18,7 @@ public:
         uint32_t len;        // with the ICRC
         bool icrc;           // the ICRC is stored (see Wire::transmit)
         net::IpMarks marks;  // the TOS and TTL it was sent with
+        uint16_t sport;      // the UDP source port it was sent from
     };
     static constexpr uint32_t kCap = net::UdpUring::kTxBufs;
     static_assert((kCap & (kCap - 1)) == 0, "a power of two");
@@ -25,8 +26,8 @@ public:
     bool empty() const { return head_ == tail_; }
     uint32_t size() const { return tail_ - head_; }
     // Never fails: there are no more packets than transmit buffers.
-    void push(uint32_t slot, uint32_t len, bool icrc, net::IpMarks marks) {
-        q_[tail_++ & (kCap - 1)] = {slot, len, icrc, marks};
+    void push(uint32_t slot, uint32_t len, bool icrc, net::IpMarks marks, uint16_t sport) {
+        q_[tail_++ & (kCap - 1)] = {slot, len, icrc, marks, sport};
     }
     Pkt pop() { return q_[head_++ & (kCap - 1)]; }
 

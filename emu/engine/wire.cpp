@@ -17,7 +17,7 @@ namespace uroce::emu {
 
 Wire::Wire(DeviceConfig& cfg, DeviceCounters& counters, Dma& dma, const McastGroups& mcast,
            Device& dev)
-    : cfg_(cfg), counters_(counters), dma_(dma), mcast_(mcast), dev_(dev) {
+    : cfg_(cfg), counters_(counters), dma_(dma), mcast_(mcast), dev_(dev), sources_(io_, cfg.port) {
     self_.sin_family = AF_INET;
     self_.sin_addr.s_addr = cfg_.ipv4_be;
     self_.sin_port = htons(cfg_.port);
@@ -29,6 +29,7 @@ Wire::Wire(DeviceConfig& cfg, DeviceCounters& counters, Dma& dma, const McastGro
 int Wire::open() {
     int err = io_.open(cfg_.ipv4_be, cfg_.port, cfg_.offload);
     if (err) return err;
+    cm_src_ = sources_.acquire(net::sport_for_qpn(1));  // as rxe's GSI QP
     if (!cfg_.pcap.empty()) {
         std::string why;
         if (!pcap_.open(cfg_.pcap, cfg_.pcap_max, &why)) return errno ? errno : EIO;
@@ -74,22 +75,23 @@ void Wire::transmit(uint32_t slot, size_t len_no_icrc, const sockaddr_in& to, Qp
     dma_.flush();  // nothing leaves before the data it may acknowledge (emu/engine/dma.cpp)
     uint8_t* buf = io_.tx_buffer(slot);
     size_t len = len_no_icrc + net::kIcrcLen;
+    const net::TxSource src = qp ? qp->tx : cm_src_;
     // A packet to this device itself that nobody can see needs no ICRC: it is never on a
     // wire, and receive() skips the check for it (docs/behaviour.md, "Loopback").
     bool icrc = !to_self(to) || packets_observed();
     if (icrc)
-        net::icrc_store(cfg_.ipv4_be, to.sin_addr.s_addr, cfg_.port, ntohs(to.sin_port), buf, len);
+        net::icrc_store(cfg_.ipv4_be, to.sin_addr.s_addr, src.port, ntohs(to.sin_port), buf, len);
     if (pcap_.is_open()) {
         // Recorded with the IPv4 ID it will have on the wire (its place in the GSO train it
         // joins, net/udp_uring.h) and the ICRC for it; wire_send numbers it again from ID 0.
         // Its TOS and TTL too, and the UDP checksum when the socket sends one (net/udp_uring.h);
         // a packet to itself never reaches the socket and has none.
         const bool wire = !to_self(to);
-        uint16_t id = icrc && wire ? io_.tx_next_seg(len, to, marks) : 0;
+        uint16_t id = icrc && wire ? io_.tx_next_seg(len, to, marks, src.sock) : 0;
         if (id) net::icrc_set_id(buf, len, 0, id, icrc_ids_);
         timeval tv;
         gettimeofday(&tv, nullptr);
-        pcap_.record(cfg_.ipv4_be, cfg_.port, to.sin_addr.s_addr, ntohs(to.sin_port), buf, len, tv,
+        pcap_.record(cfg_.ipv4_be, src.port, to.sin_addr.s_addr, ntohs(to.sin_port), buf, len, tv,
                      id, true, marks, wire && !io_.offloads().udp_csum_zero);
         if (id) net::icrc_set_id(buf, len, id, 0, icrc_ids_);
     }
@@ -98,16 +100,17 @@ void Wire::transmit(uint32_t slot, size_t len_no_icrc, const sockaddr_in& to, Qp
     if (net::is_ipv4_multicast(to.sin_addr.s_addr)) ++counters_.mcast_tx_pkts;
     counters_.tx_op.add(buf[0], len);
     if (qp) qp->tx_op.add(buf[0], len);
-    if (faults_.armed(net::kFaultTx) && !fault_tx(slot, len, to, marks)) return;  // docs/faults.md
-    wire_send(slot, len, to, marks, icrc);
+    if (faults_.armed(net::kFaultTx) && !fault_tx(slot, len, to, marks, src))
+        return;  // docs/faults.md
+    wire_send(slot, len, to, marks, src, icrc);
 }
 
 void Wire::wire_send(uint32_t slot, size_t len, const sockaddr_in& to, net::IpMarks marks,
-                     bool icrc) {
-    if (to_self(to)) return self_link_.push(slot, uint32_t(len), icrc, marks);
+                     net::TxSource src, bool icrc) {
+    if (to_self(to)) return self_link_.push(slot, uint32_t(len), icrc, marks, src.port);
     if (loops_back(to)) ++self_inflight_;
     uint8_t* buf = io_.tx_buffer(slot);
-    if (uint16_t id = io_.tx_send(slot, len, to, marks))
+    if (uint16_t id = io_.tx_send(slot, len, to, marks, src.sock))
         net::icrc_set_id(buf, len, 0, id, icrc_ids_);
 }
 
@@ -115,10 +118,11 @@ void Wire::on_resend(uint8_t* data, size_t len, uint16_t from_seg, uint16_t to_s
     net::icrc_set_id(data, len, from_seg, to_seg, icrc_ids_);
 }
 
-// What the socket delivered: loopback pacing counts it here, once.
+// What the socket delivered: loopback pacing counts it here, once (multicast of its own, from
+// the device's port or a QP's).
 void Wire::on_packet(const sockaddr_in& from, uint32_t to_be, uint8_t* data, size_t len,
                      uint16_t seg, net::IpMarks marks) {
-    if (from.sin_addr.s_addr == cfg_.ipv4_be && from.sin_port == self_.sin_port) {
+    if (from.sin_addr.s_addr == cfg_.ipv4_be && sources_.ours(ntohs(from.sin_port))) {
         if (self_inflight_) --self_inflight_;
         last_self_rx_ns_ = now_ns();
         self_rx_turn_ = turn_;
@@ -182,13 +186,15 @@ void Wire::deliver_to_self() {
         uint8_t* buf = io_.tx_buffer(k.slot);
         if (!k.icrc && packets_observed()) {
             // A capture or the injector started since it was sent.
-            net::icrc_store(cfg_.ipv4_be, cfg_.ipv4_be, cfg_.port, cfg_.port, buf, k.len);
+            net::icrc_store(cfg_.ipv4_be, cfg_.ipv4_be, k.sport, cfg_.port, buf, k.len);
             k.icrc = true;
         }
+        sockaddr_in from = self_;
+        from.sin_port = htons(k.sport);
         if (k.icrc)
-            arrive(self_, cfg_.ipv4_be, buf, k.len, 0, k.marks);
+            arrive(from, cfg_.ipv4_be, buf, k.len, 0, k.marks);
         else
-            receive(self_, cfg_.ipv4_be, buf, k.len, true, 0, k.marks);
+            receive(from, cfg_.ipv4_be, buf, k.len, true, 0, k.marks);
         io_.tx_free(k.slot);
     }
 }

@@ -13,6 +13,7 @@
 
 #include "emu/engine/counters.h"
 #include "emu/engine/self_link.h"
+#include "emu/engine/source_ports.h"
 #include "net/fault_injector.h"
 #include "net/headers.h"
 #include "net/icrc_id.h"
@@ -44,9 +45,9 @@ public:
     // Sending. tx_begin: a transmit buffer (nullptr: all in flight, counted as a stall).
     uint8_t* tx_begin(uint32_t* slot);
     // Appends the ICRC, records the packet in the capture, and queues it. `qp`: the QP that
-    // sends it, for its per-opcode counters (nullptr: the device's counters only), and whose
-    // address vector gives the IPv4 TOS and TTL (Qp::ip_marks) unless `marks` does (UD: the
-    // AH's).
+    // sends it, for its per-opcode counters (nullptr: the CM's QP1, the device's counters
+    // only), whose UDP source port it leaves from (Qp::tx; source_ports.h), and whose address
+    // vector gives the IPv4 TOS and TTL (Qp::ip_marks) unless `marks` does (UD: the AH's).
     void transmit(uint32_t slot, size_t len_no_icrc, const sockaddr_in& to, Qp* qp = nullptr);
     void transmit(uint32_t slot, size_t len_no_icrc, const sockaddr_in& to, Qp* qp,
                   net::IpMarks marks);
@@ -66,6 +67,10 @@ public:
     void deliver_to_self();
     size_t self_backlog() const { return self_link_.size(); }
     bool looped() const { return looped_; }  // this turn received packets from the self link
+
+    // The UDP source ports QPs send from (emu/engine/source_ports.h).
+    SourcePorts& sources() { return sources_; }
+    std::string sport_line() const { return sources_.line(); }
 
     // Capture (docs/capture.md). set_capture: starts (path non-empty; replaces a running
     // capture) or stops it; 0 or errno.
@@ -107,13 +112,14 @@ private:
     // Hands a finished packet to the socket, or to self_link_ if it is for this device
     // (loopback pacing counts the multicast ones that come back).
     void wire_send(uint32_t slot, size_t len, const sockaddr_in& to, net::IpMarks marks,
-                   bool icrc = true);
+                   net::TxSource src, bool icrc = true);
     // Fault injection: false when the packet must go no further.
     bool fault_rx(const sockaddr_in& from, uint32_t to_be, uint8_t* data, size_t len, uint16_t seg,
                   net::IpMarks marks);
     // A GSO train the kernel refused goes again packet by packet: new IPv4 IDs, new ICRCs.
     void on_resend(uint8_t* data, size_t len, uint16_t from_seg, uint16_t to_seg) override;
-    bool fault_tx(uint32_t slot, size_t len, const sockaddr_in& to, net::IpMarks marks);
+    bool fault_tx(uint32_t slot, size_t len, const sockaddr_in& to, net::IpMarks marks,
+                  net::TxSource src);
     // Whether anything outside the engine can see a packet's bytes: a capture, or the fault
     // injector (which corrupts packets for the ICRC check to find).
     bool packets_observed() const {
@@ -129,6 +135,8 @@ private:
     Device& dev_;
     sockaddr_in self_{};
     net::UdpUring io_;
+    SourcePorts sources_;
+    net::TxSource cm_src_;  // the CM's MADs: QP1's port (open)
     net::PcapTap pcap_;
     net::FaultInjector faults_;
     // A packet sent as segment k of a GSO train has IPv4 ID k, which its ICRC covers

@@ -30,9 +30,10 @@ bool Wire::fault_rx(const sockaddr_in& from, uint32_t to_be, uint8_t* data, size
 
 // Sent packets (ICRC already stored): a dropped or held one frees its buffer unsent; a
 // duplicate goes out twice, the copy from a buffer of its own.
-bool Wire::fault_tx(uint32_t slot, size_t len, const sockaddr_in& to, net::IpMarks marks) {
+bool Wire::fault_tx(uint32_t slot, size_t len, const sockaddr_in& to, net::IpMarks marks,
+                    net::TxSource src) {
     uint8_t* buf = io_.tx_buffer(slot);
-    Verdict v = faults_.decide(net::kFaultTx, buf, len, to, now_ns(), 0, marks);
+    Verdict v = faults_.decide(net::kFaultTx, buf, len, to, now_ns(), 0, marks, src.port);
     if (v == Verdict::kDrop || v == Verdict::kHeld) {
         io_.tx_free(slot);
         return false;
@@ -41,29 +42,34 @@ bool Wire::fault_tx(uint32_t slot, size_t len, const sockaddr_in& to, net::IpMar
     if (v == Verdict::kDup) {
         if (uint8_t* b = io_.tx_alloc(&copy)) {
             std::memcpy(b, buf, len);
-            wire_send(copy, len, to, marks);
+            wire_send(copy, len, to, marks, src);
         }
     }
     return true;
 }
 
 // Delivers the held packets that are due: received ones to the receive path, sent ones
-// to the socket (if every transmit buffer is in flight, they wait for the next turn).
+// to the socket (if every transmit buffer is in flight, they wait for the next turn), from
+// the port they were sent from; one whose port no QP holds any more (its QP is gone, and
+// with it the socket) is lost, as on a wire.
 void Wire::release_faults(uint64_t now) {
-    faults_.release(now, [this](net::FaultDir d, const uint8_t* data, size_t len,
-                                const sockaddr_in& peer, uint32_t local_be, net::IpMarks marks) {
-        if (d == net::kFaultRx) {
-            // receive takes a mutable buffer but only reads it; the held copy is ours.
-            receive(peer, local_be, const_cast<uint8_t*>(data), len, false, 0, marks);
+    faults_.release(
+        now, [this](net::FaultDir d, const uint8_t* data, size_t len, const sockaddr_in& peer,
+                    uint32_t local_be, net::IpMarks marks, uint16_t local_port) {
+            if (d == net::kFaultRx) {
+                // receive takes a mutable buffer but only reads it; the held copy is ours.
+                receive(peer, local_be, const_cast<uint8_t*>(data), len, false, 0, marks);
+                return true;
+            }
+            net::TxSource src;
+            if (!sources_.lookup(local_port, &src)) return true;
+            uint32_t slot;
+            uint8_t* b = io_.tx_alloc(&slot);
+            if (!b) return false;
+            std::memcpy(b, data, len);
+            wire_send(slot, len, peer, marks, src);
             return true;
-        }
-        uint32_t slot;
-        uint8_t* b = io_.tx_alloc(&slot);
-        if (!b) return false;
-        std::memcpy(b, data, len);
-        wire_send(slot, len, peer, marks);
-        return true;
-    });
+        });
 }
 
 std::string Wire::fault_lines() const {

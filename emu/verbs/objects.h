@@ -17,6 +17,7 @@
 #include "emu/verbs/shared_region.h"
 #include "net/headers.h"
 #include "net/ip_marks.h"
+#include "net/udp_sport.h"
 
 namespace uroce::emu {
 
@@ -195,6 +196,11 @@ struct Qp {
     sockaddr_in dest{};
     net::IpMarks ip_marks;
     uint32_t mtu = 1024;
+    // The UDP source port rxe would give it (net/udp_sport.h: from its number, then from its
+    // address vector), and the port and socket its packets leave from (the same port unless
+    // the device fell back to its own; emu/engine/source_ports.h).
+    uint16_t udp_sport = 0;
+    net::TxSource tx;
 
     // Send queue.
     SharedRegion sq_region;

@@ -98,6 +98,7 @@ int ControlVerbs::create_qp(Session& s, const abi::CreateQpReq& r, abi::CreateQp
         ++dev_.xrcds_.get(xh->xrcd)->objects;
     }
     s.qps.push_back(qpn);
+    set_udp_sport(*q, net::sport_for_qpn(qpn));
     out->qpn = qpn;
     out->cap = q->cap;
     out->sq_slots = sslots;
@@ -107,6 +108,16 @@ int ControlVerbs::create_qp(Session& s, const abi::CreateQpReq& r, abi::CreateQp
     fds[0] = q->sq_region.take_fd();
     fds[1] = q->rq_region.take_fd();
     return 0;
+}
+
+// The new port's socket first: a QP that keeps its port keeps its socket.
+void ControlVerbs::set_udp_sport(Qp& qp, uint16_t port) {
+    if (port == qp.udp_sport) return;
+    SourcePorts& ports = dev_.wire_.sources();
+    net::TxSource tx = port ? ports.acquire(port) : net::TxSource{};
+    if (qp.udp_sport) ports.release(qp.udp_sport);
+    qp.udp_sport = port;
+    qp.tx = tx;
 }
 
 int ControlVerbs::modify_qp(Session& s, const abi::ModifyQpReq& r) {
@@ -176,6 +187,9 @@ int ControlVerbs::modify_qp(Session& s, const abi::ModifyQpReq& r) {
     if (m & IBV_QP_SQ_PSN) q.sq_psn = a.sq_psn & 0xffffff;
     if (m & IBV_QP_MAX_DEST_RD_ATOMIC) q.max_dest_rd_atomic = a.max_dest_rd_atomic;
     if (m & IBV_QP_DEST_QPN) q.dest_qp_num = a.dest_qp_num;
+    // As rxe: the path's flow label, or one made of the two QP numbers (net/udp_sport.h).
+    if (m & IBV_QP_AV)
+        set_udp_sport(*qp, net::sport_for_path(a.ah_attr.grh.flow_label, qp->qpn, q.dest_qp_num));
     if (m & IBV_QP_PATH_MIG_STATE) q.path_mig_state = ibv_mig_state(mig);
     if (m & IBV_QP_EN_SQD_ASYNC_NOTIFY) q.en_sqd_async_notify = a.en_sqd_async_notify;
 
@@ -269,6 +283,7 @@ void ControlVerbs::destroy_qp_now(uint32_t qpn) {
     if (qp->type == IBV_QPT_XRC_RECV) dev_.xrc_.object_gone(qp->xrcd, 0);
     if (qp->type == IBV_QPT_UD) dev_.mcast_.detach_all(qpn);  // as uverbs does on destroy
     dev_.windows_.unbind_qp_windows(*qp);
+    set_udp_sport(*qp, 0);
     if (qp->type != IBV_QPT_XRC_RECV) erase_handle(qp->owner->qps, qpn);  // TGT: release_qp did
     dev_.qps_.remove(qpn);
 }

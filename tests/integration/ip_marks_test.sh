@@ -18,9 +18,14 @@
 #             RDMA_OPTION_ID_TOS): the CM's MADs both ways (REQ, REP, RTU, DREQ, DREP) and
 #             both QPs' packets carry TOS 0x68 and TTL 64, as with the kernel's CM, whose
 #             passive side takes the path, traffic class included, from the REQ
+#   sport     ib_write_bw -q 4 (no TOS): each QP's UDP source port is rxe's (net/udp_sport.h)
+#             in `uroce res` and on the wire both ways, the four differ, B's GSO trains leave
+#             from them, and once the QPs are gone only the CM's port keeps a socket
+# Every mode also checks the UDP source ports it sees (udp_sport_check.py): UD packets from
+# their QP's port (ah), the CM's MADs from QP1's (cm).
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/twohost_lib.sh"
-mode=${1:?usage: ip_marks_test.sh ah|write_bw|cm [PROGRAM]}
+mode=${1:?usage: ip_marks_test.sh ah|write_bw|cm|sport [PROGRAM]}
 need tshark
 PORT=$(tcp_port)
 UDP=${UROCE_UDP_PORT:-4791}
@@ -28,7 +33,7 @@ PCAP_WIRE=$UROCE_RUNTIME_DIR/wire.pcap
 PCAP_DEV=$UROCE_RUNTIME_DIR/device-b.pcap
 case $mode in
 ah) twohost_setup --offload off ;;
-write_bw | cm) twohost_setup ;;
+write_bw | cm | sport) twohost_setup ;;
 *) fail "unknown mode $mode" ;;
 esac
 "${HOST_B[@]}" "$UROCE" capture start "$PCAP_DEV" uroce0 >/dev/null || fail "capture start on B"
@@ -58,6 +63,24 @@ cm)
     check_perftest_results ib_write_bw "$UROCE_RUNTIME_DIR/client.out"
     TTL=64
     ;;
+sport)
+    need ib_write_bw
+    # Host B's QPs as `uroce res` shows them while all four are in RTS (-D: for 2 seconds).
+    (for _ in $(seq 300); do
+        "${HOST_B[@]}" "$UROCE" res 2>/dev/null | grep -E '^qp .* type RC state RTS' >"$UROCE_RUNTIME_DIR/res.tmp"
+        if [ "$(wc -l <"$UROCE_RUNTIME_DIR/res.tmp")" -ge 4 ]; then
+            mv "$UROCE_RUNTIME_DIR/res.tmp" "$UROCE_RUNTIME_DIR/res.txt"
+            break
+        fi
+        sleep 0.1
+    done) &
+    poller=$!
+    PAIR_TIMEOUT=60 PAIR_READY=tcp_listening run_pair "${HOST_A[@]}" ib_write_bw \
+        -q 4 -D 2 -s 65536 -p "$PORT" -- \
+        "${HOST_B[@]}" ib_write_bw -q 4 -D 2 -s 65536 -p "$PORT" "$ADDR_A"
+    wait "$poller"
+    [ -s "$UROCE_RUNTIME_DIR/res.txt" ] || fail "uroce res never showed host B's 4 QPs in RTS"
+    ;;
 esac
 tap_stop
 [ "$TAP_DROPPED" = 0 ] || fail "the tap on the veth lost $TAP_DROPPED packets: the check needs them all"
@@ -68,6 +91,11 @@ fields() {
         -e udp.checksum -e udp.length -Y "udp.port == $UDP" 2>/dev/null
 }
 fields "$PCAP_WIRE" >"$UROCE_RUNTIME_DIR/wire.txt"
+# The UDP source ports (udp_sport_check.py's fields).
+tshark -r "$PCAP_WIRE" -d "udp.port==$UDP,infiniband" -T fields -E separator=, -e ip.src \
+    -e udp.srcport -e infiniband.bth.destqp -e infiniband.deth.srcqp -e udp.length \
+    -Y "udp.port == $UDP" 2>/dev/null >"$UROCE_RUNTIME_DIR/sport.txt"
+sport_check() { python3 "$(dirname "$0")/udp_sport_check.py" "$@" || fail "UDP source ports ($1)"; }
 # check FILE WHAT MIN_B [CSUM0]: every packet TOS 0x68, TTL $TTL, DF (CSUM0: UDP checksum 0);
 # host B sent MIN_B at least (MIN_A: host A as many).
 check() {
@@ -94,6 +122,7 @@ ah)
     # 8 UD SENDs, the RC SEND and its 2 retries (ip_marks_send.cpp).
     check "$UROCE_RUNTIME_DIR/wire.txt" "on the veth" 11 csum0
     check "$UROCE_RUNTIME_DIR/device.txt" "host B's device capture" 11 csum0
+    sport_check ud "$UROCE_RUNTIME_DIR/sport.txt" "$ADDR_B"
     ;;
 write_bw)
     MIN_A=1 check "$UROCE_RUNTIME_DIR/wire.txt" "on the veth" 1
@@ -138,6 +167,17 @@ cm)
           for (j in want_mads) if (!m[want_mads[j] " 0x68"]) { print "no " want_mads[j] " with TOS 0x68"; bad++ }
           exit !(bad == 0 && n[b] >= 200 && n[a] >= 1) }' "$UROCE_RUNTIME_DIR/cm.txt" ||
         fail "the test connection is not TOS 0x68 / TTL 64 throughout (MADs and both QPs)"
+    sport_check cm "$UROCE_RUNTIME_DIR/sport.txt"
+    ;;
+sport)
+    sport_check rc "$UROCE_RUNTIME_DIR/res.txt" "$UROCE_RUNTIME_DIR/sport.txt" "$ADDR_A" "$ADDR_B"
+    # The QPs are gone, and their sockets with them: the CM's port alone is left.
+    line=$("${HOST_B[@]}" "$UROCE" counters uroce0 | grep '^counters_sport')
+    echo "host B: $line"
+    case $line in
+    "counters_sport ports 1 sockets 1 fallbacks 0 "*) ;;
+    *) fail "host B after the test: $line (want the CM's port alone, no fallback)" ;;
+    esac
     ;;
 esac
 echo PASS

@@ -208,8 +208,8 @@ TEST(FaultInjector, DelayKeepsOrderAndTime) {
 }
 
 // A held packet comes back with what the caller gave with it: the address it was sent to
-// (received packets) and its IPv4 TOS and TTL (both ways), so a delayed packet is the packet
-// that was sent.
+// (received packets), the UDP port it leaves from (sent ones: a QP's own, net/udp_sport.h)
+// and its IPv4 TOS and TTL (both ways), so a delayed packet is the packet that was sent.
 TEST(FaultInjector, HeldPacketKeepsItsAddressAndMarks) {
     FaultInjector f;
     f.configure(parse_ok("delay=10,seed=1"));
@@ -217,16 +217,17 @@ TEST(FaultInjector, HeldPacketKeepsItsAddressAndMarks) {
         FaultDir d;
         uint32_t n, local_be;
         IpMarks marks;
+        uint16_t local_port;
     };
     std::vector<Out> out;
     auto p0 = packet(0), p1 = packet(1);
     EXPECT_EQ(f.decide(kFaultRx, p0.data(), p0.size(), peer(), 0, 0x0400007f, IpMarks{0x68, 17}),
               Verdict::kHeld);
-    EXPECT_EQ(f.decide(kFaultTx, p1.data(), p1.size(), peer(), 0, 0, IpMarks{0xb8, 3}),
+    EXPECT_EQ(f.decide(kFaultTx, p1.data(), p1.size(), peer(), 0, 0, IpMarks{0xb8, 3}, 0xd872),
               Verdict::kHeld);
     f.release(~uint64_t(0), [&](FaultDir d, const uint8_t* data, size_t, const sockaddr_in&,
-                                uint32_t local_be, IpMarks marks) {
-        out.push_back({d, number_of(data), local_be, marks});
+                                uint32_t local_be, IpMarks marks, uint16_t local_port) {
+        out.push_back({d, number_of(data), local_be, marks, local_port});
         return true;
     });
     ASSERT_EQ(out.size(), 2u);
@@ -237,6 +238,7 @@ TEST(FaultInjector, HeldPacketKeepsItsAddressAndMarks) {
     EXPECT_EQ(out[1].d, kFaultTx);
     EXPECT_EQ(out[1].n, 1u);
     EXPECT_EQ(out[1].marks, (IpMarks{0xb8, 3}));
+    EXPECT_EQ(out[1].local_port, 0xd872);
 }
 
 TEST(FaultInjector, ReorderedPacketIsOvertaken) {

@@ -127,12 +127,13 @@ struct Recorder : UdpUring::Handler {
         size_t len;
         uint16_t seg;
         IpMarks marks;
+        uint16_t from_port;
     };
     std::vector<Got> got;
     std::vector<std::pair<uint16_t, uint16_t>> moved;  // on_resend's (from_seg, to_seg)
-    void on_packet(const sockaddr_in&, uint32_t, uint8_t* data, size_t len, uint16_t seg,
+    void on_packet(const sockaddr_in& from, uint32_t, uint8_t* data, size_t len, uint16_t seg,
                    IpMarks marks) override {
-        got.push_back({data[0], len, seg, marks});
+        got.push_back({data[0], len, seg, marks, ntohs(from.sin_port)});
     }
     void on_eventfd(uint64_t) override {}
     void on_resend(uint8_t*, size_t, uint16_t from, uint16_t to) override {
@@ -152,11 +153,18 @@ protected:
         to.sin_port = htons(prx);
     }
     bool offloads_here() const { return tx.offloads().gso && rx.offloads().gro; }
+    sockaddr_in tx_addr() const {
+        sockaddr_in sa{};
+        socklen_t len = sizeof sa;
+        getsockname(tx.socket_fd(), reinterpret_cast<sockaddr*>(&sa), &len);
+        return sa;
+    }
 
     // Queues packets of `lens` (the first byte of packet i is i; marks[i] its TOS and TTL, if
     // given); returns the segment numbers tx_send gave them.
     std::vector<uint16_t> queue(const std::vector<size_t>& lens,
-                                const std::vector<IpMarks>& marks = {}) {
+                                const std::vector<IpMarks>& marks = {},
+                                const std::vector<uint16_t>& senders = {}) {
         std::vector<uint16_t> ids;
         for (size_t i = 0; i < lens.size(); ++i) {
             uint32_t slot;
@@ -165,7 +173,8 @@ protected:
             if (!b) break;
             std::memset(b, 0, lens[i]);
             b[0] = uint8_t(i);
-            ids.push_back(tx.tx_send(slot, lens[i], to, i < marks.size() ? marks[i] : IpMarks{}));
+            ids.push_back(tx.tx_send(slot, lens[i], to, i < marks.size() ? marks[i] : IpMarks{},
+                                     i < senders.size() ? senders[i] : 0));
         }
         return ids;
     }
@@ -178,9 +187,10 @@ protected:
         tx.run_once(1000000, sent);
     }
     std::vector<uint16_t> send_all(const std::vector<size_t>& lens,
-                                   const std::vector<IpMarks>& marks = {}) {
+                                   const std::vector<IpMarks>& marks = {},
+                                   const std::vector<uint16_t>& senders = {}) {
         got = Recorder{};
-        std::vector<uint16_t> ids = queue(lens, marks);
+        std::vector<uint16_t> ids = queue(lens, marks, senders);
         deliver(lens.size());
         return ids;
     }
@@ -316,4 +326,52 @@ TEST_F(UdpUringPair, ARefusedTrainGoesAgainPacketByPacket) {
     ids = send_all(std::vector<size_t>(2, 1000));
     EXPECT_EQ(ids, (std::vector<uint16_t>{0, 0}));
     EXPECT_EQ(got.got.size(), 2u);
+}
+
+// Packets leave from the port of the socket they are sent through (open_sender: one per UDP
+// source port a QP uses), in order; a train joins packets of one socket. A socket closed with
+// a packet still queued through it stays open until that packet has left, and a port another
+// socket holds (without SO_REUSEPORT) is refused.
+TEST_F(UdpUringPair, PacketsLeaveFromTheirSendersPort) {
+    open();
+    uint16_t p1 = free_udp_port(), p2 = free_udp_port();
+    int s1 = tx.open_sender(p1), s2 = tx.open_sender(p2);
+    ASSERT_GT(s1, 0);
+    ASSERT_GT(s2, 0);
+    EXPECT_NE(s1, s2);
+    EXPECT_EQ(tx.senders_open(), 2u);
+    const uint16_t a = uint16_t(s1), b = uint16_t(s2), p0 = ntohs(tx_addr().sin_port);
+    std::vector<uint16_t> senders = {0, a, a, b, b, b, 0};
+    std::vector<uint16_t> ids = send_all(std::vector<size_t>(senders.size(), 1000), {}, senders);
+    ASSERT_EQ(got.got.size(), senders.size());
+    const std::vector<uint16_t> ports = {p0, p1, p1, p2, p2, p2, p0};
+    for (size_t i = 0; i < senders.size(); ++i) {
+        EXPECT_EQ(got.got[i].tag, uint8_t(i)) << i;
+        EXPECT_EQ(got.got[i].from_port, ports[i]) << i;
+    }
+    if (offloads_here()) {
+        EXPECT_EQ(ids, (std::vector<uint16_t>{0, 0, 1, 0, 1, 2, 0}));
+    }
+
+    // Closed with a packet queued through it: the packet still leaves from p1.
+    got = Recorder{};
+    queue({1000}, {}, {a});
+    tx.close_sender(s1);
+    deliver(1);
+    ASSERT_EQ(got.got.size(), 1u);
+    EXPECT_EQ(got.got[0].from_port, p1);
+    EXPECT_EQ(tx.senders_open(), 1u);
+    EXPECT_EQ(tx.tx_free_count(), UdpUring::kTxBufs);
+
+    // p2 is taken by a socket of another kind (no SO_REUSEPORT): refused, nothing opened.
+    int holder = socket(AF_INET, SOCK_DGRAM, 0);
+    uint16_t p3 = free_udp_port();
+    sockaddr_in sa = tx_addr();
+    sa.sin_port = htons(p3);
+    ASSERT_EQ(bind(holder, reinterpret_cast<sockaddr*>(&sa), sizeof sa), 0);
+    EXPECT_EQ(tx.open_sender(p3), -EADDRINUSE);
+    EXPECT_EQ(tx.senders_open(), 1u);
+    close(holder);
+    tx.close_sender(s2);
+    EXPECT_EQ(tx.senders_open(), 0u);
 }

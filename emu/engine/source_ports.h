@@ -1,0 +1,51 @@
+// The UDP source ports a device's QPs send from (net/udp_sport.h; docs/behaviour.md, "IPv4
+// and UDP headers"): one send socket per port in use (net/udp_uring.h, open_sender), shared
+// by the QPs whose port it is, opened on the control path (a QP created, an address vector
+// set) and closed when its last QP lets go. A port that cannot be had (another program has
+// it bound, or the device holds kMaxSockets already) falls back to the device's own socket
+// and port, and is counted: the packets are as right, only their port is not rxe's.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "net/udp_sport.h"
+#include "net/udp_uring.h"
+
+namespace uroce::emu {
+
+class SourcePorts {
+public:
+    static constexpr uint32_t kMaxSockets = 4096;
+
+    SourcePorts(net::UdpUring& io, uint16_t device_port) : io_(io), device_port_(device_port) {}
+
+    // A QP takes `port` (0xC000..0xFFFF; what it gets may be the device's, see above), and
+    // gives back the port it asked for.
+    net::TxSource acquire(uint16_t port);
+    void release(uint16_t port);
+    // The socket `port` is sent from now, if one is open (a held packet released later).
+    bool lookup(uint16_t port, net::TxSource* s) const;
+    // Whether a packet from this address and `port` may be this device's own.
+    bool ours(uint16_t port) const {
+        return port == device_port_ || (port >= net::kRoceSportMin && slot(port).users);
+    }
+    std::string line() const;  // counters_sport (docs/counters.md)
+
+private:
+    struct Slot {
+        uint16_t sock = 0;   // 0: falls back to the device's socket
+        uint32_t users = 0;  // QPs (and the CM) holding the port
+    };
+    const Slot& slot(uint16_t port) const { return slots_[port - net::kRoceSportMin]; }
+    Slot& slot(uint16_t port) { return slots_[port - net::kRoceSportMin]; }
+
+    net::UdpUring& io_;
+    const uint16_t device_port_;
+    std::vector<Slot> slots_ = std::vector<Slot>(net::kRoceSportCount);
+    uint64_t fallbacks_ = 0;  // acquires that got the device's socket
+    int last_errno_ = 0;      // why the last of them did
+};
+
+}  // namespace uroce::emu
