@@ -47,6 +47,8 @@ LD_LIBRARY_PATH `uroce env` prints).")
 # Depends from the ELF files' NEEDED entries (dpkg-shlibdeps); librdmacm's libibverbs is the
 # package's own, found in the private directory.
 set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS ON)
+# `uroce cluster` runs ip(8) (docs/cluster.md); nothing else needs it.
+set(CPACK_DEBIAN_PACKAGE_RECOMMENDS "iproute2")
 set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS_PRIVATE_DIRS ${CMAKE_BINARY_DIR}/lib)
 # No shlibs or symbols file and no ldconfig trigger: the libraries are not for linking.
 set(CPACK_DEBIAN_PACKAGE_GENERATE_SHLIBS OFF)

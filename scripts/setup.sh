@@ -19,6 +19,7 @@ packages=(
     "${build_packages[@]}" git libgtest-dev
     ibverbs-utils rdmacm-utils perftest
     ucx-utils libfabric-bin infiniband-diags
+    openmpi-bin libopenmpi-dev mpich libmpich-dev
     tshark python3-scapy python3-pyverbs python3-yaml
     iproute2 procps ethtool
     debootstrap lintian

@@ -62,6 +62,16 @@ std::string refusal(const std::string& dir, const struct stat& st) {
 }  // namespace
 
 std::string runtime_dir() {
+    std::string dir = runtime_base_dir();
+    struct stat ns;
+    if (stat("/proc/self/ns/net", &ns) == 0) {
+        std::string own = dir + "/net-" + std::to_string(ns.st_ino);
+        if (owned_directory(own.c_str())) return own;
+    }
+    return dir;
+}
+
+std::string runtime_base_dir() {
     std::string dir;
     if (const char* env = getenv("UROCE_RUNTIME_DIR"); env && *env)
         dir = env;

@@ -21,7 +21,13 @@ struct DeviceInfo {
 };
 
 // UROCE_RUNTIME_DIR, else $XDG_RUNTIME_DIR/uroce (when that directory is the user's), else
-// /tmp/uroce-<uid>. Only the path: check_runtime_dir says whether it may be used.
+// /tmp/uroce-<uid>: the base. Within it, a directory `net-INODE` of the user's for this
+// process's network namespace (INODE: /proc/self/ns/net's) is that namespace's own, and
+// runtime_dir() is that one: the hosts of `uroce cluster` (docs/cluster.md) share one
+// base, so a process on a host finds its host's devices whatever UROCE_RUNTIME_DIR it
+// inherited (an MPI launcher hands its environment to every host's processes). Only the
+// path: check_runtime_dir says whether it may be used.
+std::string runtime_base_dir();
 std::string runtime_dir();
 
 // Whoever controls the runtime directory can put a socket of their own where a device's

@@ -82,6 +82,34 @@ std::string tools_dir() {
     return dir;
 }
 
+// `uroce cluster` is a script beside the daemon (emu/programs/uroce-cluster.sh): what it
+// does is run ip(8) and this program, in that order, many times.
+std::string cluster_script() {
+    std::string installed = exe_dir() + "/" UROCE_BIN_TO_DAEMON "/cluster";
+    if (access(installed.c_str(), X_OK) == 0) return installed;
+    return exe_dir() + "/../libexec/uroce/cluster";
+}
+
+// Runs the cluster script with `args` (docs/cluster.md); it calls back this program by its
+// path and finds clusters under the runtime directory.
+int cmd_cluster(const std::vector<std::string>& args) {
+    char self[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+    std::string rt = absolute(abi::runtime_base_dir());
+    if (n <= 0 || rt.empty()) return 1;
+    self[n] = 0;
+    setenv("UROCE", self, 1);
+    setenv("UROCE_RUNTIME_DIR", rt.c_str(), 1);
+    std::string script = cluster_script();
+    std::vector<char*> argv = {const_cast<char*>("bash"), script.data()};
+    for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    signal(SIGPIPE, SIG_DFL);
+    execvp("bash", argv.data());
+    std::fprintf(stderr, "uroce: cannot run %s: %s\n", script.c_str(), std::strerror(errno));
+    return 127;
+}
+
 std::string daemon_path() {
     if (const char* d = getenv("UROCE_DAEMON")) return d;
     std::string installed = exe_dir() + "/" UROCE_BIN_TO_DAEMON "/uroced";
@@ -125,6 +153,9 @@ int usage() {
                  "  uroce env [--github]       the environment later shells or CI steps need:\n"
                  "                             eval \"$(uroce env)\"; --github: lines for\n"
                  "                             $GITHUB_ENV (docs/ci.md)\n"
+                 "  uroce cluster up N|down|list|hosts|exec HOST -- CMD|agent ...\n"
+                 "                             N RDMA hosts in network namespaces, a device\n"
+                 "                             on each (docs/cluster.md; uroce cluster help)\n"
                  "environment: UROCE_RUNTIME_DIR (where devices live; default\n"
                  "  $XDG_RUNTIME_DIR/uroce, else /tmp/uroce-UID; a directory of yours, mode "
                  "0700),\n"
@@ -806,6 +837,12 @@ int main(int argc, char** argv) {
     // Started as `rdma` (the link `uroce run` puts on PATH): iproute2's rdma for the view.
     const char* base = std::strrchr(argv[0], '/');
     if (std::strcmp(base ? base + 1 : argv[0], "rdma") == 0) return rdmatool::run(argc, argv);
+    // As `uroce-cluster-agent` (beside `rdma`): a launcher's remote shell (docs/cluster.md).
+    if (std::strcmp(base ? base + 1 : argv[0], "uroce-cluster-agent") == 0) {
+        std::vector<std::string> a = {"agent"};
+        a.insert(a.end(), argv + 1, argv + argc);
+        return cmd_cluster(a);
+    }
     if (argc < 2) return usage();
     using Args = std::vector<std::string>;
     struct Command {
@@ -820,6 +857,7 @@ int main(int argc, char** argv) {
         {"counters", [](const Args& a) { return cmd_dump(a, true); }},
         {"run", [](const Args& a) { return cmd_run(a); }},
         {"env", cmd_env},
+        {"cluster", cmd_cluster},
         {"capture", cmd_capture},
         {"faults", cmd_faults},
         {"trace", cmd_trace},
@@ -831,7 +869,8 @@ int main(int argc, char** argv) {
         if (cmd != c.name) continue;
         // Every command trusts what the runtime directory holds (a device's socket, the pid
         // to signal, the log to write): none runs in one that someone else controls.
-        if (std::string why = abi::check_runtime_dir(cmd == "start" || cmd == "run");
+        if (std::string why =
+                abi::check_runtime_dir(cmd == "start" || cmd == "run" || cmd == "cluster");
             !why.empty()) {
             std::fprintf(stderr, "%s\n", why.c_str());
             return 1;

@@ -11,6 +11,7 @@ if [ -f "$dir/netns" ]; then
     while read -r ns; do
         for p in $(ip netns pids "$ns" 2>/dev/null); do kill -KILL "$p" 2>/dev/null; done
         ip netns del "$ns" 2>/dev/null
+        rm -rf "/etc/netns/$ns"  # a cluster host's /etc/hosts (uroce cluster)
     done <"$dir/netns"
 fi
 for d in "$dir" "$dir"/*/; do

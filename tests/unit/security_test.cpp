@@ -255,6 +255,28 @@ TEST_F(Security, OwnRuntimeDirsAreAccepted) {
     EXPECT_EQ(o.status, 0) << o.text;
 }
 
+// A `net-INODE` directory for this process's network namespace (uroce cluster's hosts) is
+// the runtime directory within the base; another namespace's, or another user's, is not.
+TEST_F(Security, RuntimeDirOfThisNetworkNamespaceIsUsed) {
+    struct stat ns;
+    ASSERT_EQ(stat("/proc/self/ns/net", &ns), 0);
+    const std::string own = dir_ + "/net-" + std::to_string(ns.st_ino);
+    const std::string other = dir_ + "/net-" + std::to_string(ns.st_ino + 1);
+    ASSERT_EQ(mkdir(other.c_str(), 0700), 0);
+    EXPECT_EQ(abi::runtime_dir(), dir_);
+    ASSERT_EQ(mkdir(own.c_str(), 0700), 0);
+    EXPECT_EQ(abi::runtime_dir(), own);
+    EXPECT_EQ(abi::runtime_base_dir(), dir_);
+    EXPECT_EQ(abi::socket_path("d"), own + "/d.sock");
+    EXPECT_EQ(abi::check_runtime_dir(false), "");
+    uid_t uid;
+    gid_t gid;
+    std::string why;
+    if (!second_user(&uid, &gid, &why)) GTEST_SKIP() << why;
+    ASSERT_EQ(chown(own.c_str(), uid, gid), 0);
+    EXPECT_EQ(abi::runtime_dir(), dir_) << "not ours: not used";
+}
+
 // `su` keeps the caller's XDG_RUNTIME_DIR: another user's is not used.
 TEST_F(Security, AnotherUsersXdgRuntimeDirIsNotUsed) {
     uid_t uid;

@@ -1,0 +1,307 @@
+#!/bin/bash
+# `uroce cluster`: N RDMA hosts on one machine (docs/cluster.md). Each host is a network
+# namespace with one end of a veth pair on a bridge, an address, a uroce device (uroce0) on
+# it, a runtime directory of its own and an /etc/hosts naming every host (ip netns exec
+# binds /etc/netns/NS/hosts over /etc/hosts). The bridge lives in a namespace of its own,
+# so nothing of a cluster is in the caller's network namespace. `uroce` (emu/programs/
+# uroce_cli.cpp) runs this file with UROCE (its own path) and UROCE_RUNTIME_DIR set.
+set -euo pipefail
+
+UROCE=${UROCE:?run as uroce cluster}
+RT=${UROCE_RUNTIME_DIR:?run as uroce cluster}
+
+die() {
+    echo "uroce cluster: $*" >&2
+    exit 1
+}
+
+usage() {
+    cat >&2 <<'EOF'
+usage:
+  uroce cluster up N [--name C] [--net CIDR] [--mtu M] [--faults SPEC] [--pcap-dir DIR]
+                     hosts C1..CN (C: node), each with a device uroce0
+  uroce cluster down [--name C]   remove cluster C, or every cluster
+  uroce cluster list              the clusters and their hosts' devices
+  uroce cluster hosts [--name C] [--format table|comma|openmpi|hydra]
+  uroce cluster exec HOST [--] CMD...
+                     run CMD on HOST with the drop-in libraries and the system view
+  uroce cluster agent [SSH OPTIONS] HOST CMD...
+                     the remote shell for launchers (also as uroce-cluster-agent)
+EOF
+    exit 2
+}
+
+# Where a cluster's files are: its hosts, its creator, a runtime directory per host
+# (net-INODE, the host's network namespace's).
+cluster_dir() { echo "$RT/cluster-$1"; }
+# Namespace names: uroce-C-1..N, the bridge's uroce-C-hub. C starts with a letter, so
+# none is a two-host test's uroce-PID-a.
+host_ns() { echo "uroce-$1-$2"; }
+hub_ns() { echo "uroce-$1-hub"; }
+
+valid_name() { [[ $1 =~ ^[a-z][a-z0-9]{0,15}$ && ! $1 =~ [0-9]$ ]]; }
+
+# A process's identity that survives pid reuse: its pid and its start time (/proc's stat).
+proc_id() {
+    local pid=$1 stat
+    stat=$(cat "/proc/$pid/stat" 2>/dev/null) || return 1
+    stat=${stat##*) }
+    set -- $stat
+    echo "$pid ${20}"
+}
+
+# The clusters this runtime directory holds.
+clusters() {
+    local d
+    for d in "$RT"/cluster-*; do
+        [ -f "$d/hosts" ] && basename "$d" | sed 's/^cluster-//'
+    done
+    return 0
+}
+
+# Removes everything of cluster $1 that exists: its devices, whatever still runs in its
+# namespaces (only what the cluster started, or ran on it, can be there), the namespaces
+# (which take the veths and the bridge along), their /etc/netns files, its directory.
+teardown() {
+    local c=$1 dir ns pid h addr
+    dir=$(cluster_dir "$c")
+    if [ -f "$dir/hosts" ]; then
+        while read -r h addr ns; do
+            ip netns exec "$ns" env "UROCE_RUNTIME_DIR=$dir" "$UROCE" stop \
+                </dev/null >/dev/null 2>&1 || true
+        done <"$dir/hosts"
+    fi
+    for ns in $(ip netns list 2>/dev/null | awk '{print $1}' | grep -E "^uroce-$c-([0-9]+|hub)\$"); do
+        for pid in $(ip netns pids "$ns" 2>/dev/null); do kill -KILL "$pid" 2>/dev/null || true; done
+        ip netns del "$ns" 2>/dev/null || true
+        rm -rf "/etc/netns/$ns"
+    done
+    rm -rf "$dir"
+}
+
+# A cluster is in use while the process that made it (the caller of `up`: a shell, a CI
+# job's step) lives; one whose creator is gone is removed by the next `up` of its name.
+creator_alive() {
+    local want now
+    want=$(cat "$(cluster_dir "$1")/creator" 2>/dev/null) || return 1
+    now=$(proc_id "${want%% *}") || return 1
+    [ "$now" = "$want" ]
+}
+
+ip_to_int() {
+    local IFS=. a b c d
+    read -r a b c d <<<"$1"
+    echo $(((a << 24) | (b << 16) | (c << 8) | d))
+}
+int_to_ip() { echo "$((($1 >> 24) & 255)).$((($1 >> 16) & 255)).$((($1 >> 8) & 255)).$(($1 & 255))"; }
+
+cmd_up() {
+    local n=${1:-} name=node net=10.79.0.0/24 mtu=1500 faults="" pcapdir=""
+    [[ $n =~ ^[0-9]+$ ]] && [ "$n" -ge 1 ] || usage
+    shift
+    while [ $# -gt 0 ]; do
+        case $1 in
+        --name) name=${2:?}; shift 2 ;;
+        --net) net=${2:?}; shift 2 ;;
+        --mtu) mtu=${2:?}; shift 2 ;;
+        --faults) faults=${2:?}; shift 2 ;;
+        --pcap-dir) pcapdir=$(realpath -m "${2:?}"); shift 2 ;;
+        *) usage ;;
+        esac
+    done
+    valid_name "$name" || die "bad --name '$name': 1 to 16 of a-z and 0-9, a letter first, not a digit last"
+    [[ $net =~ ^([0-9]+\.[0-9]+\.[0-9]+\.[0-9]+)/([0-9]+)$ ]] || die "bad --net '$net' (an IPv4 CIDR)"
+    local prefix=${BASH_REMATCH[2]} base
+    [ "$prefix" -ge 8 ] && [ "$prefix" -le 30 ] || die "--net $net: a prefix of 8 to 30 bits"
+    base=$(($(ip_to_int "${BASH_REMATCH[1]}") & ~((1 << (32 - prefix)) - 1) & 0xffffffff))
+    [ "$n" -le $(((1 << (32 - prefix)) - 2)) ] || die "$n hosts do not fit in $net"
+    [[ $mtu =~ ^[0-9]+$ ]] && [ "$mtu" -ge 1280 ] && [ "$mtu" -le 65535 ] || die "bad --mtu '$mtu'"
+    [ "$(id -u)" = 0 ] || die "needs root (network namespaces, veth pairs and a bridge)"
+    command -v ip >/dev/null || die "ip (iproute2) is not installed"
+
+    local dir
+    dir=$(cluster_dir "$name")
+    if [ -e "$dir" ] || ip netns list 2>/dev/null | grep -qE "^uroce-$name-([0-9]+|hub)( |\$)"; then
+        if creator_alive "$name"; then
+            die "cluster $name is up (made by pid $(cut -d' ' -f1 "$dir/creator")): uroce cluster down --name $name first"
+        fi
+        echo "uroce cluster: removing cluster $name, whose creator is gone" >&2
+        teardown "$name"
+    fi
+    mkdir -p "$RT"
+    mkdir -m 700 "$dir"
+    proc_id "$PPID" >"$dir/creator" || die "cannot read /proc/$PPID"
+    trap 'teardown "$name"' ERR INT TERM
+
+    local hub i ns addr h
+    hub=$(hub_ns "$name")
+    ip netns add "$hub" || die "ip netns add $hub is not allowed here"
+    ip -n "$hub" link add br0 type bridge mcast_snooping 0
+    ip -n "$hub" link set br0 mtu "$mtu" up
+    : >"$dir/hosts.new"
+    for i in $(seq 1 "$n"); do
+        h=$name$i ns=$(host_ns "$name" "$i") addr=$(int_to_ip $((base + i)))
+        ip netns add "$ns"
+        ip link add eth0 netns "$ns" mtu "$mtu" type veth peer name "$h" netns "$hub" mtu "$mtu"
+        ip -n "$hub" link set "$h" master br0 up
+        ip -n "$ns" link set lo up
+        ip -n "$ns" link set eth0 up
+        ip -n "$ns" addr add "$addr/$prefix" dev eth0
+        echo "$h $addr $ns" >>"$dir/hosts.new"
+    done
+    for i in $(seq 1 "$n"); do
+        ns=$(host_ns "$name" "$i")
+        mkdir -p "/etc/netns/$ns"
+        {
+            echo "127.0.0.1 localhost"
+            echo "::1 localhost ip6-localhost ip6-loopback"
+            awk '{print $2, $1}' "$dir/hosts.new"
+        } >"/etc/netns/$ns/hosts"
+    done
+    while read -r h addr ns; do
+        # The host's runtime directory: the one of its network namespace (emu/abi/runtime.h),
+        # so every host's processes can share one UROCE_RUNTIME_DIR, the cluster's.
+        mkdir -m 700 "$dir/net-$(stat -L -c %i "/run/netns/$ns")"
+        local opts=(--name uroce0 --addr "$addr")
+        [ -n "$faults" ] && opts+=(--faults "$faults")
+        [ -n "$pcapdir" ] && mkdir -p "$pcapdir" && opts+=(--pcap "$pcapdir/$h.pcap")
+        ip netns exec "$ns" env "UROCE_RUNTIME_DIR=$dir" "$UROCE" start "${opts[@]}" </dev/null >/dev/null ||
+            { teardown "$name"; die "uroce start on $h failed"; }
+    done <"$dir/hosts.new"
+    mv "$dir/hosts.new" "$dir/hosts"
+    trap - ERR INT TERM
+    echo "cluster $name: $n hosts on $net (mtu $mtu), each with device uroce0"
+    awk '{print "  " $1, $2}' "$dir/hosts"
+}
+
+cmd_down() {
+    local name=""
+    while [ $# -gt 0 ]; do
+        case $1 in
+        --name) name=${2:?}; shift 2 ;;
+        *) usage ;;
+        esac
+    done
+    if [ -n "$name" ]; then
+        valid_name "$name" || die "bad --name '$name'"
+        teardown "$name"
+        return
+    fi
+    local c
+    for c in $(clusters); do teardown "$c"; done
+}
+
+# Finds HOST (a host's name or address) among the clusters, the one this command runs in
+# (UROCE_CLUSTER_DIR, set by exec) first: sets H (name), NS and CDIR.
+find_host() {
+    local want=$1 d h addr ns
+    local dirs=()
+    [ -n "${UROCE_CLUSTER_DIR:-}" ] && dirs+=("$UROCE_CLUSTER_DIR")
+    for d in $(clusters); do dirs+=("$(cluster_dir "$d")"); done
+    for d in "${dirs[@]}"; do
+        [ -f "$d/hosts" ] || continue
+        while read -r h addr ns; do
+            if [ "$want" = "$h" ] || [ "$want" = "$addr" ]; then
+                H=$h NS=$ns CDIR=$d
+                return 0
+            fi
+        done <"$d/hosts"
+    done
+    return 1
+}
+
+# Runs CMD on host H, as `uroce run` would there (the host's device already runs): its
+# network namespace, its /etc/hosts, its own host name (a UTS namespace), the cluster's
+# runtime directory (where each host's processes find their own host's devices); launchers
+# started there use the agent to reach the other hosts.
+run_on_host() {
+    exec ip netns exec "$NS" env "UROCE_RUNTIME_DIR=$CDIR" "UROCE_CLUSTER_DIR=$CDIR" \
+        "OMPI_MCA_plm_rsh_agent=${OMPI_MCA_plm_rsh_agent:-uroce-cluster-agent}" \
+        "HYDRA_LAUNCHER=${HYDRA_LAUNCHER:-ssh}" \
+        "HYDRA_LAUNCHER_EXEC=${HYDRA_LAUNCHER_EXEC:-uroce-cluster-agent}" \
+        unshare --uts -- sh -c 'hostname "$0" && exec "$@"' "$H" "$UROCE" run -- "$@"
+}
+
+cmd_exec() {
+    local host=${1:-}
+    [ -n "$host" ] || usage
+    shift
+    [ "${1:-}" = "--" ] && shift
+    [ $# -gt 0 ] || usage
+    find_host "$host" || die "no host $host in any cluster (uroce cluster hosts)"
+    run_on_host "$@"
+}
+
+# ssh's calling convention, as launchers use it: options, [user@]host, then the command's
+# words, which a shell on the host runs joined by spaces.
+cmd_agent() {
+    while [ $# -gt 0 ]; do
+        case $1 in
+        -[bcEeFIiJLlmOoPpQRSWw]) shift 2 ;;
+        -?*) shift ;;
+        *) break ;;
+        esac
+    done
+    [ $# -ge 2 ] || die "agent: HOST and a command needed (no interactive logins)"
+    local host=${1#*@}
+    shift
+    find_host "$host" || die "agent: no host $host in any cluster"
+    run_on_host sh -c "$*"
+}
+
+cmd_hosts() {
+    local name="" format=table
+    while [ $# -gt 0 ]; do
+        case $1 in
+        --name) name=${2:?}; shift 2 ;;
+        --format) format=${2:?}; shift 2 ;;
+        *) usage ;;
+        esac
+    done
+    if [ -z "$name" ]; then
+        if [ -n "${UROCE_CLUSTER_DIR:-}" ]; then
+            name=$(basename "$UROCE_CLUSTER_DIR" | sed 's/^cluster-//')
+        else
+            name=$(clusters | head -1)
+        fi
+    fi
+    local f
+    f=$(cluster_dir "$name")/hosts
+    [ -n "$name" ] && [ -f "$f" ] || die "no cluster${name:+ $name} (uroce cluster up N)"
+    case $format in
+    table) awk '{print $1, $2}' "$f" ;;
+    comma) awk '{printf "%s%s", (NR > 1 ? "," : ""), $1} END {print ""}' "$f" ;;
+    openmpi) awk '{print $1, "slots=1"}' "$f" ;;
+    hydra) awk '{print $1 ":1"}' "$f" ;;
+    *) die "bad --format '$format' (table, comma, openmpi, hydra)" ;;
+    esac
+}
+
+cmd_list() {
+    local c h addr ns state
+    for c in $(clusters); do
+        state=$(creator_alive "$c" && echo "creator $(cut -d' ' -f1 "$(cluster_dir "$c")/creator")" ||
+            echo "creator gone")
+        echo "cluster $c ($state)"
+        while read -r h addr ns; do
+            if ip netns exec "$ns" env "UROCE_RUNTIME_DIR=$(cluster_dir "$c")" "$UROCE" list \
+                </dev/null 2>/dev/null | grep -q uroce0; then
+                echo "  $h $addr uroce0 running"
+            else
+                echo "  $h $addr uroce0 not running"
+            fi
+        done <"$(cluster_dir "$c")/hosts"
+    done
+}
+
+what=${1:-}
+[ $# -gt 0 ] && shift
+case $what in
+up) cmd_up "$@" ;;
+down) cmd_down "$@" ;;
+list) cmd_list "$@" ;;
+hosts) cmd_hosts "$@" ;;
+exec) cmd_exec "$@" ;;
+agent) cmd_agent "$@" ;;
+*) usage ;;
+esac

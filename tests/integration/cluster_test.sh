@@ -1,0 +1,200 @@
+#!/usr/bin/env bash
+# uroce cluster (docs/cluster.md): N RDMA hosts in network namespaces on one bridge.
+#   lifecycle  up 4 (with captures): the host list's forms, a device and the host's own name on each host,
+#              every name resolving on every host, an ibv_rc_pingpong pair between two hosts
+#              by name; a second up refused while its creator lives, a cluster whose creator
+#              is gone replaced by the next up; down leaves no namespace, bridge, device,
+#              /etc/netns file or runtime directory
+#   openmpi    up 4, Open MPI (pml ucx) job of 4 ranks, one per host, started by an unmodified
+#              mpirun through the cluster's agent (tests/integration/mpi_check.c checks
+#              point-to-point, Allreduce, Alltoall and Bcast), then down
+#   mpich      the same with MPICH (ch4:ucx) and its mpiexec (hydra)
+# Root only (network namespaces); the MPI modes skip where that MPI is not installed.
+. "$(dirname "$0")/lib.sh"
+mode=${1:?usage: cluster_test.sh lifecycle|openmpi|mpich}
+[ "$(id -u)" = 0 ] || skip "a cluster needs root (network namespaces, veth pairs, a bridge)"
+need ip
+NAME=t$$x  # namespaces are the machine's: a name of this test's own
+N=4
+
+# The namespaces for lib.sh's watchdog, should the test be killed before its own cleanup.
+for i in hub $(seq 1 $N); do echo "uroce-$NAME-$i" >>"$UROCE_RUNTIME_DIR/netns"; done
+cluster_exit() {
+    local rc=$?
+    "$UROCE" cluster down --name "$NAME" >/dev/null 2>&1 || true
+    (exit $rc)
+    cleanup
+}
+trap cluster_exit EXIT
+
+# Runs CMD on a host with the drop-in libraries (in a sanitizer build, the ASan runtime first).
+on() {
+    local h=$1
+    shift
+    verbs "$UROCE" cluster exec "$h" -- "$@"
+}
+
+up() {
+    "$UROCE" cluster up $N --name "$NAME" "$@" >"$UROCE_RUNTIME_DIR/up.out" 2>&1 ||
+        fail "cluster up: $(cat "$UROCE_RUNTIME_DIR/up.out")"
+    cat "$UROCE_RUNTIME_DIR/up.out"
+    ip netns list | grep -q "^uroce-$NAME-hub" || fail "no bridge namespace"
+}
+
+# Nothing of the cluster left: namespaces, their /etc/netns files, devices, directories.
+check_gone() {
+    local left
+    left=$(ip netns list | grep -c "^uroce-$NAME-" || true)
+    [ "$left" = 0 ] || fail "namespaces left: $(ip netns list | grep "^uroce-$NAME-")"
+    ls -d /etc/netns/uroce-"$NAME"-* >/dev/null 2>&1 && fail "/etc/netns files left"
+    [ -e "$UROCE_RUNTIME_DIR/cluster-$NAME" ] && fail "the cluster's directory is left"
+    local p
+    for p in "$@"; do running "$p" && fail "device pid $p still runs"; done
+    return 0
+}
+
+# A process that runs: not a zombie (a stopped device's parent is init, which may be slow to
+# reap it, or here a pid 1 that never does).
+running() {
+    local st
+    st=$(cat "/proc/$1/stat" 2>/dev/null) || return 1
+    st=${st##*) }
+    [ "${st%% *}" != Z ]
+}
+
+# The devices' pids (for check_gone).
+device_pids() {
+    local h
+    for h in $(seq 1 $N); do ip netns pids "uroce-$NAME-$h"; done
+}
+
+# Every host sent and received RC packets (the job used the devices).
+check_rc_traffic() {
+    local h line tx rx
+    for h in $(seq 1 $N); do
+        line=$(on "$NAME$h" "$UROCE" counters uroce0 | grep '^counters tx_pkts') ||
+            fail "counters of $NAME$h"
+        tx=$(echo "$line" | awk '{print $3}') rx=$(echo "$line" | awk '{print $5}')
+        echo "$NAME$h: $line"
+        [ "$tx" -gt 100 ] && [ "$rx" -gt 100 ] || fail "$NAME$h: tx $tx rx $rx packets"
+    done
+}
+
+# MPI_CHECK: mpi_check.c built with the MPI's own wrapper ($1).
+build_check() {
+    need "$1"
+    MPI_CHECK=$UROCE_RUNTIME_DIR/mpi_check
+    "$1" -O2 -o "$MPI_CHECK" "$(dirname "$0")/mpi_check.c" || fail "$1 mpi_check.c"
+}
+
+# The job's output: one "ok" line per rank, each on its own host.
+check_ranks() {
+    local out=$1 r
+    cat "$out"
+    for r in $(seq 0 $((N - 1))); do
+        grep -q "^rank $r of $N on $NAME$((r + 1)): ok$" "$out" || fail "rank $r: no ok line"
+    done
+}
+
+case $mode in
+lifecycle)
+    up --pcap-dir "$UROCE_RUNTIME_DIR/pcaps"
+    [ "$("$UROCE" cluster hosts --name "$NAME" --format comma)" = "${NAME}1,${NAME}2,${NAME}3,${NAME}4" ] ||
+        fail "hosts --format comma: $("$UROCE" cluster hosts --name "$NAME" --format comma)"
+    [ "$("$UROCE" cluster hosts --name "$NAME" --format hydra | head -1)" = "${NAME}1:1" ] ||
+        fail "hosts --format hydra"
+    [ "$("$UROCE" cluster hosts --name "$NAME" --format openmpi | tail -1)" = "${NAME}4 slots=1" ] ||
+        fail "hosts --format openmpi"
+    [ "$("$UROCE" cluster hosts --name "$NAME" | sed -n 3p)" = "${NAME}3 10.79.0.3" ] ||
+        fail "hosts: $("$UROCE" cluster hosts --name "$NAME")"
+    for h in $(seq 1 $N); do
+        out=$(on "$NAME$h" sh -c 'hostname; ibv_devices; for n in '"${NAME}1 ${NAME}2 ${NAME}3 ${NAME}4"'; do getent hosts $n; done; ip -o -4 addr show eth0') ||
+            fail "exec on $NAME$h: $out"
+        echo "$out" | head -1 | grep -qx "$NAME$h" || fail "$NAME$h's host name: $out"
+        echo "$out" | grep -q "uroce0 " || fail "$NAME$h: no device uroce0: $out"
+        for k in $(seq 1 $N); do
+            echo "$out" | grep -Eq "^10\.79\.0\.$k +$NAME$k\$" || fail "$NAME$h does not resolve $NAME$k: $out"
+        done
+        echo "$out" | grep -q "inet 10.79.0.$h/24" || fail "$NAME$h's address: $out"
+    done
+    echo "every host: its name, uroce0, every host's name resolves"
+    PORT=$(tcp_port)
+    s=$UROCE_RUNTIME_DIR/server.out
+    on "${NAME}1" timeout 60 ibv_rc_pingpong -d uroce0 -g 0 -p "$PORT" -n 200 -s 8192 >"$s" 2>&1 &
+    spid=$!
+    # (tcp_port_ready reads /proc/net/tcp*, which show the namespace of who reads them.)
+    ip netns exec "uroce-$NAME-1" bash -c "$(declare -f tcp_port_ready); tcp_port_ready $PORT $spid"
+    on "${NAME}3" timeout 60 ibv_rc_pingpong -d uroce0 -g 0 -p "$PORT" -n 200 -s 8192 "${NAME}1" ||
+        fail "client on ${NAME}3: $(cat "$s")"
+    wait $spid || fail "server on ${NAME}1: $(cat "$s")"
+    cat "$s"
+
+    # Refused while its creator (this shell) lives.
+    "$UROCE" cluster up 2 --name "$NAME" >"$UROCE_RUNTIME_DIR/up2.out" 2>&1 &&
+        fail "a second up of a cluster in use succeeded"
+    grep -q "cluster $NAME is up (made by pid $$)" "$UROCE_RUNTIME_DIR/up2.out" ||
+        fail "second up: $(cat "$UROCE_RUNTIME_DIR/up2.out")"
+    echo "second up refused: $(cat "$UROCE_RUNTIME_DIR/up2.out")"
+    old=$(device_pids)
+    "$UROCE" cluster down --name "$NAME" || fail "down"
+    check_gone $old
+    echo "down: nothing left"
+    # The pingpong's 200 x 8 KiB each way, in the captures of both its hosts.
+    for h in 1 3; do
+        size=$(stat -c %s "$UROCE_RUNTIME_DIR/pcaps/$NAME$h.pcap" 2>/dev/null || echo 0)
+        [ "$size" -gt 3000000 ] || fail "$NAME$h's capture has $size bytes"
+    done
+
+    # A cluster whose creator (a subshell) is gone: the next up replaces it.
+    (
+        "$UROCE" cluster up 2 --name "$NAME" >/dev/null
+        true
+    ) || fail "up from a subshell"
+    old=$(ip netns pids "uroce-$NAME-1"; ip netns pids "uroce-$NAME-2")
+    [ -n "$old" ] || fail "no devices in the subshell's cluster"
+    "$UROCE" cluster list | grep -A2 "^cluster $NAME (creator gone)" || fail "list: $("$UROCE" cluster list)"
+    up
+    grep -q "removing cluster $NAME, whose creator is gone" "$UROCE_RUNTIME_DIR/up.out" ||
+        fail "the old cluster was not removed: $(cat "$UROCE_RUNTIME_DIR/up.out")"
+    for p in $old; do running "$p" && fail "the old cluster's device $p still runs"; done
+    [ "$("$UROCE" cluster hosts --name "$NAME" | wc -l)" = $N ] || fail "the new cluster's hosts"
+    old=$(device_pids)
+    "$UROCE" cluster down --name "$NAME" || fail "down"
+    check_gone $old
+    echo "a cluster whose creator was gone: replaced, then down, nothing left"
+    ;;
+openmpi)
+    build_check mpicc.openmpi
+    need mpirun.openmpi
+    up
+    old=$(device_pids)
+    out=$UROCE_RUNTIME_DIR/job.out
+    "$UROCE" cluster hosts --name "$NAME" --format openmpi >"$UROCE_RUNTIME_DIR/hostfile"
+    # As root Open MPI wants to be told twice; UCX only over the devices (no TCP, no shared
+    # memory: one rank per host anyway), so the counters below show the job's traffic.
+    on "${NAME}1" env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 \
+        UCX_TLS=rc_verbs,ud_verbs,self timeout 200 mpirun.openmpi -np $N \
+        --hostfile "$UROCE_RUNTIME_DIR/hostfile" --mca pml ucx "$MPI_CHECK" >"$out" 2>&1 ||
+        fail "mpirun: $(cat "$out")"
+    check_ranks "$out"
+    check_rc_traffic
+    "$UROCE" cluster down --name "$NAME" || fail "down"
+    check_gone $old
+    ;;
+mpich)
+    build_check mpicc.mpich
+    need mpiexec.mpich
+    up
+    old=$(device_pids)
+    out=$UROCE_RUNTIME_DIR/job.out
+    on "${NAME}2" env UCX_TLS=rc_verbs,ud_verbs,self timeout 200 mpiexec.mpich -n $N \
+        -hosts "$("$UROCE" cluster hosts --name "$NAME" --format comma)" "$MPI_CHECK" >"$out" 2>&1 ||
+        fail "mpiexec: $(cat "$out")"
+    check_ranks "$out"
+    check_rc_traffic
+    "$UROCE" cluster down --name "$NAME" || fail "down"
+    check_gone $old
+    ;;
+*) fail "unknown mode $mode" ;;
+esac
+echo PASS
