@@ -25,6 +25,8 @@ usage:
   uroce cluster hosts [--name C] [--format table|comma|openmpi|hydra]
   uroce cluster exec HOST [--] CMD...
                      run CMD on HOST with the drop-in libraries and the system view
+  uroce cluster faults HOST SPEC|off
+                     faults on HOST's link, both ways (its device's, docs/faults.md)
   uroce cluster agent [SSH OPTIONS] HOST CMD...
                      the remote shell for launchers (also as uroce-cluster-agent)
 EOF
@@ -249,6 +251,14 @@ cmd_agent() {
     run_on_host sh -c "$*"
 }
 
+# Faults on HOST's link, both ways: its device's fault injector (docs/faults.md). The kernel's
+# netem would do on the veth, but it is not in every kernel (nor in this one's CI's).
+cmd_faults() {
+    [ $# = 2 ] || usage
+    find_host "$1" || die "no host $1 in any cluster (uroce cluster hosts)"
+    ip netns exec "$NS" env "UROCE_RUNTIME_DIR=$CDIR" "$UROCE" faults "$2" uroce0
+}
+
 cmd_hosts() {
     local name="" format=table
     while [ $# -gt 0 ]; do
@@ -303,5 +313,6 @@ list) cmd_list "$@" ;;
 hosts) cmd_hosts "$@" ;;
 exec) cmd_exec "$@" ;;
 agent) cmd_agent "$@" ;;
+faults) cmd_faults "$@" ;;
 *) usage ;;
 esac

@@ -9,9 +9,13 @@
 #              mpirun through the cluster's agent (tests/integration/mpi_check.c checks
 #              point-to-point, Allreduce, Alltoall and Bcast), then down
 #   mpich      the same with MPICH (ch4:ucx) and its mpiexec (hydra)
+#   openmpi_ofi  the Open MPI job over libfabric (pml cm, mtl ofi, verbs;ofi_rxm)
+#   loss       the Open MPI (ucx) job with 1% loss both ways on host 3's link: it completes,
+#              checked, and host 3's device dropped packets both ways and retransmitted
+#   tools      ucx_perftest tag_bw and fi_pingpong (verbs;ofi_rxm) between two hosts
 # Root only (network namespaces); the MPI modes skip where that MPI is not installed.
 . "$(dirname "$0")/lib.sh"
-mode=${1:?usage: cluster_test.sh lifecycle|openmpi|mpich}
+mode=${1:?usage: cluster_test.sh lifecycle|openmpi|mpich|openmpi_ofi|loss|tools}
 [ "$(id -u)" = 0 ] || skip "a cluster needs root (network namespaces, veth pairs, a bridge)"
 need ip
 NAME=t$$x  # namespaces are the machine's: a name of this test's own
@@ -80,6 +84,25 @@ check_rc_traffic() {
     done
 }
 
+PORT=$(tcp_port)
+
+# host_pair S C CMD...: CMD on host S (a server on TCP port $PORT), then CMD with host S's
+# name on host C (its client); both must succeed.
+host_pair() {
+    local s=$NAME$1 c=$NAME$2 so=$UROCE_RUNTIME_DIR/server.out co=$UROCE_RUNTIME_DIR/client.out
+    shift 2
+    on "$s" timeout 60 "$@" >"$so" 2>&1 &
+    local spid=$!
+    # (tcp_port_ready reads /proc/net/tcp*, which show the namespace of who reads them.)
+    ip netns exec "uroce-$NAME-${s#"$NAME"}" bash -c "$(declare -f tcp_port_ready); tcp_port_ready $PORT $spid"
+    on "$c" timeout 60 "$@" "$s" >"$co" 2>&1 || fail "client on $c: $(cat "$co"; cat "$so")"
+    wait $spid || fail "server on $s: $(cat "$so")"
+    echo "--- server on $s: $*"
+    cat "$so"
+    echo "--- client on $c"
+    cat "$co"
+}
+
 # MPI_CHECK: mpi_check.c built with the MPI's own wrapper ($1).
 build_check() {
     need "$1"
@@ -118,16 +141,7 @@ lifecycle)
         echo "$out" | grep -q "inet 10.79.0.$h/24" || fail "$NAME$h's address: $out"
     done
     echo "every host: its name, uroce0, every host's name resolves"
-    PORT=$(tcp_port)
-    s=$UROCE_RUNTIME_DIR/server.out
-    on "${NAME}1" timeout 60 ibv_rc_pingpong -d uroce0 -g 0 -p "$PORT" -n 200 -s 8192 >"$s" 2>&1 &
-    spid=$!
-    # (tcp_port_ready reads /proc/net/tcp*, which show the namespace of who reads them.)
-    ip netns exec "uroce-$NAME-1" bash -c "$(declare -f tcp_port_ready); tcp_port_ready $PORT $spid"
-    on "${NAME}3" timeout 60 ibv_rc_pingpong -d uroce0 -g 0 -p "$PORT" -n 200 -s 8192 "${NAME}1" ||
-        fail "client on ${NAME}3: $(cat "$s")"
-    wait $spid || fail "server on ${NAME}1: $(cat "$s")"
-    cat "$s"
+    host_pair 1 3 ibv_rc_pingpong -d uroce0 -g 0 -p "$PORT" -n 200 -s 8192
 
     # Refused while its creator (this shell) lives.
     "$UROCE" cluster up 2 --name "$NAME" >"$UROCE_RUNTIME_DIR/up2.out" 2>&1 &&
@@ -180,6 +194,53 @@ openmpi)
     check_rc_traffic
     "$UROCE" cluster down --name "$NAME" || fail "down"
     check_gone $old
+    ;;
+openmpi_ofi | loss)
+    build_check mpicc.openmpi
+    need mpirun.openmpi
+    up
+    old=$(device_pids)
+    out=$UROCE_RUNTIME_DIR/job.out
+    if [ "$mode" = openmpi_ofi ]; then
+        # libfabric's verbs provider under its RDM layer (Open MPI's cm pml, ofi mtl).
+        job=(--mca pml cm --mca mtl ofi --mca mtl_ofi_provider_include "verbs;ofi_rxm")
+    else
+        job=(--mca pml ucx -x UCX_TLS=rc_verbs,ud_verbs,self)
+        # 1% of the packets on host 3's link lost, both ways.
+        "$UROCE" cluster faults "${NAME}3" loss=0.01,seed=3 || fail "cluster faults"
+    fi
+    on "${NAME}1" env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 timeout 200 \
+        mpirun.openmpi -np $N --host "$("$UROCE" cluster hosts --name "$NAME" --format comma)" \
+        "${job[@]}" "$MPI_CHECK" >"$out" 2>&1 || fail "mpirun: $(cat "$out")"
+    check_ranks "$out"
+    check_rc_traffic
+    if [ "$mode" = loss ]; then
+        f=$(on "${NAME}3" "$UROCE" counters uroce0 | grep '^faults [rt]x seen')
+        echo "$f"
+        for d in rx tx; do
+            n=$(echo "$f" | awk -v d=$d '$2 == d {print $6}')
+            [ "${n:-0}" -gt 10 ] || fail "host 3's device dropped ${n:-0} $d packets"
+        done
+        r=$(on "${NAME}3" "$UROCE" counters uroce0 | awk '$1 == "counters" {print $11}')
+        [ "${r:-0}" -gt 0 ] || fail "host 3 retransmitted nothing"
+    fi
+    "$UROCE" cluster down --name "$NAME" || fail "down"
+    check_gone $old
+    ;;
+tools)
+    # ucx_perftest and libfabric's fi_pingpong from host 2 to host 1.
+    need ucx_perftest
+    need fi_pingpong
+    up
+    host_pair 1 2 env UCX_TLS=rc_verbs,ud_verbs,self ucx_perftest $(ucx_perftest_p2p) -p "$PORT" \
+        -t tag_bw -s 65536 -n 1000
+    grep '^Final:' "$UROCE_RUNTIME_DIR/client.out" || fail "ucx_perftest printed no Final line"
+    host_pair 1 2 fi_pingpong -p "verbs;ofi_rxm" -e rdm -B "$PORT" -P "$PORT"
+    grep -qE '^1m ' "$UROCE_RUNTIME_DIR/client.out" || fail "fi_pingpong: no 1 MiB messages"
+    for h in 1 2; do
+        tx=$(on "$NAME$h" "$UROCE" counters uroce0 | awk '$1 == "counters" {print $3}')
+        [ "$tx" -gt 1000 ] || fail "$NAME$h sent $tx packets"
+    done
     ;;
 mpich)
     build_check mpicc.mpich
