@@ -1,10 +1,18 @@
 #!/bin/bash
 # `uroce cluster`: N RDMA hosts on one machine (docs/cluster.md). Each host is a network
 # namespace with one end of a veth pair on a bridge, an address, a uroce device (uroce0) on
-# it, a runtime directory of its own and an /etc/hosts naming every host (ip netns exec
-# binds /etc/netns/NS/hosts over /etc/hosts). The bridge lives in a namespace of its own,
-# so nothing of a cluster is in the caller's network namespace. `uroce` (emu/programs/
-# uroce_cli.cpp) runs this file with UROCE (its own path) and UROCE_RUNTIME_DIR set.
+# it, a runtime directory of its own and an /etc/hosts naming every host. The bridge lives in
+# a namespace of its own, so nothing of a cluster is in the caller's network namespace.
+# Two ways to hold the namespaces:
+#   root      named network namespaces (ip netns: uroce-C-1.., uroce-C-hub); ip netns exec
+#             binds /etc/netns/NS/hosts over /etc/hosts
+#   userns    (anyone else, where unprivileged user namespaces are allowed) one user
+#             namespace, with the caller as its root, and a mount namespace, both held by a
+#             keeper process whose network namespace is the bridge's; each host's network
+#             namespace is held by a process of its own (its pid is the host's reference);
+#             a host's commands get a sysfs of its namespace and /etc/hosts bound over
+# `uroce` (emu/programs/uroce_cli.cpp) runs this file with UROCE (its own path) and
+# UROCE_RUNTIME_DIR set.
 set -euo pipefail
 
 UROCE=${UROCE:?run as uroce cluster}
@@ -33,8 +41,9 @@ EOF
     exit 2
 }
 
-# Where a cluster's files are: its hosts, its creator, a runtime directory per host
-# (net-INODE, the host's network namespace's).
+# Where a cluster's files are: `hosts` (name, address, reference: the namespace's name or
+# the holder's pid, the namespace's inode), `creator`, `mode` (root or userns), `keeper`
+# (userns), `etc-hosts`, and a runtime directory per host (net-INODE, its namespace's).
 cluster_dir() { echo "$RT/cluster-$1"; }
 # Namespace names: uroce-C-1..N, the bridge's uroce-C-hub. C starts with a letter, so
 # none is a two-host test's uroce-PID-a.
@@ -61,23 +70,69 @@ clusters() {
     return 0
 }
 
+userns_mode() { [ "$(cat "$1/mode" 2>/dev/null)" = userns ]; }
+
+# host_prefix CDIR REF: PFX, the command prefix that runs a command in host REF's network
+# namespace (and, userns, the cluster's user and mount namespaces), as root there.
+host_prefix() {
+    if userns_mode "$1"; then
+        # (No -U from inside the user namespace already: a process may not enter its own.)
+        if [ "$(readlink /proc/self/ns/user)" = "$(readlink "/proc/$2/ns/user")" ]; then
+            PFX=(nsenter -t "$2" -m -n --)
+        else
+            PFX=(nsenter -t "$2" -U --preserve-credentials -m -n --)
+        fi
+    else
+        PFX=(ip netns exec "$2")
+    fi
+}
+
+# in_host CDIR REF CMD...: CMD on that host.
+in_host() {
+    local PFX
+    host_prefix "$1" "$2"
+    shift 2
+    "${PFX[@]}" "$@"
+}
+
+# Kills every process of ours in the network namespace with inode $1 (userns: no ip netns
+# pids, but /proc shows our own processes' namespaces).
+kill_in_netns() {
+    local p
+    for p in /proc/[0-9]*; do
+        [ "$(readlink "$p/ns/net" 2>/dev/null)" = "net:[$1]" ] && kill -KILL "${p#/proc/}" 2>/dev/null
+    done
+    return 0
+}
+
 # Removes everything of cluster $1 that exists: its devices, whatever still runs in its
 # namespaces (only what the cluster started, or ran on it, can be there), the namespaces
 # (which take the veths and the bridge along), their /etc/netns files, its directory.
 teardown() {
-    local c=$1 dir ns pid h addr
+    local c=$1 dir ns pid h addr ref ino keeper
     dir=$(cluster_dir "$c")
     if [ -f "$dir/hosts" ]; then
-        while read -r h addr ns; do
-            ip netns exec "$ns" env "UROCE_RUNTIME_DIR=$dir" "$UROCE" stop \
+        while read -r h addr ref ino; do
+            in_host "$dir" "$ref" env "UROCE_RUNTIME_DIR=$dir" "$UROCE" stop \
                 </dev/null >/dev/null 2>&1 || true
         done <"$dir/hosts"
     fi
-    for ns in $(ip netns list 2>/dev/null | awk '{print $1}' | grep -E "^uroce-$c-([0-9]+|hub)\$"); do
-        for pid in $(ip netns pids "$ns" 2>/dev/null); do kill -KILL "$pid" 2>/dev/null || true; done
-        ip netns del "$ns" 2>/dev/null || true
-        rm -rf "/etc/netns/$ns"
-    done
+    if userns_mode "$dir"; then
+        for ino in $(awk '{print $4}' "$dir/hosts" "$dir/hosts.new" 2>/dev/null); do
+            kill_in_netns "$ino"
+        done
+        keeper=$(cat "$dir/keeper" 2>/dev/null || true)
+        if [ -n "$keeper" ] && ino=$(readlink "/proc/$keeper/ns/net" 2>/dev/null); then
+            ino=${ino#net:[}
+            kill_in_netns "${ino%]}"
+        fi
+    elif [ "$(id -u)" = 0 ]; then
+        for ns in $(ip netns list 2>/dev/null | awk '{print $1}' | grep -E "^uroce-$c-([0-9]+|hub)\$"); do
+            for pid in $(ip netns pids "$ns" 2>/dev/null); do kill -KILL "$pid" 2>/dev/null || true; done
+            ip netns del "$ns" 2>/dev/null || true
+            rm -rf "/etc/netns/$ns"
+        done
+    fi
     rm -rf "$dir"
 }
 
@@ -118,12 +173,19 @@ cmd_up() {
     base=$(($(ip_to_int "${BASH_REMATCH[1]}") & ~((1 << (32 - prefix)) - 1) & 0xffffffff))
     [ "$n" -le $(((1 << (32 - prefix)) - 2)) ] || die "$n hosts do not fit in $net"
     [[ $mtu =~ ^[0-9]+$ ]] && [ "$mtu" -ge 1280 ] && [ "$mtu" -le 65535 ] || die "bad --mtu '$mtu'"
-    [ "$(id -u)" = 0 ] || die "needs root (network namespaces, veth pairs and a bridge)"
     command -v ip >/dev/null || die "ip (iproute2) is not installed"
+    local mode=root
+    if [ "$(id -u)" != 0 ]; then
+        mode=userns
+        command -v nsenter >/dev/null && command -v unshare >/dev/null ||
+            die "without root a cluster needs unshare and nsenter (util-linux)"
+        unshare -U -r -m -n true 2>/dev/null ||
+            die "without root a cluster lives in a user namespace, and this system allows none to uid $(id -u) (kernel.unprivileged_userns_clone, user.max_user_namespaces, or a seccomp filter): run as root"
+    fi
 
     local dir
     dir=$(cluster_dir "$name")
-    if [ -e "$dir" ] || ip netns list 2>/dev/null | grep -qE "^uroce-$name-([0-9]+|hub)( |\$)"; then
+    if [ -e "$dir" ] || { [ $mode = root ] && ip netns list 2>/dev/null | grep -qE "^uroce-$name-([0-9]+|hub)( |\$)"; }; then
         if creator_alive "$name"; then
             die "cluster $name is up (made by pid $(cut -d' ' -f1 "$dir/creator")): uroce cluster down --name $name first"
         fi
@@ -132,48 +194,82 @@ cmd_up() {
     fi
     mkdir -p "$RT"
     mkdir -m 700 "$dir"
+    echo $mode >"$dir/mode"
     proc_id "$PPID" >"$dir/creator" || die "cannot read /proc/$PPID"
     trap 'teardown "$name"' ERR INT TERM
 
-    local hub i ns addr h
-    hub=$(hub_ns "$name")
-    ip netns add "$hub" || die "ip netns add $hub is not allowed here"
-    ip -n "$hub" link add br0 type bridge mcast_snooping 0
-    ip -n "$hub" link set br0 mtu "$mtu" up
+    local i ns addr h ino
     : >"$dir/hosts.new"
-    for i in $(seq 1 "$n"); do
-        h=$name$i ns=$(host_ns "$name" "$i") addr=$(int_to_ip $((base + i)))
-        ip netns add "$ns"
-        ip link add eth0 netns "$ns" mtu "$mtu" type veth peer name "$h" netns "$hub" mtu "$mtu"
-        ip -n "$hub" link set "$h" master br0 up
-        ip -n "$ns" link set lo up
-        ip -n "$ns" link set eth0 up
-        ip -n "$ns" addr add "$addr/$prefix" dev eth0
-        echo "$h $addr $ns" >>"$dir/hosts.new"
-    done
-    for i in $(seq 1 "$n"); do
-        ns=$(host_ns "$name" "$i")
-        mkdir -p "/etc/netns/$ns"
-        {
-            echo "127.0.0.1 localhost"
-            echo "::1 localhost ip6-localhost ip6-loopback"
-            awk '{print $2, $1}' "$dir/hosts.new"
-        } >"/etc/netns/$ns/hosts"
-    done
-    while read -r h addr ns; do
+    if [ $mode = root ]; then
+        local hub
+        hub=$(hub_ns "$name")
+        ip netns add "$hub" || die "ip netns add $hub is not allowed here"
+        ip -n "$hub" link add br0 type bridge mcast_snooping 0
+        ip -n "$hub" link set br0 mtu "$mtu" up
+        for i in $(seq 1 "$n"); do
+            h=$name$i ns=$(host_ns "$name" "$i") addr=$(int_to_ip $((base + i)))
+            ip netns add "$ns"
+            ip link add eth0 netns "$ns" mtu "$mtu" type veth peer name "$h" netns "$hub" mtu "$mtu"
+            ip -n "$hub" link set "$h" master br0 up
+            echo "$h $addr $ns $(stat -L -c %i "/run/netns/$ns")" >>"$dir/hosts.new"
+        done
+    else
+        # The keeper: the user and mount namespaces, and the bridge's network namespace.
+        local keeper holder
+        setsid unshare -U -r -m -n --propagation private sleep infinity </dev/null >/dev/null 2>&1 &
+        keeper=$!
+        echo "$keeper" >"$dir/keeper"
+        wait_new_ns "$keeper" user
+        nsenter -t "$keeper" -U --preserve-credentials -m -n -- sh -c "ip link set lo up && ip link add br0 type bridge mcast_snooping 0 && ip link set br0 mtu $mtu up"
+        for i in $(seq 1 "$n"); do
+            h=$name$i addr=$(int_to_ip $((base + i)))
+            setsid nsenter -t "$keeper" -U --preserve-credentials -m -n -- unshare -n sleep infinity </dev/null >/dev/null 2>&1 &
+            holder=$!
+            wait_new_ns "$holder" net "$keeper"
+            ino=$(readlink "/proc/$holder/ns/net")
+            ino=${ino#net:[}
+            echo "$h $addr $holder ${ino%]}" >>"$dir/hosts.new"
+            nsenter -t "$keeper" -U --preserve-credentials -m -n -- sh -c "ip link add $h mtu $mtu type veth peer name eth0 netns $holder mtu $mtu && ip link set $h master br0 up"
+        done
+    fi
+    {
+        echo "127.0.0.1 localhost"
+        echo "::1 localhost ip6-localhost ip6-loopback"
+        awk '{print $2, $1}' "$dir/hosts.new"
+    } >"$dir/etc-hosts"
+    local ref
+    while read -r h addr ref ino; do
+        if [ $mode = root ]; then
+            mkdir -p "/etc/netns/$ref"
+            cp "$dir/etc-hosts" "/etc/netns/$ref/hosts"
+        fi
+        in_host "$dir" "$ref" sh -c "ip link set lo up && ip link set eth0 up && ip addr add $addr/$prefix dev eth0" </dev/null
         # The host's runtime directory: the one of its network namespace (emu/abi/runtime.h),
         # so every host's processes can share one UROCE_RUNTIME_DIR, the cluster's.
-        mkdir -m 700 "$dir/net-$(stat -L -c %i "/run/netns/$ns")"
+        mkdir -m 700 "$dir/net-$ino"
         local opts=(--name uroce0 --addr "$addr")
         [ -n "$faults" ] && opts+=(--faults "$faults")
         [ -n "$pcapdir" ] && mkdir -p "$pcapdir" && opts+=(--pcap "$pcapdir/$h.pcap")
-        ip netns exec "$ns" env "UROCE_RUNTIME_DIR=$dir" "$UROCE" start "${opts[@]}" </dev/null >/dev/null ||
+        in_host "$dir" "$ref" env "UROCE_RUNTIME_DIR=$dir" "$UROCE" start "${opts[@]}" </dev/null >/dev/null ||
             { teardown "$name"; die "uroce start on $h failed"; }
     done <"$dir/hosts.new"
     mv "$dir/hosts.new" "$dir/hosts"
     trap - ERR INT TERM
     echo "cluster $name: $n hosts on $net (mtu $mtu), each with device uroce0"
     awk '{print "  " $1, $2}' "$dir/hosts"
+}
+
+# Waits until process $1 is in a $2 namespace other than ours (or than process $3's).
+wait_new_ns() {
+    local mine
+    mine=$(readlink "/proc/${3:-self}/ns/$2")
+    for _ in $(seq 200); do
+        local now
+        now=$(readlink "/proc/$1/ns/$2" 2>/dev/null) || die "the $2 namespace's holder $1 died"
+        [ "$now" != "$mine" ] && return 0
+        sleep 0.01
+    done
+    die "process $1 made no $2 namespace"
 }
 
 cmd_down() {
@@ -194,15 +290,15 @@ cmd_down() {
 }
 
 # Finds HOST (a host's name or address) among the clusters, the one this command runs in
-# (UROCE_CLUSTER_DIR, set by exec) first: sets H (name), NS and CDIR.
+# (UROCE_CLUSTER_DIR, set by exec) first: sets H (name), NS (the reference) and CDIR.
 find_host() {
-    local want=$1 d h addr ns
+    local want=$1 d h addr ns ino
     local dirs=()
     [ -n "${UROCE_CLUSTER_DIR:-}" ] && dirs+=("$UROCE_CLUSTER_DIR")
     for d in $(clusters); do dirs+=("$(cluster_dir "$d")"); done
     for d in "${dirs[@]}"; do
         [ -f "$d/hosts" ] || continue
-        while read -r h addr ns; do
+        while read -r h addr ns ino; do
             if [ "$want" = "$h" ] || [ "$want" = "$addr" ]; then
                 H=$h NS=$ns CDIR=$d
                 return 0
@@ -217,11 +313,18 @@ find_host() {
 # runtime directory (where each host's processes find their own host's devices); launchers
 # started there use the agent to reach the other hosts.
 run_on_host() {
-    exec ip netns exec "$NS" env "UROCE_RUNTIME_DIR=$CDIR" "UROCE_CLUSTER_DIR=$CDIR" \
+    # userns: the host's own sysfs (what ip netns exec mounts) and its /etc/hosts.
+    local setup='hostname "$0" && exec "$@"'
+    userns_mode "$CDIR" &&
+        setup='mount -t sysfs sysfs /sys && mount --bind "$UROCE_CLUSTER_DIR/etc-hosts" /etc/hosts && '$setup
+    local PFX
+    host_prefix "$CDIR" "$NS"
+    exec "${PFX[@]}" env "UROCE_RUNTIME_DIR=$CDIR" "UROCE_CLUSTER_DIR=$CDIR" \
         "OMPI_MCA_plm_rsh_agent=${OMPI_MCA_plm_rsh_agent:-uroce-cluster-agent}" \
+        "PRTE_MCA_plm_rsh_agent=${PRTE_MCA_plm_rsh_agent:-uroce-cluster-agent}" \
         "HYDRA_LAUNCHER=${HYDRA_LAUNCHER:-ssh}" \
         "HYDRA_LAUNCHER_EXEC=${HYDRA_LAUNCHER_EXEC:-uroce-cluster-agent}" \
-        unshare --uts -- sh -c 'hostname "$0" && exec "$@"' "$H" "$UROCE" run -- "$@"
+        unshare --uts -m -- sh -c "$setup" "$H" "$UROCE" run -- "$@"
 }
 
 cmd_exec() {
@@ -256,7 +359,7 @@ cmd_agent() {
 cmd_faults() {
     [ $# = 2 ] || usage
     find_host "$1" || die "no host $1 in any cluster (uroce cluster hosts)"
-    ip netns exec "$NS" env "UROCE_RUNTIME_DIR=$CDIR" "$UROCE" faults "$2" uroce0
+    in_host "$CDIR" "$NS" env "UROCE_RUNTIME_DIR=$CDIR" "$UROCE" faults "$2" uroce0
 }
 
 cmd_hosts() {
@@ -288,13 +391,13 @@ cmd_hosts() {
 }
 
 cmd_list() {
-    local c h addr ns state
+    local c h addr ns ino state
     for c in $(clusters); do
         state=$(creator_alive "$c" && echo "creator $(cut -d' ' -f1 "$(cluster_dir "$c")/creator")" ||
             echo "creator gone")
         echo "cluster $c ($state)"
-        while read -r h addr ns; do
-            if ip netns exec "$ns" env "UROCE_RUNTIME_DIR=$(cluster_dir "$c")" "$UROCE" list \
+        while read -r h addr ns ino; do
+            if in_host "$(cluster_dir "$c")" "$ns" env "UROCE_RUNTIME_DIR=$(cluster_dir "$c")" "$UROCE" list \
                 </dev/null 2>/dev/null | grep -q uroce0; then
                 echo "  $h $addr uroce0 running"
             else

@@ -13,9 +13,10 @@
 #   loss       the Open MPI (ucx) job with 1% loss both ways on host 3's link: it completes,
 #              checked, and host 3's device dropped packets both ways and retransmitted
 #   tools      ucx_perftest tag_bw and fi_pingpong (verbs;ofi_rxm) between two hosts
+#   nonroot    as uid 65534: up 2 (in a user namespace), an ibv_rc_pingpong pair across, down
 # Root only (network namespaces); the MPI modes skip where that MPI is not installed.
 . "$(dirname "$0")/lib.sh"
-mode=${1:?usage: cluster_test.sh lifecycle|openmpi|mpich|openmpi_ofi|loss|tools}
+mode=${1:?usage: cluster_test.sh lifecycle|openmpi|mpich|openmpi_ofi|loss|tools|nonroot}
 [ "$(id -u)" = 0 ] || skip "a cluster needs root (network namespaces, veth pairs, a bridge)"
 need ip
 NAME=t$$x  # namespaces are the machine's: a name of this test's own
@@ -241,6 +242,57 @@ tools)
         tx=$(on "$NAME$h" "$UROCE" counters uroce0 | awk '$1 == "counters" {print $3}')
         [ "$tx" -gt 1000 ] || fail "$NAME$h sent $tx packets"
     done
+    ;;
+nonroot)
+    # As nobody (CI runs as root): the cluster lives in a user namespace the command makes.
+    command -v setpriv >/dev/null || skip "setpriv (util-linux) is not installed"
+    nb=(setpriv --reuid=65534 --regid=65534 --clear-groups)
+    "${nb[@]}" test -x "$UROCE" || skip "uid 65534 cannot run $UROCE (the build tree is not readable)"
+    "${nb[@]}" unshare -U -r -m -n true 2>/dev/null ||
+        skip "this system gives uid 65534 no user namespace (kernel.unprivileged_userns_clone, user.max_user_namespaces)"
+    nbrt=$(mktemp -d /tmp/uroce-test-nobody.XXXXXX)
+    chown 65534:65534 "$nbrt"
+    chmod 700 "$nbrt"
+    echo "$nbrt" >"$UROCE_RUNTIME_DIR/nobody-dir"
+    as_nobody() { "${nb[@]}" env "UROCE_RUNTIME_DIR=$nbrt" XDG_RUNTIME_DIR= "${VERBS_ENV[@]:1}" "$@"; }
+    cluster_exit() {
+        local rc=$?
+        as_nobody "$UROCE" cluster down >/dev/null 2>&1 || true
+        rm -rf "$nbrt"
+        (exit $rc)
+        cleanup
+    }
+    as_nobody "$UROCE" cluster up 2 --name "$NAME" >"$UROCE_RUNTIME_DIR/up.out" 2>&1 ||
+        fail "cluster up as nobody: $(cat "$UROCE_RUNTIME_DIR/up.out")"
+    cat "$UROCE_RUNTIME_DIR/up.out"
+    cdir=$nbrt/cluster-$NAME
+    [ "$(cat "$cdir/mode")" = userns ] || fail "mode $(cat "$cdir/mode"), not userns"
+    ip netns list | grep -q "uroce-$NAME-" && fail "named namespaces made without root"
+    pids="$(cat "$cdir/keeper") $(awk '{print $3}' "$cdir/hosts")"
+    for p in $pids; do
+        [ "$(stat -c %u "/proc/$p")" = 65534 ] || fail "holder $p is not nobody's"
+    done
+    so=$UROCE_RUNTIME_DIR/server.out
+    as_nobody "$UROCE" cluster exec "${NAME}1" -- timeout 60 ibv_rc_pingpong -g 0 -p "$PORT" -n 200 \
+        -s 8192 >"$so" 2>&1 &
+    spid=$!
+    for _ in $(seq 100); do
+        as_nobody "$UROCE" cluster exec "${NAME}1" -- grep -qi ":$(printf %04X "$PORT") 0\+:0000 0A" \
+            /proc/net/tcp /proc/net/tcp6 && break
+        sleep 0.1
+    done
+    as_nobody "$UROCE" cluster exec "${NAME}2" -- timeout 60 ibv_rc_pingpong -g 0 -p "$PORT" -n 200 \
+        -s 8192 "${NAME}1" || fail "client on ${NAME}2: $(cat "$so")"
+    wait $spid || fail "server on ${NAME}1: $(cat "$so")"
+    cat "$so"
+    out=$(as_nobody "$UROCE" cluster exec "${NAME}2" -- "$UROCE" counters uroce0 | grep '^counters tx')
+    echo "${NAME}2: $out"
+    [ "$(echo "$out" | awk '{print $3}')" -gt 200 ] || fail "${NAME}2's device sent too little"
+    dev=$(as_nobody "$UROCE" cluster exec "${NAME}1" -- sh -c 'sed -n "s/^pid=//p" "$UROCE_CLUSTER_DIR"/net-*/uroce0.info')
+    as_nobody "$UROCE" cluster down || fail "down as nobody"
+    for p in $pids $dev; do running "$p" && fail "process $p of the cluster still runs"; done
+    [ -z "$(ls -A "$nbrt")" ] || fail "left in nobody's runtime directory: $(ls -A "$nbrt")"
+    echo "as nobody: up 2, a pingpong across, down: nothing left"
     ;;
 mpich)
     build_check mpicc.mpich
