@@ -1,5 +1,6 @@
 #include "net/fault_injector.h"
 
+#include <arpa/inet.h>
 #include <time.h>
 
 #include <algorithm>
@@ -86,17 +87,18 @@ bool parse_fault_spec(const std::string& text, FaultSpec* out, std::string* err)
         if (eq == std::string::npos) {
             *err = "'" + item +
                    "' is not key=value (keys: loss, dup, reorder, delay, corrupt, "
-                   "seed, dir)";
+                   "seed, dir, peer)";
             return false;
         }
         std::string key = item.substr(0, eq), val = item.substr(eq + 1);
         static const char* const kKeys[] = {"loss",    "dup",  "reorder", "delay",
-                                            "corrupt", "seed", "dir"};
+                                            "corrupt", "seed", "dir",     "peer"};
+        constexpr unsigned kNumKeys = sizeof kKeys / sizeof kKeys[0];
         unsigned k = 0;
-        while (k < 7 && key != kKeys[k]) ++k;
-        if (k == 7) {
-            *err =
-                "unknown key '" + key + "' (keys: loss, dup, reorder, delay, corrupt, seed, dir)";
+        while (k < kNumKeys && key != kKeys[k]) ++k;
+        if (k == kNumKeys) {
+            *err = "unknown key '" + key +
+                   "' (keys: loss, dup, reorder, delay, corrupt, seed, dir, peer)";
             return false;
         }
         if (seen & (1u << k)) {
@@ -131,6 +133,13 @@ bool parse_fault_spec(const std::string& text, FaultSpec* out, std::string* err)
                 ok = false;
             }
             break;
+        case 7: {
+            in_addr a{};
+            ok = inet_pton(AF_INET, val.c_str(), &a) == 1 && a.s_addr != 0;
+            if (!ok) *err = "peer: '" + val + "' is not an IPv4 address";
+            s.peer_be = a.s_addr;
+            break;
+        }
         }
         if (!ok) return false;
         if (comma == text.size()) break;
@@ -155,6 +164,11 @@ std::string format_fault_spec(const FaultSpec& s) {
     if (s.corrupt > 0) add("corrupt", number(s.corrupt));
     if (s.has_seed) add("seed", std::to_string(s.seed));
     add("dir", s.dir == kFaultRx ? "rx" : s.dir == kFaultTx ? "tx" : "both");
+    if (s.peer_be) {
+        char a[INET_ADDRSTRLEN];
+        in_addr in{s.peer_be};
+        add("peer", inet_ntop(AF_INET, &in, a, sizeof a));
+    }
     return o;
 }
 
@@ -200,6 +214,8 @@ FaultInjector::Verdict FaultInjector::decide(FaultDir d, uint8_t* data, size_t l
                                              const sockaddr_in& peer, uint64_t now_ns,
                                              uint32_t local_be, IpMarks marks,
                                              uint16_t local_port) {
+    // Another peer's packets are not this spec's (not even seen).
+    if (spec_.peer_be && peer.sin_addr.s_addr != spec_.peer_be) return Verdict::kPass;
     const int i = d == kFaultTx;
     FaultStats& st = stats_[i];
     ++st.seen;

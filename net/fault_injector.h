@@ -31,13 +31,16 @@ struct FaultSpec {
     uint64_t seed = 0;
     bool has_seed = false;  // false: configure() picks a seed (see FaultInjector::spec())
     uint8_t dir = kFaultBoth;
+    // Only packets to or from this IPv4 address (network order) are faulted; 0: all. A link
+    // between two hosts of a cluster (docs/cluster.md) is each one's spec with the other's.
+    uint32_t peer_be = 0;
 
     bool any() const { return loss > 0 || dup > 0 || reorder > 0 || corrupt > 0 || delay_us > 0; }
 };
 
 // Parses a comma-separated list of key=value: loss=P, dup=P, reorder=P, corrupt=P (P in
 // [0, 1]), delay=US (integer microseconds, at most 1000000), seed=N (unsigned 64-bit),
-// dir=rx|tx|both. "off" (or an empty string) means no faults. On error returns false and
+// dir=rx|tx|both, peer=IPV4. "off" (or an empty string) means no faults. On error returns false and
 // puts a one-line reason in *err; *out is then unchanged.
 bool parse_fault_spec(const std::string& text, FaultSpec* out, std::string* err);
 

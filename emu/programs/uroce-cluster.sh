@@ -33,8 +33,9 @@ usage:
   uroce cluster hosts [--name C] [--format table|comma|openmpi|hydra]
   uroce cluster exec HOST [--] CMD...
                      run CMD on HOST with the drop-in libraries and the system view
-  uroce cluster faults HOST SPEC|off
-                     faults on HOST's link, both ways (its device's, docs/faults.md)
+  uroce cluster faults HOST [HOST2] SPEC|off
+                     faults on HOST's link, or between HOST and HOST2 only, both ways
+                     (their devices' injectors, docs/faults.md)
   uroce cluster agent [SSH OPTIONS] HOST CMD...
                      the remote shell for launchers (also as uroce-cluster-agent)
 EOF
@@ -290,7 +291,7 @@ cmd_down() {
 }
 
 # Finds HOST (a host's name or address) among the clusters, the one this command runs in
-# (UROCE_CLUSTER_DIR, set by exec) first: sets H (name), NS (the reference) and CDIR.
+# (UROCE_CLUSTER_DIR, set by exec) first: sets H (name), NS (the reference), ADDR and CDIR.
 find_host() {
     local want=$1 d h addr ns ino
     local dirs=()
@@ -300,7 +301,7 @@ find_host() {
         [ -f "$d/hosts" ] || continue
         while read -r h addr ns ino; do
             if [ "$want" = "$h" ] || [ "$want" = "$addr" ]; then
-                H=$h NS=$ns CDIR=$d
+                H=$h NS=$ns CDIR=$d ADDR=$addr
                 return 0
             fi
         done <"$d/hosts"
@@ -354,12 +355,29 @@ cmd_agent() {
     run_on_host sh -c "$*"
 }
 
-# Faults on HOST's link, both ways: its device's fault injector (docs/faults.md). The kernel's
-# netem would do on the veth, but it is not in every kernel (nor in this one's CI's).
+# Faults on HOST's link, both ways, or only between HOST and HOST2: their devices' fault
+# injectors (docs/faults.md; with peer= the other's address). The kernel's netem would do on
+# the veths, but it is not in every kernel (nor in this one's CI's).
 cmd_faults() {
-    [ $# = 2 ] || usage
+    [ $# = 2 ] || [ $# = 3 ] || usage
+    local spec=${!#} a b
+    if [ $# = 2 ]; then
+        find_host "$1" || die "no host $1 in any cluster (uroce cluster hosts)"
+        in_host "$CDIR" "$NS" env "UROCE_RUNTIME_DIR=$CDIR" "$UROCE" faults "$spec" uroce0
+        return
+    fi
     find_host "$1" || die "no host $1 in any cluster (uroce cluster hosts)"
-    in_host "$CDIR" "$NS" env "UROCE_RUNTIME_DIR=$CDIR" "$UROCE" faults "$2" uroce0
+    a=$ADDR
+    find_host "$2" || die "no host $2 in any cluster (uroce cluster hosts)"
+    b=$ADDR
+    [ "$a" != "$b" ] || die "a link needs two hosts"
+    local with=",peer=$a"
+    case $spec in off | none | "") with="" ;; esac
+    in_host "$CDIR" "$NS" env "UROCE_RUNTIME_DIR=$CDIR" "$UROCE" faults "$spec$with" uroce0
+    find_host "$1"
+    with=",peer=$b"
+    case $spec in off | none | "") with="" ;; esac
+    in_host "$CDIR" "$NS" env "UROCE_RUNTIME_DIR=$CDIR" "$UROCE" faults "$spec$with" uroce0
 }
 
 cmd_hosts() {

@@ -70,6 +70,9 @@ TEST(FaultSpec, RejectsWithAReason) {
     EXPECT_NE(parse_err("delay=2000000").find("1000000"), std::string::npos);
     EXPECT_NE(parse_err("seed=x").find("seed"), std::string::npos);
     EXPECT_NE(parse_err("dir=up").find("rx, tx or both"), std::string::npos);
+    EXPECT_NE(parse_err("peer=10.0.0").find("IPv4 address"), std::string::npos);
+    EXPECT_NE(parse_err("peer=0.0.0.0").find("IPv4 address"), std::string::npos);
+    EXPECT_NE(parse_err("drop=1").find("peer"), std::string::npos) << "the keys are listed";
 }
 
 TEST(FaultSpec, FormatParsesBack) {
@@ -79,6 +82,8 @@ TEST(FaultSpec, FormatParsesBack) {
     FaultSpec t = parse_ok(text);
     EXPECT_EQ(format_fault_spec(t), text);
     EXPECT_EQ(format_fault_spec(FaultSpec{}), "off");
+    EXPECT_EQ(format_fault_spec(parse_ok("peer=10.79.0.3,loss=0.5")),
+              "loss=0.5,dir=both,peer=10.79.0.3");
 }
 
 sockaddr_in peer() {
@@ -127,6 +132,24 @@ TEST(FaultInjector, SameSeedSameDecisions) {
     EXPECT_EQ(f.spec().seed, seed);
     EXPECT_EQ(run("loss=0.1,seed=" + std::to_string(seed), kFaultRx, 2000),
               run(format_fault_spec(f.spec()), kFaultRx, 2000));
+}
+
+// With a peer, only packets to or from that address are looked at (a link of a cluster).
+TEST(FaultInjector, PeerLimitsTheFaultsToOneAddress) {
+    FaultInjector f;
+    f.configure(parse_ok("loss=1,peer=127.0.0.9,seed=1"));
+    sockaddr_in other = peer();
+    other.sin_addr.s_addr = inet_addr("127.0.0.10");
+    for (uint32_t i = 0; i < 100; ++i) {
+        auto p = packet(i);
+        EXPECT_EQ(f.decide(kFaultTx, p.data(), p.size(), peer(), 0), Verdict::kDrop);
+        EXPECT_EQ(f.decide(kFaultRx, p.data(), p.size(), peer(), 0), Verdict::kDrop);
+        EXPECT_EQ(f.decide(kFaultTx, p.data(), p.size(), other, 0), Verdict::kPass);
+        EXPECT_EQ(f.decide(kFaultRx, p.data(), p.size(), other, 0), Verdict::kPass);
+    }
+    EXPECT_EQ(f.stats(kFaultTx).seen, 100u);
+    EXPECT_EQ(f.stats(kFaultTx).dropped, 100u);
+    EXPECT_EQ(f.stats(kFaultRx).seen, 100u);
 }
 
 TEST(FaultInjector, RatesAndCounters) {
