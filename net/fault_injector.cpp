@@ -280,6 +280,7 @@ bool FaultInjector::hold(FaultDir d, const uint8_t* data, size_t len, const sock
     s.len = uint32_t(len);
     s.dir = d;
     s.copies = copies;
+    copies_held_ += copies;
     s.pending_pos = npending_;
     pending_[npending_++] = n;
     if (after_seq) {

@@ -96,6 +96,7 @@ public:
                    uint32_t local_be = 0, IpMarks marks = {}, uint16_t local_port = 0);
 
     bool holding() const { return npending_ != 0; }
+    uint32_t held_copies() const { return copies_held_; }  // a held duplicate is two
     // Nanoseconds until the next held packet is due; 0 if one is due now. Only when holding().
     uint64_t next_release_in(uint64_t now_ns) const;
 
@@ -119,6 +120,7 @@ public:
                     taken = fn(FaultDir(s.dir), buffer(due_[i]), size_t(s.len), s.peer);
                 if (!taken) return;
                 --s.copies;
+                --copies_held_;
                 ++stats_[s.dir == kFaultTx].released;
             }
             free_slot(due_[i]);
@@ -168,6 +170,7 @@ private:
     uint32_t nfree_ = 0;
     std::unique_ptr<uint32_t[]> pending_;  // held slot numbers, unordered
     uint32_t npending_ = 0;
+    uint32_t copies_held_ = 0;  // what release() will still hand out
     std::unique_ptr<uint32_t[]> due_;  // scratch for release()
 };
 

@@ -6,7 +6,7 @@
 namespace uroce::emu {
 
 net::TxSource SourcePorts::acquire(uint16_t port) {
-    if (port < net::kRoceSportMin) return {device_port_, 0};
+    if (port < net::kRoceSportMin || port == device_port_) return {device_port_, 0};
     Slot& k = slot(port);
     if (k.users++) return k.sock ? net::TxSource{port, k.sock} : net::TxSource{device_port_, 0};
     int r = io_.senders_open() < kMaxSockets ? io_.open_sender(port) : -EMFILE;
@@ -23,7 +23,7 @@ net::TxSource SourcePorts::acquire(uint16_t port) {
 }
 
 void SourcePorts::release(uint16_t port) {
-    if (port < net::kRoceSportMin) return;
+    if (port < net::kRoceSportMin || port == device_port_) return;
     Slot& k = slot(port);
     if (!k.users || --k.users) return;
     if (k.sock) io_.close_sender(k.sock);

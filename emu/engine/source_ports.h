@@ -22,7 +22,8 @@ public:
     SourcePorts(net::UdpUring& io, uint16_t device_port) : io_(io), device_port_(device_port) {}
 
     // A QP takes `port` (0xC000..0xFFFF; what it gets may be the device's, see above), and
-    // gives back the port it asked for.
+    // gives back the port it asked for. A sent packet the fault injector holds takes its port
+    // too, until it leaves: it is on the wire already, and its QP may be gone by then.
     net::TxSource acquire(uint16_t port);
     void release(uint16_t port);
     // The socket `port` is sent from now, if one is open (a held packet released later).
@@ -36,7 +37,7 @@ public:
 private:
     struct Slot {
         uint16_t sock = 0;   // 0: falls back to the device's socket
-        uint32_t users = 0;  // QPs (and the CM) holding the port
+        uint32_t users = 0;  // QPs (and the CM, and held packets) holding the port
     };
     const Slot& slot(uint16_t port) const { return slots_[port - net::kRoceSportMin]; }
     Slot& slot(uint16_t port) { return slots_[port - net::kRoceSportMin]; }

@@ -33,7 +33,10 @@ bool Wire::fault_rx(const sockaddr_in& from, uint32_t to_be, uint8_t* data, size
 bool Wire::fault_tx(uint32_t slot, size_t len, const sockaddr_in& to, net::IpMarks marks,
                     net::TxSource src) {
     uint8_t* buf = io_.tx_buffer(slot);
+    const uint32_t held = faults_.held_copies();
     Verdict v = faults_.decide(net::kFaultTx, buf, len, to, now_ns(), 0, marks, src.port);
+    // Each copy held keeps its port's socket open until it leaves (release_faults).
+    for (uint32_t k = held; k < faults_.held_copies(); ++k) sources_.acquire(src.port);
     if (v == Verdict::kDrop || v == Verdict::kHeld) {
         io_.tx_free(slot);
         return false;
@@ -50,8 +53,8 @@ bool Wire::fault_tx(uint32_t slot, size_t len, const sockaddr_in& to, net::IpMar
 
 // Delivers the held packets that are due: received ones to the receive path, sent ones
 // to the socket (if every transmit buffer is in flight, they wait for the next turn), from
-// the port they were sent from; one whose port no QP holds any more (its QP is gone, and
-// with it the socket) is lost, as on a wire.
+// the port they were sent from, whose socket they kept open (fault_tx): a packet on the wire
+// arrives even if its QP is gone by then (an ACK the last of a program's messages needed).
 void Wire::release_faults(uint64_t now) {
     faults_.release(
         now, [this](net::FaultDir d, const uint8_t* data, size_t len, const sockaddr_in& peer,
@@ -62,12 +65,16 @@ void Wire::release_faults(uint64_t now) {
                 return true;
             }
             net::TxSource src;
-            if (!sources_.lookup(local_port, &src)) return true;
+            if (!sources_.lookup(local_port, &src)) {  // (it holds its port: not reached)
+                sources_.release(local_port);
+                return true;
+            }
             uint32_t slot;
             uint8_t* b = io_.tx_alloc(&slot);
             if (!b) return false;
             std::memcpy(b, data, len);
             wire_send(slot, len, peer, marks, src);
+            sources_.release(local_port);
             return true;
         });
 }

@@ -26,7 +26,8 @@ die() {
 usage() {
     cat >&2 <<'EOF'
 usage:
-  uroce cluster up N [--name C] [--net CIDR] [--mtu M] [--faults SPEC] [--pcap-dir DIR]
+  uroce cluster up N [--name C] [--net CIDR] [--mtu M] [--faults SPEC | --link-delay US]
+                     [--pcap-dir DIR]
                      hosts C1..CN (C: node), each with a device uroce0
   uroce cluster down [--name C]   remove cluster C, or every cluster
   uroce cluster list              the clusters and their hosts' devices
@@ -154,7 +155,7 @@ ip_to_int() {
 int_to_ip() { echo "$((($1 >> 24) & 255)).$((($1 >> 16) & 255)).$((($1 >> 8) & 255)).$(($1 & 255))"; }
 
 cmd_up() {
-    local n=${1:-} name=node net=10.79.0.0/24 mtu=1500 faults="" pcapdir=""
+    local n=${1:-} name=node net=10.79.0.0/24 mtu=1500 faults="" pcapdir="" delay=""
     [[ $n =~ ^[0-9]+$ ]] && [ "$n" -ge 1 ] || usage
     shift
     while [ $# -gt 0 ]; do
@@ -163,6 +164,7 @@ cmd_up() {
         --net) net=${2:?}; shift 2 ;;
         --mtu) mtu=${2:?}; shift 2 ;;
         --faults) faults=${2:?}; shift 2 ;;
+        --link-delay) delay=${2:?}; shift 2 ;;
         --pcap-dir) pcapdir=$(realpath -m "${2:?}"); shift 2 ;;
         *) usage ;;
         esac
@@ -174,6 +176,12 @@ cmd_up() {
     base=$(($(ip_to_int "${BASH_REMATCH[1]}") & ~((1 << (32 - prefix)) - 1) & 0xffffffff))
     [ "$n" -le $(((1 << (32 - prefix)) - 2)) ] || die "$n hosts do not fit in $net"
     [[ $mtu =~ ^[0-9]+$ ]] && [ "$mtu" -ge 1280 ] && [ "$mtu" -le 65535 ] || die "bad --mtu '$mtu'"
+    if [ -n "$delay" ]; then
+        # Each packet held once, by its sender: one way takes US longer.
+        [[ $delay =~ ^[0-9]+$ ]] || die "bad --link-delay '$delay' (microseconds)"
+        [ -z "$faults" ] || die "--link-delay with --faults: give the delay in --faults (delay=US,dir=tx)"
+        faults=delay=$delay,dir=tx
+    fi
     command -v ip >/dev/null || die "ip (iproute2) is not installed"
     local mode=root
     if [ "$(id -u)" != 0 ]; then

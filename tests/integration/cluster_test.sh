@@ -13,7 +13,8 @@
 #   loss       the Open MPI (ucx) job with 1% loss both ways on the link between hosts 1 and 3:
 #              it completes, checked; both ends dropped packets both ways (only each other's)
 #              and retransmitted
-#   tools      ucx_perftest tag_bw and fi_pingpong (verbs;ofi_rxm) between two hosts
+#   tools      ucx_perftest tag_bw and fi_pingpong (verbs;ofi_rxm) between two hosts; then
+#              up --link-delay: an ibv_rc_pingpong's round trip takes twice the delay
 #   nonroot    as uid 65534: up 2 (in a user namespace), an ibv_rc_pingpong pair across, down
 # Root only (network namespaces); the MPI modes skip where that MPI is not installed.
 . "$(dirname "$0")/lib.sh"
@@ -259,6 +260,17 @@ tools)
     for h in 1 2; do
         tx=$(on "$NAME$h" "$UROCE" counters uroce0 | awk '$1 == "counters" {print $3}')
         [ "$tx" -gt 1000 ] || fail "$NAME$h sent $tx packets"
+    done
+    # --link-delay 3000: a pingpong's round trip takes at least twice that.
+    "$UROCE" cluster down --name "$NAME" || fail "down"
+    N=2 up --link-delay 3000
+    host_pair 1 2 ibv_rc_pingpong -d uroce0 -g 0 -p "$PORT" -n 50 -s 64
+    us=$(sed -n 's/.* = \([0-9.]*\) usec\/iter/\1/p' "$UROCE_RUNTIME_DIR/client.out")
+    echo "with --link-delay 3000: $us usec/iter"
+    awk -v u="$us" 'BEGIN { exit !(u >= 6000) }' || fail "$us usec a round trip with 3 ms each way"
+    for h in 1 2; do
+        on "$NAME$h" "$UROCE" counters uroce0 | grep -Eq '^faults delay=3000,(seed=[0-9]+,)?dir=tx$' ||
+            fail "$NAME$h's fault spec"
     done
     ;;
 nonroot)

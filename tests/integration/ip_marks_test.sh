@@ -146,10 +146,15 @@ cm)
         -Y "udp.port == $UDP" 2>/dev/null >"$UROCE_RUNTIME_DIR/cm.txt"
     awk -F, -v a="$ADDR_A" -v b="$ADDR_B" '
         function df(x) { return x == "1" || x == "True" || x == "Set" }
-        { src[NR] = $1; tos[NR] = $2; ttl[NR] = $3; dff[NR] = $4; dqp[NR] = $5 + 0; attr[NR] = $6
-          if ($6 == "0x0010" && $1 == b && $2 == "0x68") qb = $7 + 0
+        # tshark prints QPNs in hex; "0x12" + 0 is 18 to some awks, 0 to others (mawk 2025).
+        function hex(x,  i, v) {
+            x = tolower(x); sub(/^0x/, "", x); v = 0
+            for (i = 1; i <= length(x); i++) v = v * 16 + index("0123456789abcdef", substr(x, i, 1)) - 1
+            return v }
+        { src[NR] = $1; tos[NR] = $2; ttl[NR] = $3; dff[NR] = $4; dqp[NR] = hex($5); attr[NR] = $6
+          if ($6 == "0x0010" && $1 == b && $2 == "0x68") qb = hex($7)
           if ($6 == "0x0010" && $2 != $8) { print "REQ with TOS " $2 " and traffic class " $8; bad++ }
-          if ($6 == "0x0013" && $1 == a && $2 == "0x68") qa = $9 + 0 }
+          if ($6 == "0x0013" && $1 == a && $2 == "0x68") qa = hex($9) }
         END {
           if (!qa || !qb) { print "no REQ and REP with TOS 0x68"; exit 1 }
           for (i = 1; i <= NR; i++) {

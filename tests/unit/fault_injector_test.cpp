@@ -152,6 +152,26 @@ TEST(FaultInjector, PeerLimitsTheFaultsToOneAddress) {
     EXPECT_EQ(f.stats(kFaultRx).seen, 100u);
 }
 
+// held_copies counts what release() will still hand out: a held duplicate twice (the wire
+// keeps a sent packet's port open per copy, emu/engine/wire_faults.cpp).
+TEST(FaultInjector, HeldCopiesCountsEachCopy) {
+    FaultInjector f;
+    f.configure(parse_ok("dup=1,delay=10,seed=1"));
+    auto p = packet(1);
+    EXPECT_EQ(f.decide(kFaultTx, p.data(), p.size(), peer(), 0), Verdict::kHeld);
+    EXPECT_EQ(f.held_copies(), 2u);
+    int got = 0;
+    f.release(~uint64_t(0), [&](FaultDir, const uint8_t*, size_t, const sockaddr_in&) {
+        ++got;
+        return got == 1;  // the second copy cannot go yet
+    });
+    EXPECT_EQ(got, 2);
+    EXPECT_EQ(f.held_copies(), 1u);
+    f.release(~uint64_t(0), [](FaultDir, const uint8_t*, size_t, const sockaddr_in&) { return true; });
+    EXPECT_EQ(f.held_copies(), 0u);
+    EXPECT_FALSE(f.holding());
+}
+
 TEST(FaultInjector, RatesAndCounters) {
     FaultInjector f;
     f.configure(parse_ok("loss=0.02,dup=0.03,reorder=0.04,corrupt=0.05,seed=1"));
