@@ -170,7 +170,7 @@ private:
     uint32_t nfree_ = 0;
     std::unique_ptr<uint32_t[]> pending_;  // held slot numbers, unordered
     uint32_t npending_ = 0;
-    uint32_t copies_held_ = 0;  // what release() will still hand out
+    uint32_t copies_held_ = 0;         // what release() will still hand out
     std::unique_ptr<uint32_t[]> due_;  // scratch for release()
 };
 

@@ -167,7 +167,8 @@ TEST(FaultInjector, HeldCopiesCountsEachCopy) {
     });
     EXPECT_EQ(got, 2);
     EXPECT_EQ(f.held_copies(), 1u);
-    f.release(~uint64_t(0), [](FaultDir, const uint8_t*, size_t, const sockaddr_in&) { return true; });
+    f.release(~uint64_t(0),
+              [](FaultDir, const uint8_t*, size_t, const sockaddr_in&) { return true; });
     EXPECT_EQ(f.held_copies(), 0u);
     EXPECT_FALSE(f.holding());
 }
