@@ -3,7 +3,7 @@
 #   lifecycle  up 4 (with captures): the host list's forms, a device and the host's own name on each host,
 #              every name resolving on every host, an ibv_rc_pingpong pair between two hosts
 #              by name; a second up refused while its creator lives, a cluster whose creator
-#              is gone replaced by the next up; down leaves no namespace, bridge, device,
+#              was killed (kill -9) replaced by the next up; down leaves no namespace, bridge, device,
 #              /etc/netns file or runtime directory
 #   openmpi    up 4, Open MPI (pml ucx) job of 4 ranks, one per host, started by an unmodified
 #              mpirun through the cluster's agent (tests/integration/mpi_check.c checks
@@ -162,11 +162,16 @@ lifecycle)
         [ "$size" -gt 3000000 ] || fail "$NAME$h's capture has $size bytes"
     done
 
-    # A cluster whose creator (a subshell) is gone: the next up replaces it.
-    (
-        "$UROCE" cluster up 2 --name "$NAME" >/dev/null
-        true
-    ) || fail "up from a subshell"
+    # A cluster whose creator was killed (kill -9 of the shell that ran up): the next up
+    # replaces it.
+    bash -c '"$1" cluster up 2 --name "$2" >/dev/null && echo made && exec sleep 600' \
+        creator "$UROCE" "$NAME" >"$UROCE_RUNTIME_DIR/creator.out" 2>&1 &
+    creator=$!
+    for _ in $(seq 300); do grep -q made "$UROCE_RUNTIME_DIR/creator.out" && break; sleep 0.1; done
+    grep -q made "$UROCE_RUNTIME_DIR/creator.out" || fail "up from a shell: $(cat "$UROCE_RUNTIME_DIR/creator.out")"
+    "$UROCE" cluster list | grep -q "^cluster $NAME (creator $creator)" || fail "list: $("$UROCE" cluster list)"
+    kill -KILL $creator
+    wait $creator 2>/dev/null
     old=$(ip netns pids "uroce-$NAME-1"; ip netns pids "uroce-$NAME-2")
     [ -n "$old" ] || fail "no devices in the subshell's cluster"
     "$UROCE" cluster list | grep -A2 "^cluster $NAME (creator gone)" || fail "list: $("$UROCE" cluster list)"
@@ -178,7 +183,7 @@ lifecycle)
     old=$(device_pids)
     "$UROCE" cluster down --name "$NAME" || fail "down"
     check_gone $old
-    echo "a cluster whose creator was gone: replaced, then down, nothing left"
+    echo "a cluster whose creator was killed: replaced, then down, nothing left"
     ;;
 openmpi)
     build_check mpicc.openmpi
