@@ -330,7 +330,7 @@ run_on_host() {
     host_prefix "$CDIR" "$NS"
     exec "${PFX[@]}" env "UROCE_RUNTIME_DIR=$CDIR" "UROCE_CLUSTER_DIR=$CDIR" \
         "OMPI_MCA_plm_rsh_agent=${OMPI_MCA_plm_rsh_agent:-uroce-cluster-agent}" \
-        "PRTE_MCA_plm_rsh_agent=${PRTE_MCA_plm_rsh_agent:-uroce-cluster-agent}" \
+        "PRTE_MCA_plm_ssh_agent=${PRTE_MCA_plm_ssh_agent:-uroce-cluster-agent}" \
         "HYDRA_LAUNCHER=${HYDRA_LAUNCHER:-ssh}" \
         "HYDRA_LAUNCHER_EXEC=${HYDRA_LAUNCHER_EXEC:-uroce-cluster-agent}" \
         unshare --uts -m -- sh -c "$setup" "$H" "$UROCE" run -- "$@"
