@@ -97,14 +97,32 @@ in_host() {
     "${PFX[@]}" "$@"
 }
 
-# Kills every process of ours in the network namespace with inode $1 (userns: no ip netns
-# pids, but /proc shows our own processes' namespaces).
-kill_in_netns() {
+# The processes of ours in the network namespace with inode $1 (userns: no ip netns pids,
+# but /proc shows our own processes' namespaces).
+pids_in_netns() {
     local p
     for p in /proc/[0-9]*; do
-        [ "$(readlink "$p/ns/net" 2>/dev/null)" = "net:[$1]" ] && kill -KILL "${p#/proc/}" 2>/dev/null
+        [ "$(readlink "$p/ns/net" 2>/dev/null)" = "net:[$1]" ] && echo "${p#/proc/}"
     done
     return 0
+}
+
+# SIGKILL to PIDS, and back once they are gone (a zombie is gone: its parent may be a pid 1
+# that never reaps), so that `down` returns with nothing of the cluster left running.
+kill_wait() {
+    local p st left
+    for p in "$@"; do kill -KILL "$p" 2>/dev/null || true; done
+    for _ in $(seq 500); do
+        left=0
+        for p in "$@"; do
+            st=$(cat "/proc/$p/stat" 2>/dev/null) || continue
+            st=${st##*) }
+            [ "${st%% *}" = Z ] || left=1
+        done
+        [ $left = 0 ] && return 0
+        sleep 0.01
+    done
+    echo "uroce cluster: processes $* did not end" >&2
 }
 
 # Removes everything of cluster $1 that exists: its devices, whatever still runs in its
@@ -119,18 +137,25 @@ teardown() {
                 </dev/null >/dev/null 2>&1 || true
         done <"$dir/hosts"
     fi
+    local pids=()
     if userns_mode "$dir"; then
         for ino in $(awk '{print $4}' "$dir/hosts" "$dir/hosts.new" 2>/dev/null); do
-            kill_in_netns "$ino"
+            pids+=($(pids_in_netns "$ino"))
         done
         keeper=$(cat "$dir/keeper" 2>/dev/null || true)
         if [ -n "$keeper" ] && ino=$(readlink "/proc/$keeper/ns/net" 2>/dev/null); then
             ino=${ino#net:[}
-            kill_in_netns "${ino%]}"
+            pids+=($(pids_in_netns "${ino%]}"))
         fi
+        kill_wait "${pids[@]}"
     elif [ "$(id -u)" = 0 ]; then
+        local gone=()
         for ns in $(ip netns list 2>/dev/null | awk '{print $1}' | grep -E "^uroce-$c-([0-9]+|hub)\$"); do
-            for pid in $(ip netns pids "$ns" 2>/dev/null); do kill -KILL "$pid" 2>/dev/null || true; done
+            pids+=($(ip netns pids "$ns" 2>/dev/null))
+            gone+=("$ns")
+        done
+        kill_wait "${pids[@]}"
+        for ns in "${gone[@]}"; do
             ip netns del "$ns" 2>/dev/null || true
             rm -rf "/etc/netns/$ns"
         done
