@@ -98,9 +98,11 @@ in_host() {
 }
 
 # The processes of ours in the network namespace with inode $1 (userns: no ip netns pids,
-# but /proc shows our own processes' namespaces).
+# but /proc shows our own processes' namespaces). Never our own namespace's (a record gone
+# wrong must not make `down` kill the caller's processes).
 pids_in_netns() {
     local p
+    [ "$(readlink /proc/self/ns/net)" = "net:[$1]" ] && return 0
     for p in /proc/[0-9]*; do
         [ "$(readlink "$p/ns/net" 2>/dev/null)" = "net:[$1]" ] && echo "${p#/proc/}"
     done
@@ -293,14 +295,18 @@ cmd_up() {
     awk '{print "  " $1, $2}' "$dir/hosts"
 }
 
-# Waits until process $1 is in a $2 namespace other than ours (or than process $3's).
+# Waits until process $1 has made its own $2 namespace: one that is neither ours nor (with
+# $3) process $3's. A holder passes through the keeper's namespaces on its way to its own
+# (nsenter, then unshare): its namespace before that is ours, and taking that one for the
+# host's would put the host's veth, and later `down`'s kills, in the caller's namespace.
 wait_new_ns() {
-    local mine
-    mine=$(readlink "/proc/${3:-self}/ns/$2")
-    for _ in $(seq 200); do
+    local mine theirs=""
+    mine=$(readlink "/proc/self/ns/$2")
+    [ -n "${3:-}" ] && theirs=$(readlink "/proc/$3/ns/$2")
+    for _ in $(seq 500); do
         local now
         now=$(readlink "/proc/$1/ns/$2" 2>/dev/null) || die "the $2 namespace's holder $1 died"
-        [ "$now" != "$mine" ] && return 0
+        [ "$now" != "$mine" ] && [ "$now" != "$theirs" ] && return 0
         sleep 0.01
     done
     die "process $1 made no $2 namespace"
