@@ -125,6 +125,8 @@ std::string Device::dump() const {
       << " tx_bytes " << counters_.tx_bytes << " rx_bytes " << counters_.rx_bytes << " retransmits "
       << counters_.retransmits << " tx_stalls " << counters_.tx_stalls << " xrc_bad_srqn "
       << counters_.xrc_bad_srqn << "\n";
+    o << "counters_retx seq_nak " << counters_.retx_seq_nak << " timeout " << counters_.retx_timeout
+      << " read_gap " << counters_.retx_read_gap << " rnr_nak " << counters_.rnr_naks << "\n";
     o << wire_.offload_line();
     o << wire_.icrc_line();
     o << wire_.sport_line();

@@ -13,6 +13,10 @@ struct DeviceCounters {
     uint64_t tx_pkts = 0, rx_pkts = 0, tx_bytes = 0, rx_bytes = 0;
     uint64_t drops[size_t(net::DropReason::kCount)] = {};
     uint64_t retransmits = 0, tx_stalls = 0;
+    // Why requesters went back (counters_retx): a NAK for a PSN sequence error, an ACK
+    // timeout, a READ response after a gap; and RNR NAKs, which wait and resend without
+    // counting as a retransmission.
+    uint64_t retx_seq_nak = 0, retx_timeout = 0, retx_read_gap = 0, rnr_naks = 0;
     uint64_t xrc_bad_srqn = 0;  // XRC requests naming an SRQ outside the TGT QP's domain
     // Multicast: packets sent to a group, received for a group, and copies handed to
     // attached QPs (docs/multicast.md).

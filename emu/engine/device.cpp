@@ -273,6 +273,7 @@ void Device::run_ready() {
     static thread_local std::vector<Qp*> work;
     sched_.take_ready(work);
     for (Qp* qp : work) {
+        responder_.send_owed(*qp);
         requester_.progress(*qp);
         // Between two QPs (never inside one's progress: its ACKs would re-enter it), what
         // it sent to this device goes through, while its buffers are still in the cache.

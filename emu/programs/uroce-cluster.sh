@@ -63,11 +63,12 @@ proc_id() {
     echo "$pid ${20}"
 }
 
-# The clusters this runtime directory holds.
+# The clusters this runtime directory holds (one whose up was cut short too: it has its
+# mode, not yet its hosts).
 clusters() {
     local d
     for d in "$RT"/cluster-*; do
-        [ -f "$d/hosts" ] && basename "$d" | sed 's/^cluster-//'
+        [ -f "$d/mode" ] && basename "$d" | sed 's/^cluster-//'
     done
     return 0
 }
@@ -133,12 +134,14 @@ kill_wait() {
 teardown() {
     local c=$1 dir ns pid h addr ref ino keeper
     dir=$(cluster_dir "$c")
-    if [ -f "$dir/hosts" ]; then
+    local f
+    for f in "$dir/hosts" "$dir/hosts.new"; do
+        [ -f "$f" ] || continue
         while read -r h addr ref ino; do
             in_host "$dir" "$ref" env "UROCE_RUNTIME_DIR=$dir" "$UROCE" stop \
                 </dev/null >/dev/null 2>&1 || true
-        done <"$dir/hosts"
-    fi
+        done <"$f"
+    done
     local pids=()
     if userns_mode "$dir"; then
         for ino in $(awk '{print $4}' "$dir/hosts" "$dir/hosts.new" 2>/dev/null); do
@@ -232,7 +235,8 @@ cmd_up() {
     mkdir -m 700 "$dir"
     echo $mode >"$dir/mode"
     proc_id "$PPID" >"$dir/creator" || die "cannot read /proc/$PPID"
-    trap 'teardown "$name"' ERR INT TERM
+    trap 'teardown "$name"' ERR
+    trap 'teardown "$name"; exit 130' INT TERM
 
     local i ns addr h ino
     : >"$dir/hosts.new"
@@ -452,6 +456,10 @@ cmd_list() {
     for c in $(clusters); do
         state=$(creator_alive "$c" && echo "creator $(cut -d' ' -f1 "$(cluster_dir "$c")/creator")" ||
             echo "creator gone")
+        if [ ! -f "$(cluster_dir "$c")/hosts" ]; then
+            echo "cluster $c ($state, its up did not finish: uroce cluster down --name $c)"
+            continue
+        fi
         echo "cluster $c ($state)"
         while read -r h addr ns ino; do
             if in_host "$(cluster_dir "$c")" "$ns" env "UROCE_RUNTIME_DIR=$(cluster_dir "$c")" "$UROCE" list \

@@ -95,6 +95,7 @@ void RcCompleter<Env>::read_atomic_response(Qp& qp, const net::Packet& p) {
             qp.read_gap_nak = true;
             ++qp.retransmits;
             ++env_.counters.retransmits;
+            ++env_.counters.retx_read_gap;
             env_.requester.go_back(qp, qp.una_psn);
         }
         return;
@@ -159,6 +160,7 @@ void RcCompleter<Env>::receive(Qp& qp, const net::Packet& p) {
         ack_upto(qp, psn);
         break;
     case 1: {  // RNR NAK: the responder had no receive posted for `psn`
+        ++env_.counters.rnr_naks;
         ack_upto(qp, net::psn_add(psn, -1));
         if (qp.state == IBV_QPS_ERR) return;
         if (qp.rnr_left == 0) return fail_oldest(qp, IBV_WC_RNR_RETRY_EXC_ERR);
@@ -178,6 +180,7 @@ void RcCompleter<Env>::receive(Qp& qp, const net::Packet& p) {
             if (qp.rnr_wait) break;  // a packet sent behind the one refused for RNR
             ++qp.retransmits;
             ++env_.counters.retransmits;
+            ++env_.counters.retx_seq_nak;
             env_.requester.go_back(qp, qp.una_psn);  // not `psn`: see the RNR case
             break;
         case 1: fail_oldest(qp, IBV_WC_REM_INV_REQ_ERR); break;
@@ -214,6 +217,7 @@ void RcCompleter<Env>::retransmit_timeout(Qp& qp) {
     --qp.retry_left;
     ++qp.retransmits;
     ++env_.counters.retransmits;
+    ++env_.counters.retx_timeout;
     qp.read_gap_nak = false;
     env_.requester.go_back(qp, qp.una_psn);
     env_.sched.arm_timer(qp, env_.now_ns() + ack_timeout_ns(qp.attr.timeout));

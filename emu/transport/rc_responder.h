@@ -4,7 +4,8 @@
 // (tests/unit/rc_responder_test.cpp); in the daemon Env is TransportEnv
 // (emu/transport/transport_env.h, instantiated in rc_responder.cpp).
 //
-// What the Env offers, by part: wire (tx_begin, transmit, tx_free); recv (comm_established,
+// What the Env offers, by part: wire (tx_begin, transmit, tx_free); sched (mark_ready: an ACK
+// owed for want of a transmit buffer); recv (comm_established,
 // take, place_payload, complete); dma (read, readv, write, store64, write_later, settle);
 // verbs (mr_for_key); windows (mw_target, remote_invalidatable, unbind); errors: xrc
 // (post_qp_async), done (qp_to_error), counters (drop(reason, qp)); and trace.
@@ -27,6 +28,9 @@ public:
 
     // A request packet for `qp` (an RC QP, or an XRC TGT QP once its SRQ is resolved).
     void receive(Qp& qp, const net::Packet& p);
+    // Sends what `qp` owes for want of transmit buffers: the rest of a READ's responses, then
+    // an ACK (the engine calls it for the QPs on its ready list).
+    void send_owed(Qp& qp);
     // An rkey resolved for remote access (0: denied); the UC responder uses it too.
     uint64_t remote_target(const Qp& qp, uint32_t rkey, uint64_t va, uint64_t len, uint32_t access,
                            Session** owner) const;
@@ -48,6 +52,8 @@ private:
     static void record_executed(Qp& qp, uint32_t psn, uint64_t orig);
     void send_ack(Qp& qp, uint8_t syndrome, uint32_t psn);
     void execute_read(Qp& qp, const net::Packet& p, bool duplicate);
+    void send_read_responses(Qp& qp, const Qp::ReadOwed& r, uint64_t src, Session* mem);
+    void resume_read(Qp& qp);
     void execute_atomic(Qp& qp, const net::Packet& p, bool duplicate);
     void execute_atomic_write(Qp& qp, const net::Packet& p, bool duplicate);
     bool flush_allowed(const Qp& qp, const net::Packet& p, uint32_t access) const;

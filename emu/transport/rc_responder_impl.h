@@ -41,9 +41,21 @@ void RcResponder<Env>::record_executed(Qp& qp, uint32_t psn, uint64_t orig) {
 
 template <class Env>
 void RcResponder<Env>::send_ack(Qp& qp, uint8_t syndrome, uint32_t psn) {
+    // Not ahead of the responses of a READ before it (the requester would take them for lost).
+    if (qp.read_owed.active) resume_read(qp);
     uint32_t slot;
-    uint8_t* buf = env_.wire.tx_begin(&slot);
-    if (!buf) return;  // the requester's timer recovers a lost ACK
+    uint8_t* buf = qp.read_owed.active ? nullptr : env_.wire.tx_begin(&slot);
+    if (!buf) {
+        // Every transmit buffer is in flight: owed until one comes back. Left to the
+        // requester's timer it cost a retransmission and the whole ACK timeout (about a
+        // second at UCX's timeout 18, each time a burst filled the buffers).
+        qp.ack_owed = true;
+        qp.ack_owed_syndrome = syndrome;
+        qp.ack_owed_psn = psn;
+        env_.sched.mark_ready(qp);
+        return;
+    }
+    qp.ack_owed = false;
     net::Packet p{};
     p.bth.opcode = net::op_on(qp.transport, net::kOpAck);
     p.bth.pkey = net::kDefaultPkey;
@@ -54,6 +66,18 @@ void RcResponder<Env>::send_ack(Qp& qp, uint8_t syndrome, uint32_t psn) {
     size_t hdr = net::encode_headers(p, buf);
     env_.wire.transmit(slot, hdr, qp.dest, &qp);
     ++qp.tx_pkts;
+}
+
+template <class Env>
+void RcResponder<Env>::send_owed(Qp& qp) {
+    if (!qp.ack_owed && !qp.read_owed.active) return;
+    if (qp.owner->dead || qp.state == IBV_QPS_RESET || qp.state == IBV_QPS_ERR) {
+        qp.ack_owed = false;
+        qp.read_owed.active = false;
+        return;
+    }
+    if (qp.read_owed.active) resume_read(qp);
+    if (qp.ack_owed) send_ack(qp, qp.ack_owed_syndrome, qp.ack_owed_psn);
 }
 
 // A responder-side error: the receive (if any) completes with `status`, the requester
@@ -104,17 +128,55 @@ void RcResponder<Env>::execute_read(Qp& qp, const net::Packet& p, bool duplicate
         qp.epsn = net::psn_add(qp.epsn, npkts);
         qp.msn = (qp.msn + 1) & 0xffffff;
     }
+    // Behind the rest of an earlier READ, which still has no transmit buffers: this one goes
+    // unanswered, and the requester's timer asks for it again (one READ is owed at a time).
+    if (qp.read_owed.active) resume_read(qp);
+    if (qp.read_owed.active) return;
+    Qp::ReadOwed r;
+    r.duplicate = duplicate;
+    r.psn = p.bth.psn;
+    r.npkts = npkts;
+    r.len = len;
+    r.rkey = p.reth.rkey;
+    r.va = p.reth.va;
+    send_read_responses(qp, r, src, mem);
+}
+
+// The rest of an owed READ: its target resolved again (the MR may be gone meanwhile).
+template <class Env>
+void RcResponder<Env>::resume_read(Qp& qp) {
+    Qp::ReadOwed r = qp.read_owed;
+    qp.read_owed.active = false;
+    uint64_t src = 0;
+    Session* mem = qp.owner;
+    if (r.len) {
+        src = remote_target(qp, r.rkey, r.va, r.len, IBV_ACCESS_REMOTE_READ, &mem);
+        if (!src) {
+            if (r.duplicate) return;
+            return error(qp, IBV_WC_REM_ACCESS_ERR, kNakRemAccess, net::psn_add(r.psn, r.next),
+                         IBV_EVENT_QP_ACCESS_ERR);
+        }
+    }
+    send_read_responses(qp, r, src, mem);
+}
+
+// The responses of READ `r` from its packet r.next on. Out of transmit buffers, the rest is
+// owed (qp.read_owed) and goes when they come back (send_owed).
+template <class Env>
+void RcResponder<Env>::send_read_responses(Qp& qp, const Qp::ReadOwed& rd, uint64_t src,
+                                           Session* mem) {
+    const uint32_t npkts = rd.npkts, len = rd.len;
     // In bursts of up to kBurst packets whose payloads one process_vm_readv fills (the
     // source is contiguous); a burst that cannot be read is read again packet by packet, so
     // that the packets before the unreadable one still leave, then the NAK.
     constexpr uint32_t kBurst = TxBatch::kMaxPkts;
     uint32_t slot[kBurst], frame[kBurst];
     iovec local[kBurst];
-    for (uint32_t first = 0; first < npkts; first += kBurst) {
+    for (uint32_t first = rd.next; first < npkts; first += kBurst) {
         uint32_t k = 0;
         for (uint32_t i = first; i < npkts && k < kBurst; ++i, ++k) {
             uint8_t* buf = env_.wire.tx_begin(&slot[k]);
-            if (!buf) break;  // the requester asks again for what is missing
+            if (!buf) break;  // the rest is owed, below
             uint32_t off = i * qp.mtu;
             uint32_t n = len - off < qp.mtu ? len - off : qp.mtu;
             net::Packet r{};
@@ -124,7 +186,7 @@ void RcResponder<Env>::execute_read(Qp& qp, const net::Packet& p, bool duplicate
                                                                      : net::kOpReadRespMiddle);
             r.bth.pkey = net::kDefaultPkey;
             r.bth.dqpn = qp.attr.dest_qp_num;
-            r.bth.psn = net::psn_add(p.bth.psn, i);
+            r.bth.psn = net::psn_add(rd.psn, i);
             r.bth.pad = net::pad_for(n);
             r.aeth.syndrome = kAckUnlimited;
             r.aeth.msn = qp.msn;
@@ -153,13 +215,21 @@ void RcResponder<Env>::execute_read(Qp& qp, const net::Packet& p, bool duplicate
             ++qp.tx_pkts;
         }
         if (good < k) {
-            if (duplicate) return;
+            if (rd.duplicate) return;
             // At the PSN of the first response not sent: the requester has taken the ones
             // before it, and a NAK for the request's PSN would look old.
             return error(qp, IBV_WC_REM_ACCESS_ERR, kNakRemAccess,
-                         net::psn_add(p.bth.psn, first + good), IBV_EVENT_QP_ACCESS_ERR);
+                         net::psn_add(rd.psn, first + good), IBV_EVENT_QP_ACCESS_ERR);
         }
-        if (k < kBurst && first + k < npkts) return;  // out of transmit buffers
+        if (k < kBurst && first + k < npkts) {
+            // Out of transmit buffers: the rest when they come back, not after the
+            // requester's timeout (a second at UCX's, for every large rendezvous READ).
+            qp.read_owed = rd;
+            qp.read_owed.next = first + k;
+            qp.read_owed.active = true;
+            env_.sched.mark_ready(qp);
+            return;
+        }
     }
 }
 

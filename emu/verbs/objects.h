@@ -259,6 +259,22 @@ struct Qp {
     std::vector<AtomicReplay> atomic_replay;  // max_dest_rd_atomic entries, at least 1
     uint32_t atomic_replay_next = 0;
     bool read_gap_nak = false;  // requester: one re-request per read response gap
+    // Responder: an ACK (or NAK) that found every transmit buffer in flight, sent once one
+    // comes back (RcResponder::send_owed_ack) instead of left to the requester's timer. A
+    // later ACK replaces it: ACKs are cumulative.
+    bool ack_owed = false;
+    uint8_t ack_owed_syndrome = 0;
+    uint32_t ack_owed_psn = 0;
+    // Responder: the rest of an RDMA READ's responses, likewise (the ACKs after it wait).
+    struct ReadOwed {
+        bool active = false;
+        bool duplicate = false;  // the answer to a repeated request
+        uint32_t psn = 0;        // the request's (its first response's)
+        uint32_t npkts = 0, next = 0;
+        uint32_t len = 0, rkey = 0;
+        uint64_t va = 0;
+    };
+    ReadOwed read_owed;
 
     // Counters for `uroce res`.
     uint64_t tx_pkts = 0, rx_pkts = 0, retransmits = 0;

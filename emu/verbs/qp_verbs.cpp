@@ -208,6 +208,8 @@ int ControlVerbs::modify_qp(Session& s, const abi::ModifyQpReq& r) {
         qp->have_write = false;
         qp->write_imm_pending = false;
         qp->uc_drop = false;
+        qp->ack_owed = false;  // nothing owed to the old incarnation's peer
+        qp->read_owed.active = false;
         qp->sq->prod.store(0);
         qp->sq->cons.store(0);
         qp->rq->prod.store(0);

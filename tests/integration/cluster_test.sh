@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # uroce cluster (docs/cluster.md): N RDMA hosts in network namespaces on one bridge.
-#   lifecycle  up 4 (with captures): the host list's forms, a device and the host's own name on each host,
+#   lifecycle  up with a bad fault spec: an error, nothing left; up 4 (with captures): the host list's forms, a device and the host's own name on each host,
 #              every name resolving on every host, an ibv_rc_pingpong pair between two hosts
 #              by name; a second up refused while its creator lives, a cluster whose creator
 #              was killed (kill -9) replaced by the next up; down leaves no namespace, bridge, device,
@@ -124,6 +124,12 @@ check_ranks() {
 
 case $mode in
 lifecycle)
+    # A bad fault spec, found when the first device starts: a clear error, nothing left.
+    "$UROCE" cluster up 2 --name "$NAME" --faults loss=2 >"$UROCE_RUNTIME_DIR/bad.out" 2>&1 &&
+        fail "up with --faults loss=2 succeeded"
+    grep -q "probability" "$UROCE_RUNTIME_DIR/bad.out" || fail "up with a bad spec: $(cat "$UROCE_RUNTIME_DIR/bad.out")"
+    check_gone
+    echo "up with a bad fault spec: $(tail -1 "$UROCE_RUNTIME_DIR/bad.out"), nothing left"
     up --pcap-dir "$UROCE_RUNTIME_DIR/pcaps"
     [ "$("$UROCE" cluster hosts --name "$NAME" --format comma)" = "${NAME}1,${NAME}2,${NAME}3,${NAME}4" ] ||
         fail "hosts --format comma: $("$UROCE" cluster hosts --name "$NAME" --format comma)"

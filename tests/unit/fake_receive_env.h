@@ -60,6 +60,12 @@ public:
     uint32_t to_error = 0, comm_est = 0, drops = 0, slots_in_use = 0;
     uint32_t settles = 0;  // Dma::settle() calls: pending writes made to land
     uint32_t dma_reads = 0, dma_writes = 0;
+    std::vector<uint32_t> marked_ready;  // QPNs put on the engine's ready list
+    // Takes all but `left` transmit slots (the device's buffers in flight), or gives them back.
+    void fill_slots(bool full, uint32_t left = 0) {
+        for (uint32_t i = 0; i < kSlots; ++i) busy_[i] = full && i >= left;
+        slots_in_use = full ? kSlots - left : 0;
+    }
     std::vector<Mr> mrs;  // keys resolve through this table
     FakeTrace trace_log;
 
@@ -184,6 +190,10 @@ public:
         FakeEnv& e;
         void drop(net::DropReason r, Qp& qp) { e.count_drop(r, qp); }
     };
+    struct SchedPart {
+        FakeEnv& e;
+        void mark_ready(Qp& qp) { e.marked_ready.push_back(qp.qpn); }
+    };
     struct RecvPart {
         FakeEnv& e;
         void comm_established(Qp& qp) { e.comm_established(qp); }
@@ -254,6 +264,7 @@ public:
     };
     WirePart wire{*this};
     CountersPart counters{*this};
+    SchedPart sched{*this};
     RecvPart recv{*this};
     DmaPart dma{*this};
     VerbsPart verbs{*this};

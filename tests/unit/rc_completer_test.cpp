@@ -19,6 +19,7 @@ namespace {
 struct FakeEnv {
     struct Counters {
         uint64_t retransmits = 0;
+        uint64_t retx_seq_nak = 0, retx_timeout = 0, retx_read_gap = 0, rnr_naks = 0;
     };
     struct Completion {
         uint32_t index;
@@ -86,6 +87,10 @@ struct FakeEnv {
     struct CountersPart {
         FakeEnv& e;
         uint64_t& retransmits = e.counts.retransmits;
+        uint64_t& retx_seq_nak = e.counts.retx_seq_nak;
+        uint64_t& retx_timeout = e.counts.retx_timeout;
+        uint64_t& retx_read_gap = e.counts.retx_read_gap;
+        uint64_t& rnr_naks = e.counts.rnr_naks;
         void drop(net::DropReason r, Qp& qp) { e.count_drop(r, qp); }
     };
     struct DmaPart {
@@ -187,6 +192,8 @@ TEST_F(RcCompleterTest, SequenceNakGoesBackToTheNakedPsn) {
     EXPECT_EQ(env.go_backs, std::vector<uint32_t>{11});
     EXPECT_EQ(qp.retransmits, 1u);
     EXPECT_EQ(env.counts.retransmits, 1u);
+    EXPECT_EQ(env.counts.retx_seq_nak, 1u);  // counters_retx: by cause
+    EXPECT_EQ(env.counts.retx_timeout, 0u);
     EXPECT_EQ(qp.state, IBV_QPS_RTS);
 }
 
@@ -212,6 +219,8 @@ TEST_F(RcCompleterTest, RnrNakArmsTheRnrTimerWithoutCompleting) {
     EXPECT_EQ(env.go_backs.size(), 1u);
     EXPECT_TRUE(env.completions.empty());
     EXPECT_EQ(env.counts.retransmits, 0u);
+    EXPECT_EQ(env.counts.rnr_naks, 1u);
+    EXPECT_EQ(env.counts.retx_timeout, 0u);
 }
 
 TEST_F(RcCompleterTest, RnrRetriesExhaustedFailTheOldestWqe) {
@@ -241,6 +250,8 @@ TEST_F(RcCompleterTest, TimeoutResendsFromUnaThenGivesUp) {
     EXPECT_EQ(env.go_backs, std::vector<uint32_t>{1000});
     EXPECT_EQ(qp.retry_left, 0);
     EXPECT_EQ(env.counts.retransmits, 1u);
+    EXPECT_EQ(env.counts.retx_timeout, 1u);
+    EXPECT_EQ(env.counts.retx_seq_nak, 0u);
     EXPECT_EQ(env.deadlines.back(), env.now + ack_timeout_ns(kTimeout));
     EXPECT_TRUE(env.completions.empty());
 

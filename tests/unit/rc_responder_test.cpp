@@ -77,6 +77,20 @@ protected:
                   net::DropReason::kNone);
         return p;
     }
+    // The first three packets sent: the responses to a READ at PSN 200 of 3 MTUs from
+    // kIova + 4.
+    void expect_three_read_responses() {
+        const uint8_t ops[3] = {net::kRcReadRespFirst, net::kRcReadRespMiddle,
+                                net::kRcReadRespLast};
+        for (uint32_t i = 0; i < 3; ++i) {
+            net::Packet r = sent(i);
+            EXPECT_EQ(r.bth.opcode, ops[i]) << i;
+            EXPECT_EQ(r.bth.psn, 200u + i) << i;
+            EXPECT_EQ(r.bth.dqpn, kPeerQpn);
+            ASSERT_EQ(r.payload_len, kMtu) << i;
+            EXPECT_EQ(std::memcmp(r.payload, mem_.data() + 4 + i * kMtu, kMtu), 0) << i;
+        }
+    }
     void post_recv(uint64_t wr_id) {
         recv_bufs_.emplace_back(256, 0);
         env_.posted.push_back({wr_id, recv_bufs_.back().data(), 256});
@@ -115,6 +129,45 @@ TEST_F(RcResponderTest, InOrderSendIsDeliveredAndAcknowledged) {
     EXPECT_EQ(qp_.epsn, 101u);
     EXPECT_EQ(qp_.msn, 1u);
     EXPECT_EQ(env_.to_error, 0u);
+}
+
+// With every transmit buffer in flight the ACK is owed, not lost: the QP goes on the ready
+// list and the ACK leaves once a buffer is back (not after the requester's timeout).
+TEST_F(RcResponderTest, AckWithoutTransmitBufferIsOwedAndSentLater) {
+    post_recv(1);
+    post_recv(2);
+    env_.fill_slots(true);
+    responder_.receive(qp_, request(net::kRcSendOnly, 100, true, {1}));
+    EXPECT_TRUE(env_.sent.empty());
+    EXPECT_TRUE(qp_.ack_owed);
+    EXPECT_EQ(env_.marked_ready, std::vector<uint32_t>{qp_.qpn});
+    ASSERT_EQ(env_.completions.size(), 1u);  // the message itself was delivered
+    responder_.send_owed(qp_);               // still no buffer: still owed, marked again
+    EXPECT_TRUE(env_.sent.empty());
+    EXPECT_EQ(env_.marked_ready.size(), 2u);
+
+    env_.fill_slots(false);
+    responder_.send_owed(qp_);
+    ASSERT_EQ(env_.sent.size(), 1u);
+    EXPECT_EQ(sent(0).bth.opcode, net::kRcAck);
+    EXPECT_EQ(sent(0).bth.psn, 100u);
+    EXPECT_EQ(sent(0).aeth.syndrome, kAck);
+    EXPECT_EQ(sent(0).aeth.msn, 1u);
+    EXPECT_FALSE(qp_.ack_owed);
+    responder_.send_owed(qp_);  // nothing owed: nothing sent
+    EXPECT_EQ(env_.sent.size(), 1u);
+
+    // Owed, then a later ACK that found a buffer: it covers the owed one, which is dropped.
+    env_.fill_slots(true);
+    responder_.receive(qp_, request(net::kRcSendOnly, 101, true, {2}));
+    EXPECT_TRUE(qp_.ack_owed);
+    env_.fill_slots(false);
+    post_recv(3);
+    responder_.receive(qp_, request(net::kRcSendOnly, 102, true, {3}));
+    EXPECT_FALSE(qp_.ack_owed);
+    ASSERT_EQ(env_.sent.size(), 2u);
+    EXPECT_EQ(sent(1).bth.psn, 102u);
+    EXPECT_EQ(sent(1).aeth.msn, 3u);
 }
 
 TEST_F(RcResponderTest, MultiPacketSendAcknowledgedOnlyWhereAsked) {
@@ -227,19 +280,41 @@ TEST_F(RcResponderTest, ReadOfThreeMtusIsThreeResponses) {
     responder_.receive(qp_, request(net::kRcReadReq, 200, false, {}, h));
 
     ASSERT_EQ(env_.sent.size(), 3u);
-    const uint8_t ops[3] = {net::kRcReadRespFirst, net::kRcReadRespMiddle, net::kRcReadRespLast};
-    for (uint32_t i = 0; i < 3; ++i) {
-        net::Packet r = sent(i);
-        EXPECT_EQ(r.bth.opcode, ops[i]) << i;
-        EXPECT_EQ(r.bth.psn, 200u + i) << i;
-        EXPECT_EQ(r.bth.dqpn, kPeerQpn);
-        ASSERT_EQ(r.payload_len, kMtu) << i;
-        EXPECT_EQ(std::memcmp(r.payload, mem_.data() + 4 + i * kMtu, kMtu), 0) << i;
-    }
+    expect_three_read_responses();
     EXPECT_EQ(sent(0).aeth.msn, 1u);  // FIRST and LAST carry an AETH
     EXPECT_EQ(sent(2).aeth.syndrome, kAck);
     EXPECT_EQ(qp_.epsn, 203u);  // a READ takes one PSN per response
     EXPECT_EQ(qp_.msn, 1u);
+}
+
+// A READ whose responses run out of transmit buffers owes the rest, sent in order when
+// buffers come back; the ACK of a SEND behind it waits for them.
+TEST_F(RcResponderTest, ReadOutOfTransmitBuffersOwesTheRestInOrder) {
+    qp_.epsn = 200;
+    env_.fill_slots(true, 1);  // one buffer left
+    net::Packet h{};
+    h.reth = {kIova + 4, kRkey, 3 * kMtu};
+    responder_.receive(qp_, request(net::kRcReadReq, 200, false, {}, h));
+    ASSERT_EQ(env_.sent.size(), 1u);
+    EXPECT_TRUE(qp_.read_owed.active);
+    EXPECT_EQ(qp_.read_owed.next, 1u);
+    EXPECT_EQ(env_.marked_ready, std::vector<uint32_t>{qp_.qpn});
+    EXPECT_EQ(qp_.epsn, 203u);
+
+    env_.fill_slots(true);  // (the fake's transmit gave its buffer straight back)
+    post_recv(5);
+    responder_.receive(qp_, request(net::kRcSendOnly, 203, true, {9}));
+    EXPECT_EQ(env_.sent.size(), 1u) << "the ACK does not pass the READ's responses";
+    EXPECT_TRUE(qp_.ack_owed);
+
+    env_.fill_slots(false);
+    responder_.send_owed(qp_);
+    ASSERT_EQ(env_.sent.size(), 4u);
+    expect_three_read_responses();
+    EXPECT_EQ(sent(3).bth.opcode, net::kRcAck);
+    EXPECT_EQ(sent(3).bth.psn, 203u);
+    EXPECT_FALSE(qp_.read_owed.active);
+    EXPECT_FALSE(qp_.ack_owed);
 }
 
 TEST_F(RcResponderTest, DuplicateAtomicIsAnsweredFromTheReplayEntry) {
