@@ -211,11 +211,11 @@ uint64_t FaultInjector::configure(const FaultSpec& spec) {
 uint64_t FaultInjector::draw(FaultDir d) { return splitmix64(rng_[d == kFaultTx]); }
 
 FaultInjector::Verdict FaultInjector::decide(FaultDir d, uint8_t* data, size_t len,
-                                             const sockaddr_in& peer, uint64_t now_ns,
-                                             uint32_t local_be, IpMarks marks,
+                                             const Endpoint& peer, uint64_t now_ns,
+                                             const Endpoint& local, IpMarks marks,
                                              uint16_t local_port) {
     // Another peer's packets are not this spec's (not even seen).
-    if (spec_.peer_be && peer.sin_addr.s_addr != spec_.peer_be) return Verdict::kPass;
+    if (spec_.peer_be && peer.v4_be() != spec_.peer_be) return Verdict::kPass;
     const int i = d == kFaultTx;
     FaultStats& st = stats_[i];
     ++st.seen;
@@ -247,14 +247,14 @@ FaultInjector::Verdict FaultInjector::decide(FaultDir d, uint8_t* data, size_t l
     }
     if (hit(d, thr_reorder_)) {
         uint64_t later = 1 + draw(d) % kReorderMaxLater;
-        if (hold(d, data, len, peer, local_be, marks, local_port,
-                 now_ns + delay_ns_ + kReorderMaxNs, seq + later, copies)) {
+        if (hold(d, data, len, peer, local, marks, local_port, now_ns + delay_ns_ + kReorderMaxNs,
+                 seq + later, copies)) {
             ++st.reordered;
             return Verdict::kHeld;
         }
         ++st.overflow;
     } else if (delay_ns_) {
-        if (hold(d, data, len, peer, local_be, marks, local_port, now_ns + delay_ns_, 0, copies)) {
+        if (hold(d, data, len, peer, local, marks, local_port, now_ns + delay_ns_, 0, copies)) {
             ++st.delayed;
             return Verdict::kHeld;
         }
@@ -263,8 +263,8 @@ FaultInjector::Verdict FaultInjector::decide(FaultDir d, uint8_t* data, size_t l
     return copies == 2 ? Verdict::kDup : Verdict::kPass;
 }
 
-bool FaultInjector::hold(FaultDir d, const uint8_t* data, size_t len, const sockaddr_in& peer,
-                         uint32_t local_be, IpMarks marks, uint16_t local_port, uint64_t due,
+bool FaultInjector::hold(FaultDir d, const uint8_t* data, size_t len, const Endpoint& peer,
+                         const Endpoint& local, IpMarks marks, uint16_t local_port, uint64_t due,
                          uint64_t after_seq, uint8_t copies) {
     if (!nfree_ || len > kSlotBytes) return false;
     uint32_t n = free_[--nfree_];
@@ -274,7 +274,7 @@ bool FaultInjector::hold(FaultDir d, const uint8_t* data, size_t len, const sock
     s.order = next_order_++;
     s.after_seq = after_seq;
     s.peer = peer;
-    s.local_be = local_be;
+    s.local = local;
     s.marks = marks;
     s.local_port = local_port;
     s.len = uint32_t(len);

@@ -16,6 +16,7 @@
 #include <string>
 #include <type_traits>
 
+#include "net/endpoint.h"
 #include "net/ip_marks.h"
 
 namespace uroce::net {
@@ -88,19 +89,19 @@ public:
     bool armed(FaultDir d) const { return armed_[d == kFaultTx]; }
 
     // Decides the fate of one datagram (BTH ... ICRC) travelling in direction d to or from
-    // `peer`; `local_be` (received packets) is the address it was sent to, the device's own
+    // `peer`; `local` (received packets) is the address it was sent to, the device's own
     // or a multicast group's, `marks` the IPv4 TOS and TTL it was sent or received with, and
     // `local_port` (sent packets) the UDP port it leaves from: all are handed back with a held
     // packet. Call only when armed(d).
-    Verdict decide(FaultDir d, uint8_t* data, size_t len, const sockaddr_in& peer, uint64_t now_ns,
-                   uint32_t local_be = 0, IpMarks marks = {}, uint16_t local_port = 0);
+    Verdict decide(FaultDir d, uint8_t* data, size_t len, const Endpoint& peer, uint64_t now_ns,
+                   const Endpoint& local = {}, IpMarks marks = {}, uint16_t local_port = 0);
 
     bool holding() const { return npending_ != 0; }
     uint32_t held_copies() const { return copies_held_; }  // a held duplicate is two
     // Nanoseconds until the next held packet is due; 0 if one is due now. Only when holding().
     uint64_t next_release_in(uint64_t now_ns) const;
 
-    // Hands every due packet to fn(dir, data, len, peer) (or fn(dir, data, len, peer, local_be,
+    // Hands every due packet to fn(dir, data, len, peer) (or fn(dir, data, len, peer, local,
     // marks, local_port) if fn takes them), earliest due first (a duplicated one twice). fn returns
     // false when it cannot take the packet now (no transmit buffer): the packet stays held and the
     // pass ends. fn may call decide() (a released request that makes the device answer), so the
@@ -113,8 +114,9 @@ public:
             while (s.copies) {
                 bool taken;
                 if constexpr (std::is_invocable_v<Fn&, FaultDir, const uint8_t*, size_t,
-                                                  const sockaddr_in&, uint32_t, IpMarks, uint16_t>)
-                    taken = fn(FaultDir(s.dir), buffer(due_[i]), size_t(s.len), s.peer, s.local_be,
+                                                  const Endpoint&, const Endpoint&, IpMarks,
+                                                  uint16_t>)
+                    taken = fn(FaultDir(s.dir), buffer(due_[i]), size_t(s.len), s.peer, s.local,
                                s.marks, s.local_port);
                 else
                     taken = fn(FaultDir(s.dir), buffer(due_[i]), size_t(s.len), s.peer);
@@ -132,8 +134,8 @@ private:
         uint64_t due_ns = 0;     // when it may go (a reordered packet: at the latest)
         uint64_t order = 0;      // tie-break among packets due at once: the order they went in
         uint64_t after_seq = 0;  // reordered: goes once its direction saw this many packets
-        sockaddr_in peer{};
-        uint32_t local_be = 0;
+        Endpoint peer;
+        Endpoint local;
         IpMarks marks{};
         uint16_t local_port = 0;
         uint32_t len = 0;
@@ -143,8 +145,8 @@ private:
     };
 
     uint8_t* buffer(uint32_t slot) { return mem_.get() + size_t(slot) * kSlotBytes; }
-    bool hold(FaultDir d, const uint8_t* data, size_t len, const sockaddr_in& peer,
-              uint32_t local_be, IpMarks marks, uint16_t local_port, uint64_t due,
+    bool hold(FaultDir d, const uint8_t* data, size_t len, const Endpoint& peer,
+              const Endpoint& local, IpMarks marks, uint16_t local_port, uint64_t due,
               uint64_t after_seq, uint8_t copies);
     void promote(uint32_t di, uint64_t now_ns);
     uint32_t collect_due(uint64_t now_ns);

@@ -12,6 +12,7 @@ namespace {
 constexpr size_t kLrhMaskLen = 8;
 constexpr size_t kIpv4Len = 20;
 constexpr size_t kUdpLen = 8;
+constexpr size_t kIpv6Len = 40;
 constexpr size_t kMaxIpv4Len = 60;
 
 // CRC state after the 8 masked-LRH bytes of 0xFF, starting from the usual ~0 seed. Computed at
@@ -83,6 +84,51 @@ bool icrc_check(uint32_t src_ip_be, uint32_t dst_ip_be, uint16_t sport, uint16_t
     if (udp_payload == nullptr || udp_len < kBthLen + kIcrcLen) return false;
     const uint32_t c = icrc_compute(src_ip_be, dst_ip_be, sport, dport, udp_payload, udp_len);
     return c == icrc_load(udp_payload + udp_len - kIcrcLen);
+}
+
+uint32_t icrc_compute6(const uint8_t* src16, const uint8_t* dst16, uint16_t sport, uint16_t dport,
+                       const uint8_t* udp_payload, size_t udp_len) {
+    if (udp_payload == nullptr || udp_len < kBthLen + kIcrcLen) return 0;
+    uint8_t h[kIpv6Len + kUdpLen + kBthLen];
+    h[0] = 0x6f;  // version 6; traffic class and flow label masked
+    h[1] = h[2] = h[3] = 0xff;
+    store_be16(h + 4, static_cast<uint16_t>(kUdpLen + udp_len));
+    h[6] = 17;    // next header: UDP
+    h[7] = 0xff;  // hop limit, masked
+    std::memcpy(h + 8, src16, 16);
+    std::memcpy(h + 24, dst16, 16);
+    uint8_t* udp = h + kIpv6Len;
+    store_be16(udp, sport);
+    store_be16(udp + 2, dport);
+    store_be16(udp + 4, static_cast<uint16_t>(kUdpLen + udp_len));
+    udp[6] = udp[7] = 0xff;
+    std::memcpy(udp + kUdpLen, udp_payload, kBthLen);
+    udp[kUdpLen + 4] = 0xff;
+    return finish(h, sizeof h, udp_payload, udp_len);
+}
+
+void icrc_store6(const uint8_t* src16, const uint8_t* dst16, uint16_t sport, uint16_t dport,
+                 uint8_t* udp_payload, size_t udp_len) {
+    if (udp_payload == nullptr || udp_len < kBthLen + kIcrcLen) return;
+    icrc_put(udp_payload + udp_len - kIcrcLen,
+             icrc_compute6(src16, dst16, sport, dport, udp_payload, udp_len));
+}
+
+bool icrc_check6(const uint8_t* src16, const uint8_t* dst16, uint16_t sport, uint16_t dport,
+                 const uint8_t* udp_payload, size_t udp_len) {
+    if (udp_payload == nullptr || udp_len < kBthLen + kIcrcLen) return false;
+    return icrc_compute6(src16, dst16, sport, dport, udp_payload, udp_len) ==
+           icrc_load(udp_payload + udp_len - kIcrcLen);
+}
+
+bool icrc_check_ipv6(const uint8_t* ip6, size_t len) {
+    if (ip6 == nullptr || len < kIpv6Len + kUdpLen || (ip6[0] >> 4) != 6 || ip6[6] != 17)
+        return false;
+    const size_t plen = load_be16(ip6 + 4);
+    const uint8_t* udp = ip6 + kIpv6Len;
+    if (kIpv6Len + plen > len || load_be16(udp + 4) != plen) return false;
+    return icrc_check6(ip6 + 8, ip6 + 24, load_be16(udp), load_be16(udp + 2), udp + kUdpLen,
+                       plen - kUdpLen);
 }
 
 bool icrc_compute_ipv4(const uint8_t* ip, size_t len, uint32_t* icrc) {

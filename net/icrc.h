@@ -1,4 +1,4 @@
-// RoCEv2 Invariant CRC over IPv4/UDP (IBTA annex A17.3.3).
+// RoCEv2 Invariant CRC over IPv4/UDP and IPv6/UDP (IBTA annex A17.3.3).
 //
 // The ICRC is a CRC-32 (IEEE, as zlib/Ethernet) over:
 //   8 bytes of 0xFF                   (stands in for the InfiniBand LRH, which RoCEv2 lacks)
@@ -42,6 +42,19 @@ bool icrc_check(uint32_t src_ip_be, uint32_t dst_ip_be, uint16_t sport, uint16_t
 // must be consistent with it. icrc_compute_ipv4 returns false if they are not.
 bool icrc_compute_ipv4(const uint8_t* ip, size_t len, uint32_t* icrc);
 bool icrc_check_ipv4(const uint8_t* ip, size_t len);
+
+// Over IPv6 the pseudo header is the IPv6 header with traffic class, flow label and hop limit
+// all 1s (the version nibble stays), payload length 8 + udp_len, next header 17, then UDP and
+// BTH masked as over IPv4. IPv6 has no ID and no flags: a receiver sees every covered field, so
+// its check is exact. Addresses are the 16 bytes of each.
+uint32_t icrc_compute6(const uint8_t* src16, const uint8_t* dst16, uint16_t sport, uint16_t dport,
+                       const uint8_t* udp_payload, size_t udp_len);
+void icrc_store6(const uint8_t* src16, const uint8_t* dst16, uint16_t sport, uint16_t dport,
+                 uint8_t* udp_payload, size_t udp_len);
+bool icrc_check6(const uint8_t* src16, const uint8_t* dst16, uint16_t sport, uint16_t dport,
+                 const uint8_t* udp_payload, size_t udp_len);
+// Over a complete IPv6 datagram as captured (no extension headers: next header UDP).
+bool icrc_check_ipv6(const uint8_t* ip6, size_t len);
 
 // The value stored in a packet's ICRC field (reads the 4 bytes LSB first). p must hold 4 bytes.
 inline uint32_t icrc_load(const uint8_t* p) {

@@ -35,10 +35,12 @@ uint16_t ipv4_checksum(const uint8_t* h) {
 
 // The UDP checksum (RFC 768) over the IPv4 pseudo-header, the UDP header (checksum 0) and the
 // payload, as the sender's kernel computes it; 0xffff for a sum of 0, which means "none".
-uint16_t udp_checksum(const uint8_t* ip, const uint8_t* udp, const uint8_t* payload, size_t len) {
+// The pseudo header's `addrs` bytes of addresses, then protocol, UDP header and payload.
+uint16_t udp_sum(const uint8_t* addrs, size_t addr_bytes, const uint8_t* udp,
+                 const uint8_t* payload, size_t len) {
     uint64_t sum = 0;
-    for (size_t i = 12; i < 20; i += 2) sum += load_be16(ip + i);  // addresses
-    sum += 17 + load_be16(udp + 4);                                // protocol, UDP length
+    for (size_t i = 0; i < addr_bytes; i += 2) sum += load_be16(addrs + i);
+    sum += 17 + load_be16(udp + 4);  // protocol, UDP length
     for (size_t i = 0; i < kUdpLen; i += 2) sum += load_be16(udp + i);
     size_t i = 0;
     for (; i + 1 < len; i += 2) sum += load_be16(payload + i);
@@ -46,6 +48,15 @@ uint16_t udp_checksum(const uint8_t* ip, const uint8_t* udp, const uint8_t* payl
     while (sum >> 16) sum = (sum & 0xffff) + (sum >> 16);
     const auto c = static_cast<uint16_t>(~sum);
     return c ? c : 0xffff;
+}
+
+uint16_t udp_checksum(const uint8_t* ip, const uint8_t* udp, const uint8_t* payload, size_t len) {
+    return udp_sum(ip + 12, 8, udp, payload, len);
+}
+
+// The same over the IPv6 pseudo header (RFC 8200 8.1).
+uint16_t udp6_checksum(const uint8_t* ip6, const uint8_t* udp, const uint8_t* payload, size_t len) {
+    return udp_sum(ip6 + 8, 32, udp, payload, len);
 }
 
 }  // namespace
@@ -130,15 +141,9 @@ void PcapTap::rotate() {
 void PcapTap::record(uint32_t src_ip_be, uint16_t sport, uint32_t dst_ip_be, uint16_t dport,
                      const uint8_t* udp_payload, size_t udp_len, const struct timeval& ts,
                      uint16_t ip_id, bool df, IpMarks marks, bool udp_csum) {
-    if (dumper_ == nullptr) return;
-
     const size_t wire_len = kEthLen + kIpv4Len + kUdpLen + udp_len;
     const size_t cap_len = std::min(wire_len, kMaxFrame);
-    const size_t rec_len = kRecordHeaderLen + cap_len;
-    if (max_bytes_ != 0 && file_bytes_ > kFileHeaderLen && file_bytes_ + rec_len > max_bytes_) {
-        rotate();
-        if (dumper_ == nullptr) return;
-    }
+    if (!room_for(cap_len)) return;
 
     uint8_t* f = frame_.data();
     put_mac(f, dst_ip_be);
@@ -173,17 +178,72 @@ void PcapTap::record(uint32_t src_ip_be, uint16_t sport, uint32_t dst_ip_be, uin
     const size_t copy = cap_len - (kEthLen + kIpv4Len + kUdpLen);
     if (copy > 0 && udp_payload != nullptr) std::memcpy(udp + kUdpLen, udp_payload, copy);
 
+    dump(cap_len, wire_len, ts);
+}
+
+bool PcapTap::room_for(size_t cap_len) {
+    if (dumper_ == nullptr) return false;
+    if (max_bytes_ != 0 && file_bytes_ > kFileHeaderLen &&
+        file_bytes_ + kRecordHeaderLen + cap_len > max_bytes_)
+        rotate();
+    return dumper_ != nullptr;
+}
+
+void PcapTap::dump(size_t cap_len, size_t wire_len, const struct timeval& ts) {
     pcap_pkthdr h{};
     h.ts = ts;
     h.caplen = static_cast<bpf_u_int32>(cap_len);
     h.len = static_cast<bpf_u_int32>(wire_len);
-    pcap_dump(reinterpret_cast<u_char*>(dumper_), &h, f);
+    pcap_dump(reinterpret_cast<u_char*>(dumper_), &h, frame_.data());
     if (flush_each_)
         pcap_dump_flush(dumper_);
     else
         unflushed_ = true;
-    file_bytes_ += rec_len;
+    file_bytes_ += kRecordHeaderLen + cap_len;
     ++packets_;
+}
+
+void PcapTap::record(const Endpoint& src, const Endpoint& dst, const uint8_t* udp_payload,
+                     size_t udp_len, const struct timeval& ts, uint16_t ip_id, bool df,
+                     IpMarks marks, bool udp_csum) {
+    if (src.is_v6()) return record6(src, dst, udp_payload, udp_len, ts, marks, udp_csum);
+    record(src.v4_be(), src.port(), dst.v4_be(), dst.port(), udp_payload, udp_len, ts, ip_id, df,
+           marks, udp_csum);
+}
+
+void PcapTap::record6(const Endpoint& src, const Endpoint& dst, const uint8_t* udp_payload,
+                      size_t udp_len, const struct timeval& ts, IpMarks marks, bool udp_csum) {
+    constexpr size_t kIpv6Len = 40;
+    const size_t wire_len = kEthLen + kIpv6Len + kUdpLen + udp_len;
+    const size_t cap_len = std::min(wire_len, kMaxFrame);
+    if (!room_for(cap_len)) return;
+    uint8_t* f = frame_.data();
+    uint32_t tail;
+    std::memcpy(&tail, dst.addr6() + 12, 4);
+    put_mac(f, tail);
+    std::memcpy(&tail, src.addr6() + 12, 4);
+    put_mac(f + 6, tail);
+    store_be16(f + 12, 0x86dd);  // IPv6
+    uint8_t* ip = f + kEthLen;
+    ip[0] = uint8_t(0x60 | marks.tos >> 4);  // version, traffic class, flow label 0
+    ip[1] = uint8_t(marks.tos << 4);
+    ip[2] = ip[3] = 0;
+    const auto plen = static_cast<uint16_t>(std::min<size_t>(kUdpLen + udp_len, 0xffff));
+    store_be16(ip + 4, plen);
+    ip[6] = 17;
+    ip[7] = marks.ttl;
+    std::memcpy(ip + 8, src.addr6(), 16);
+    std::memcpy(ip + 24, dst.addr6(), 16);
+    uint8_t* udp = ip + kIpv6Len;
+    store_be16(udp, src.port());
+    store_be16(udp + 2, dst.port());
+    store_be16(udp + 4, plen);
+    store_be16(udp + 6, 0);
+    if (udp_csum && udp_payload != nullptr)
+        store_be16(udp + 6, udp6_checksum(ip, udp, udp_payload, udp_len));
+    const size_t copy = cap_len - (kEthLen + kIpv6Len + kUdpLen);
+    if (copy > 0 && udp_payload != nullptr) std::memcpy(udp + kUdpLen, udp_payload, copy);
+    dump(cap_len, wire_len, ts);
 }
 
 }  // namespace uroce::net

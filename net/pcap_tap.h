@@ -13,6 +13,7 @@
 #include <memory>
 #include <string>
 
+#include "net/endpoint.h"
 #include "net/ip_marks.h"
 
 struct pcap;
@@ -26,7 +27,7 @@ class PcapTap {
 public:
     // Largest frame recorded whole: Ethernet + IPv4 + UDP + 4096 MTU payload + headroom for the
     // RoCE headers and ICRC. Longer payloads are recorded truncated (caplen < len).
-    static constexpr size_t kMaxFrame = 14 + 20 + 8 + 4096 + 64;
+    static constexpr size_t kMaxFrame = 14 + 40 + 8 + 4096 + 64;  // IPv6's header: 40 bytes
     // stdio buffer of the open file: records accumulate here between flushes.
     static constexpr size_t kFileBuffer = 256 * 1024;
 
@@ -55,6 +56,12 @@ public:
                 const uint8_t* udp_payload, size_t udp_len, const struct timeval& ts,
                 uint16_t ip_id = 0, bool df = true, IpMarks marks = {}, bool udp_csum = false);
 
+    // The same for either IP version: over IPv6 the frame has an IPv6 header (traffic class
+    // and hop limit from marks, flow label 0, no extension header) and the MACs come from the
+    // addresses' last four bytes; ip_id and df are IPv4's only.
+    void record(const Endpoint& src, const Endpoint& dst, const uint8_t* udp_payload,
+                size_t udp_len, const struct timeval& ts, uint16_t ip_id = 0, bool df = true,
+                IpMarks marks = {}, bool udp_csum = false);
     // Packets recorded since the last open() (across rotations).
     uint64_t packets() const { return packets_; }
     // Size of the current file as written so far (including what is still buffered).
@@ -73,6 +80,10 @@ private:
     bool open_file(std::string* err);
     void close_file();
     void rotate();
+    void record6(const Endpoint& src, const Endpoint& dst, const uint8_t* udp_payload,
+                 size_t udp_len, const struct timeval& ts, IpMarks marks, bool udp_csum);
+    bool room_for(size_t cap_len);  // an open file with room for the record (rotates)
+    void dump(size_t cap_len, size_t wire_len, const struct timeval& ts);
 
     pcap* pcap_ = nullptr;
     pcap_dumper* dumper_ = nullptr;

@@ -28,10 +28,10 @@ constexpr int UDP_SEGMENT = 103;  // linux/udp.h, since 4.18
 #ifndef UDP_GRO
 constexpr int UDP_GRO = 104;  // since 5.0
 #endif
-
-bool same_peer(const sockaddr_in& a, const sockaddr_in& b) {
-    return a.sin_addr.s_addr == b.sin_addr.s_addr && a.sin_port == b.sin_port;
-}
+#ifndef UDP_NO_CHECK6_TX
+constexpr int UDP_NO_CHECK6_TX = 101;  // linux/udp.h
+constexpr int UDP_NO_CHECK6_RX = 102;
+#endif
 // A sendmsg error that says the kernel will not take GSO trains here: no UDP_SEGMENT (old
 // kernel), no checksum offload on the way out (EIO), a segment the route cannot carry.
 bool gso_refused(int err) {
@@ -53,7 +53,18 @@ UdpUring::~UdpUring() {
     if (br_) munmap(br_, br_bytes_);
 }
 
-int UdpUring::open(uint32_t ip_be, uint16_t port, bool offload) {
+int UdpUring::new_socket() const {
+    int fd = socket(local_.family(), SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (fd < 0 || !local_.is_v6()) return fd;
+    // IPv6 only: the device's IPv4 address, if it has one, is another socket's.
+    int one = 1;
+    setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof one);
+    // rxe sends IPv6 packets with a zero UDP checksum (RFC 6935 allows it for tunnels).
+    setsockopt(fd, SOL_UDP, UDP_NO_CHECK6_RX, &one, sizeof one);
+    return fd;
+}
+
+int UdpUring::open(const Endpoint& local, bool offload) {
     io_uring_params p{};
     // TASKRUN_FLAG: the ring says when completions wait for the thread to enter the kernel,
     // so that a run_once() that does not wait (a busy or polling engine) enters only then.
@@ -70,20 +81,17 @@ int UdpUring::open(uint32_t ip_be, uint16_t port, bool offload) {
     ring_ok_ = r >= 0;
     if (!ring_ok_) uring_errno_ = forced ? 0 : -r;
 
-    sock_ = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    local_ = local;
+    ip_be_ = local.v4_be();
+    port_ = local.port();
+    sock_ = new_socket();
     if (sock_ < 0) return errno;
-    ip_be_ = ip_be;
-    port_ = port;
-    socks_.push_back(Sock{sock_, ip_be, true, false, false});
+    socks_.push_back(Sock{sock_, local, true, false, false});
     senders_.push_back(Sender{sock_});
     set_buffers(sock_);
     recv_marks(sock_);
     send_options(sock_);
-    sockaddr_in sa{};
-    sa.sin_family = AF_INET;
-    sa.sin_addr.s_addr = ip_be;
-    sa.sin_port = htons(port);
-    if (bind(sock_, reinterpret_cast<sockaddr*>(&sa), sizeof sa) != 0) return errno;
+    if (bind(sock_, &local_.sa, local_.len()) != 0) return errno;
 
     // Offloads: the kernel knows UDP_SEGMENT if it takes the option (a size per sendmsg is
     // given in a control message); whether the way out takes trains shows at the first send.
@@ -122,7 +130,7 @@ int UdpUring::open(uint32_t ip_be, uint16_t port, bool offload) {
         rx_mem_ = nullptr;
         return ENOMEM;
     }
-    rx_msg_.msg_namelen = sizeof(sockaddr_in);
+    rx_msg_.msg_namelen = sizeof(sockaddr_in6);  // room for either version's address
     rx_msg_.msg_controllen = kRxCtlBytes;
     if (!ring_ok_) return 0;  // the sockets are polled: nothing to arm
     br_bytes_ = rx_bufs_ * sizeof(io_uring_buf);
@@ -150,6 +158,15 @@ int UdpUring::open(uint32_t ip_be, uint16_t port, bool offload) {
 }
 
 void UdpUring::send_options(int fd) {
+    if (local_.is_v6()) {
+        // No fragmentation (IPv6 has no DF: a sender that fragments adds a header); the
+        // traffic class and hop limit of a packet that names none.
+        int pmtu = IPV6_PMTUDISC_PROBE, tclass = IpMarks{}.tos, hops = IpMarks{}.ttl;
+        setsockopt(fd, IPPROTO_IPV6, IPV6_MTU_DISCOVER, &pmtu, sizeof pmtu);
+        setsockopt(fd, IPPROTO_IPV6, IPV6_TCLASS, &tclass, sizeof tclass);
+        setsockopt(fd, IPPROTO_IPV6, IPV6_UNICAST_HOPS, &hops, sizeof hops);
+        return;
+    }
     // DF set and no fragmentation: the IPv4 ID is then 0, which the ICRC covers.
     int pmtu = IP_PMTUDISC_PROBE;
     setsockopt(fd, IPPROTO_IP, IP_MTU_DISCOVER, &pmtu, sizeof pmtu);
@@ -172,15 +189,19 @@ void UdpUring::send_options(int fd) {
 // As rxe and RoCE NICs send it. Only without GSO trains: the kernel refuses a train from a
 // socket with SO_NO_CHECK (EINVAL).
 void UdpUring::set_udp_csum_zero() {
-    int one = 1;
-    off_.udp_csum_zero = setsockopt(sock_, SOL_SOCKET, SO_NO_CHECK, &one, sizeof one) == 0;
+    off_.udp_csum_zero = no_udp_csum(sock_);
     for (size_t i = 1; i < senders_.size(); ++i)
-        if (senders_[i].fd >= 0)
-            setsockopt(senders_[i].fd, SOL_SOCKET, SO_NO_CHECK, &one, sizeof one);
+        if (senders_[i].fd >= 0) no_udp_csum(senders_[i].fd);
+}
+
+bool UdpUring::no_udp_csum(int fd) const {
+    int one = 1;
+    if (local_.is_v6()) return setsockopt(fd, SOL_UDP, UDP_NO_CHECK6_TX, &one, sizeof one) == 0;
+    return setsockopt(fd, SOL_SOCKET, SO_NO_CHECK, &one, sizeof one) == 0;
 }
 
 int UdpUring::open_sender(uint16_t port) {
-    int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    int fd = new_socket();
     if (fd < 0) return -errno;
     int one = 1;
     setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof one);
@@ -195,12 +216,10 @@ int UdpUring::open_sender(uint16_t port) {
     setsockopt(fd, SOL_SOCKET, SO_ATTACH_FILTER, &prog, sizeof prog);
     int small = 1;
     setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &small, sizeof small);
-    if (!off_.gso) setsockopt(fd, SOL_SOCKET, SO_NO_CHECK, &one, sizeof one);
-    sockaddr_in sa{};
-    sa.sin_family = AF_INET;
-    sa.sin_addr.s_addr = ip_be_;
-    sa.sin_port = htons(port);
-    if (bind(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa) != 0) {
+    if (!off_.gso) no_udp_csum(fd);
+    Endpoint sa = local_;
+    sa.set_port(port);
+    if (bind(fd, &sa.sa, sa.len()) != 0) {
         int e = errno;
         close(fd);
         return -e;
@@ -236,8 +255,13 @@ void UdpUring::sender_done(uint16_t sender) {
     --senders_open_;
 }
 
-void UdpUring::recv_marks(int fd) {
+void UdpUring::recv_marks(int fd) const {
     int one = 1;
+    if (local_.is_v6()) {
+        setsockopt(fd, IPPROTO_IPV6, IPV6_RECVTCLASS, &one, sizeof one);
+        setsockopt(fd, IPPROTO_IPV6, IPV6_RECVHOPLIMIT, &one, sizeof one);
+        return;
+    }
     setsockopt(fd, IPPROTO_IP, IP_RECVTOS, &one, sizeof one);
     setsockopt(fd, IPPROTO_IP, IP_RECVTTL, &one, sizeof one);
 }
@@ -251,6 +275,7 @@ void UdpUring::set_buffers(int fd) {
 }
 
 int UdpUring::open_group(uint32_t group_be) {
+    if (local_.is_v6()) return -EAFNOSUPPORT;
     int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
     if (fd < 0) return -errno;
     // Every device on the host that joins the group binds group:port; each gets a copy.
@@ -276,7 +301,7 @@ int UdpUring::open_group(uint32_t group_be) {
     uint32_t i = 1;
     while (i < socks_.size() && (socks_[i].fd >= 0 || socks_[i].pending)) ++i;
     if (i == socks_.size()) socks_.emplace_back();
-    socks_[i] = Sock{fd, group_be, true, false, false};
+    socks_[i] = Sock{fd, Endpoint::ipv4(group_be, port_), true, false, false};
     arm_recv(i);
     return int(i);
 }
@@ -356,19 +381,24 @@ void UdpUring::read_rx_cmsg(const cmsghdr* c, int& seg, IpMarks& marks) {
         int ttl;
         std::memcpy(&ttl, CMSG_DATA(c), sizeof ttl);
         marks.ttl = uint8_t(ttl);
+    } else if (c->cmsg_level == IPPROTO_IPV6 && c->cmsg_len >= CMSG_LEN(sizeof(int)) &&
+               (c->cmsg_type == IPV6_TCLASS || c->cmsg_type == IPV6_HOPLIMIT)) {
+        int v;
+        std::memcpy(&v, CMSG_DATA(c), sizeof v);
+        (c->cmsg_type == IPV6_TCLASS ? marks.tos : marks.ttl) = uint8_t(v);
     }
 }
 
-uint32_t UdpUring::deliver(const sockaddr_in& from, uint32_t to_be, uint8_t* data, size_t len,
+uint32_t UdpUring::deliver(const Endpoint& from, const Endpoint& to, uint8_t* data, size_t len,
                            uint32_t seg, IpMarks marks, Handler& h) {
     if (seg == 0 || len <= seg) {
-        h.on_packet(from, to_be, data, len, 0, marks);
+        h.on_packet(from, to, data, len, 0, marks);
         return 1;
     }
     // (GRO merges only datagrams whose IPv4 headers agree but for the ID and lengths.)
     uint16_t k = 0;
     for (size_t off = 0; off < len; off += seg, ++k)
-        h.on_packet(from, to_be, data + off, std::min<size_t>(seg, len - off), k, marks);
+        h.on_packet(from, to, data + off, std::min<size_t>(seg, len - off), k, marks);
     ++off_.rx_trains;
     off_.rx_train_pkts += k;
     return k;
@@ -378,21 +408,21 @@ uint32_t UdpUring::deliver(const sockaddr_in& from, uint32_t to_be, uint8_t* dat
 // (GSO cuts at one size; only the last segment may be shorter). So until then it holds n
 // packets of seg bytes.
 // (One sendmsg carries one TOS and TTL: packets with others start a train of their own.)
-bool UdpUring::joins(const Train& t, size_t len, const sockaddr_in& to, IpMarks marks,
+bool UdpUring::joins(const Train& t, size_t len, const Endpoint& to, IpMarks marks,
                      uint16_t sender) const {
     return t.iov[t.n - 1].iov_len == t.seg && len <= t.seg && t.n < kMaxSegs &&
-           size_t(t.n) * t.seg + len <= kMaxTrainBytes && same_peer(t.to, to) && t.marks == marks &&
+           size_t(t.n) * t.seg + len <= kMaxTrainBytes && t.to.same(to) && t.marks == marks &&
            t.sender == sender;
 }
 
-uint16_t UdpUring::tx_next_seg(size_t len, const sockaddr_in& to, IpMarks marks,
+uint16_t UdpUring::tx_next_seg(size_t len, const Endpoint& to, IpMarks marks,
                                uint16_t sender) const {
     if (open_train_ < 0) return 0;
     const Train& t = trains_[size_t(open_train_)];
     return joins(t, len, to, marks, sender) ? uint16_t(t.n) : 0;
 }
 
-uint16_t UdpUring::tx_send(uint32_t slot, size_t len, const sockaddr_in& to, IpMarks marks,
+uint16_t UdpUring::tx_send(uint32_t slot, size_t len, const Endpoint& to, IpMarks marks,
                            uint16_t sender) {
     if (open_train_ >= 0) {
         Train& t = trains_[size_t(open_train_)];
@@ -417,11 +447,11 @@ uint16_t UdpUring::tx_send(uint32_t slot, size_t len, const sockaddr_in& to, IpM
     }
     start_train(slot, len, to, marks, sender);
     // Multicast goes on its own: the group sockets of this host's members have no GRO.
-    if (!off_.gso || is_ipv4_multicast(to.sin_addr.s_addr)) close_train();
+    if (!off_.gso || to.multicast()) close_train();
     return 0;
 }
 
-void UdpUring::start_train(uint32_t slot, size_t len, const sockaddr_in& to, IpMarks marks,
+void UdpUring::start_train(uint32_t slot, size_t len, const Endpoint& to, IpMarks marks,
                            uint16_t sender) {
     uint32_t i = trains_free_.back();  // never empty: a train holds one buffer at least
     trains_free_.pop_back();
@@ -442,8 +472,8 @@ void UdpUring::close_train() {
     open_train_ = -1;
     Train& t = trains_[i];
     t.msg = msghdr{};
-    t.msg.msg_name = &t.to;
-    t.msg.msg_namelen = sizeof t.to;
+    t.msg.msg_name = &t.to.sa;
+    t.msg.msg_namelen = t.to.len();
     t.msg.msg_iov = t.iov;
     t.msg.msg_iovlen = t.n;
     // Control messages only for what differs from the socket's defaults: most sendmsgs have
@@ -461,13 +491,14 @@ void UdpUring::close_train() {
         uint16_t seg = uint16_t(t.seg);
         add(SOL_UDP, UDP_SEGMENT, &seg, sizeof seg);
     }
+    const bool v6 = t.to.is_v6();
     if (t.marks.tos != IpMarks{}.tos) {
         int v = t.marks.tos;
-        add(IPPROTO_IP, IP_TOS, &v, sizeof v);
+        add(v6 ? IPPROTO_IPV6 : IPPROTO_IP, v6 ? IPV6_TCLASS : IP_TOS, &v, sizeof v);
     }
     if (t.marks.ttl != IpMarks{}.ttl) {
         int v = t.marks.ttl;
-        add(IPPROTO_IP, IP_TTL, &v, sizeof v);
+        add(v6 ? IPPROTO_IPV6 : IPPROTO_IP, v6 ? IPV6_HOPLIMIT : IP_TTL, &v, sizeof v);
     }
     if (c != t.ctl) {
         t.msg.msg_control = t.ctl;
@@ -593,8 +624,9 @@ void UdpUring::run_once(uint64_t timeout_ns, Handler& h) {
             auto* out = io_uring_recvmsg_validate(buf, cqe->res, &rx_msg_);
             if (k.active && out && out->namelen >= sizeof(sockaddr_in) &&
                 !(out->flags & MSG_TRUNC)) {
-                sockaddr_in from;
-                std::memcpy(&from, io_uring_recvmsg_name(out), sizeof from);
+                Endpoint from;
+                std::memcpy(&from.sa, io_uring_recvmsg_name(out),
+                            std::min<size_t>(out->namelen, sizeof(sockaddr_in6)));
                 auto* data = static_cast<uint8_t*>(io_uring_recvmsg_payload(out, &rx_msg_));
                 size_t len = io_uring_recvmsg_payload_length(out, cqe->res, &rx_msg_);
                 int seg = 0;  // UDP_GRO: the size of the train's segments
@@ -603,7 +635,7 @@ void UdpUring::run_once(uint64_t timeout_ns, Handler& h) {
                      c = io_uring_recvmsg_cmsg_nexthdr(out, &rx_msg_, c))
                     read_rx_cmsg(c, seg, marks);
                 rx_since_submit +=
-                    deliver(from, k.local_be, data, len, seg > 0 ? uint32_t(seg) : 0, marks, h);
+                    deliver(from, k.local, data, len, seg > 0 ? uint32_t(seg) : 0, marks, h);
                 // What handling received packets produced (ACKs, NAKs, READ responses)
                 // leaves after a few of them, not when the whole batch is done.
                 if (rx_since_submit >= kRecvBatch && (sends_queued_ || open_train_ >= 0)) {
@@ -745,15 +777,15 @@ void UdpUring::poll_run(uint64_t timeout_ns, Handler& h) {
 void UdpUring::poll_recv(uint32_t sock, Handler& h) {
     mmsghdr mm[kRecvBatch];
     iovec iov[kRecvBatch];
-    sockaddr_in from[kRecvBatch];
+    Endpoint from[kRecvBatch];
     alignas(cmsghdr) unsigned char ctl[kRecvBatch][kRxCtlBytes];
     for (int batch = 0; batch < 16; ++batch) {
         if (!socks_[sock].active || socks_[sock].fd < 0) return;
         for (uint32_t j = 0; j < kRecvBatch; ++j) {
             iov[j] = iovec{rx_mem_ + size_t(j) * rx_buf_size_, rx_buf_size_};
             mm[j] = mmsghdr{};
-            mm[j].msg_hdr.msg_name = &from[j];
-            mm[j].msg_hdr.msg_namelen = sizeof from[j];
+            mm[j].msg_hdr.msg_name = &from[j].sa;
+            mm[j].msg_hdr.msg_namelen = sizeof(sockaddr_in6);
             mm[j].msg_hdr.msg_iov = &iov[j];
             mm[j].msg_hdr.msg_iovlen = 1;
             mm[j].msg_hdr.msg_control = ctl[j];
@@ -769,7 +801,7 @@ void UdpUring::poll_recv(uint32_t sock, Handler& h) {
             IpMarks marks;
             for (cmsghdr* c = CMSG_FIRSTHDR(&m); c; c = CMSG_NXTHDR(const_cast<msghdr*>(&m), c))
                 read_rx_cmsg(c, seg, marks);
-            deliver(from[j], socks_[sock].local_be, static_cast<uint8_t*>(iov[j].iov_base),
+            deliver(from[j], socks_[sock].local, static_cast<uint8_t*>(iov[j].iov_base),
                     mm[j].msg_len, seg > 0 ? uint32_t(seg) : 0, marks, h);
         }
         if (sends_queued_ || open_train_ >= 0) {

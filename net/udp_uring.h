@@ -35,6 +35,7 @@
 #include <utility>
 #include <vector>
 
+#include "net/endpoint.h"
 #include "net/ip_marks.h"
 
 namespace uroce::net {
@@ -59,13 +60,14 @@ public:
     class Handler {
     public:
         virtual ~Handler() = default;
-        // `to_be`: the destination IPv4 address the datagram was sent to (network order):
-        // the device's own address, or a multicast group's.
+        // `to`: the address (and port) the datagram was sent to: the device's own address,
+        // or a multicast group's. IPv4 or IPv6, as the device's address is.
         // `seg`: the packet's place in the GRO train it arrived in (0 for a datagram on its
         // own), which is the IPv4 ID the sender's kernel gave it if the train is the sender's
         // GSO train whole (loopback, veth).
-        // `marks`: the IPv4 TOS and TTL it arrived with (IP_RECVTOS, IP_RECVTTL).
-        virtual void on_packet(const sockaddr_in& from, uint32_t to_be, uint8_t* data, size_t len,
+        // `marks`: the IPv4 TOS and TTL it arrived with (IP_RECVTOS, IP_RECVTTL), or the IPv6
+        // traffic class and hop limit (IPV6_RECVTCLASS, IPV6_RECVHOPLIMIT).
+        virtual void on_packet(const Endpoint& from, const Endpoint& to, uint8_t* data, size_t len,
                                uint16_t seg, IpMarks marks) = 0;
         virtual void on_eventfd(uint64_t tag) = 0;
         // A packet queued as segment `from_seg` of a GSO train leaves as segment `to_seg` of
@@ -97,11 +99,19 @@ public:
     // completions run in the thread that runs the ring (see udp_uring.cpp), which may be
     // another than this one.
     // `offload`: try GSO and GRO (false: one datagram per packet both ways).
-    int open(uint32_t ip_be, uint16_t port, bool offload = true);
+    int open(uint32_t ip_be, uint16_t port, bool offload = true) {
+        return open(Endpoint::ipv4(ip_be, port), offload);
+    }
+    // The same for an address of either version (`local`: address and port). An IPv6 socket is
+    // IPv6 only (IPV6_V6ONLY), takes a zero UDP checksum (UDP_NO_CHECK6_RX, as rxe sends it)
+    // and sends with the traffic class and hop limit of IpMarks.
+    int open(const Endpoint& local, bool offload = true);
+    const Endpoint& local() const { return local_; }
 
     // Joins IPv4 multicast group `group_be` on the interface of the device's address and
     // receives what is sent to group:port. Returns the group socket's number (> 0), or a
-    // negative errno. Several devices (also in one process) may join the same group.
+    // negative errno (-EAFNOSUPPORT on an IPv6 device: IPv6 groups are not joined yet). Several
+    // devices (also in one process) may join the same group.
     int open_group(uint32_t group_be);
     // Leaves the group: no more of its packets are handed to on_packet.
     void close_group(int sock);
@@ -126,10 +136,10 @@ public:
     // `marks`: the packet's IPv4 TOS and TTL; only packets with the same ones share a train.
     // `sender`: the socket it leaves from (0: the device's; open_sender); trains join packets
     // of one sender.
-    uint16_t tx_send(uint32_t slot, size_t len, const sockaddr_in& to, IpMarks marks = {},
+    uint16_t tx_send(uint32_t slot, size_t len, const Endpoint& to, IpMarks marks = {},
                      uint16_t sender = 0);
     // The segment number tx_send(…, len, to, marks, sender) would give a packet now.
-    uint16_t tx_next_seg(size_t len, const sockaddr_in& to, IpMarks marks = {},
+    uint16_t tx_next_seg(size_t len, const Endpoint& to, IpMarks marks = {},
                          uint16_t sender = 0) const;
     uint32_t tx_free_count() const { return uint32_t(tx_free_.size()); }
     // Gives the pages of the packet buffers back to the kernel; they stay mapped and come
@@ -164,7 +174,7 @@ private:
     // may be shorter). Its buffers are not contiguous: one iovec per packet.
     struct Train {
         msghdr msg;
-        sockaddr_in to;
+        Endpoint to;
         uint32_t n;    // packets
         uint32_t seg;  // the first packet's length: every segment's but the last
         IpMarks marks;
@@ -178,10 +188,10 @@ private:
     // A receiving socket: [0] the device's own, then one per joined multicast group.
     struct Sock {
         int fd = -1;
-        uint32_t local_be = 0;  // the address its datagrams are sent to
-        bool active = false;    // receives go to the handler
-        bool rearm = false;     // the multishot receive ended; post it again
-        bool pending = false;   // a receive is posted (the slot is not reusable yet)
+        Endpoint local;        // the address its datagrams are sent to
+        bool active = false;   // receives go to the handler
+        bool rearm = false;    // the multishot receive ended; post it again
+        bool pending = false;  // a receive is posted (the slot is not reusable yet)
     };
     // A socket packets leave from: [0] the device's, then open_sender's. `inflight`: trains
     // through it not yet completed (a closing socket waits for them).
@@ -200,19 +210,20 @@ private:
 
     io_uring_sqe* sqe();
     void arm_recv(uint32_t sock);
-    bool joins(const Train& t, size_t len, const sockaddr_in& to, IpMarks marks,
+    bool joins(const Train& t, size_t len, const Endpoint& to, IpMarks marks,
                uint16_t sender) const;
-    void start_train(uint32_t slot, size_t len, const sockaddr_in& to, IpMarks marks,
-                     uint16_t sender);
+    void start_train(uint32_t slot, size_t len, const Endpoint& to, IpMarks marks, uint16_t sender);
     void sender_done(uint16_t sender);  // a train through it completed
-    void set_udp_csum_zero();   // SO_NO_CHECK on every send socket, once they send no trains
-    void send_options(int fd);  // DF, default TOS and TTL, multicast: every send socket's
-    void close_train();         // the open train's sendmsg is queued
+    void set_udp_csum_zero();        // SO_NO_CHECK on every send socket, once they send no trains
+    bool no_udp_csum(int fd) const;  // SO_NO_CHECK, or UDP_NO_CHECK6_TX over IPv6
+    void send_options(int fd);       // DF, default TOS and TTL, multicast: every send socket's
+    void close_train();              // the open train's sendmsg is queued
     void sent(uint32_t train, int res, Handler& h);
-    uint32_t deliver(const sockaddr_in& from, uint32_t to_be, uint8_t* data, size_t len,
+    uint32_t deliver(const Endpoint& from, const Endpoint& to, uint8_t* data, size_t len,
                      uint32_t seg, IpMarks marks, Handler& h);  // returns the packets
     static void set_buffers(int fd);
-    static void recv_marks(int fd);  // receives come with their TOS and TTL
+    void recv_marks(int fd) const;  // receives come with their TOS and TTL
+    int new_socket() const;         // of the device address's family
     static void read_rx_cmsg(const cmsghdr* c, int& seg, IpMarks& marks);
     // Room for a receive's control messages: its TOS (one byte) and TTL, UDP_GRO's size.
     static constexpr size_t kRxCtlBytes = CMSG_SPACE(sizeof(int)) * 3;
@@ -227,7 +238,8 @@ private:
     io_uring ring_{};
     bool ring_ok_ = false;
     int sock_ = -1;  // socks_[0].fd
-    uint32_t ip_be_ = 0;
+    Endpoint local_;
+    uint32_t ip_be_ = 0;  // local_'s IPv4 address (0: IPv6)
     uint16_t port_ = 0;
     std::vector<Sock> socks_;
     std::vector<Sender> senders_;

@@ -10,7 +10,7 @@
 
 namespace uroce::abi {
 
-constexpr uint32_t kProtocolVersion = 4;
+constexpr uint32_t kProtocolVersion = 5;
 
 enum class Op : uint32_t {
     kOpen = 1,
@@ -57,7 +57,9 @@ struct OpenReq {
 };
 struct OpenResp {
     char name[64];
-    uint32_t ipv4_be;
+    uint32_t ipv4_be;  // 0: an IPv6 device
+    uint8_t gid[16];   // GID index 0: the device's address (IPv4-mapped for IPv4)
+    uint32_t ipv6_scope;
     uint16_t udp_port;
     uint16_t reserved;
     int32_t device_pid;  // informative: the library asks the kernel (SO_PEERCRED) instead

@@ -37,6 +37,8 @@ bool dispatch_control(Device& dev, ControlConn& c, const ControlMsg& msg, size_t
             const DeviceConfig& cfg = dev.config();
             std::snprintf(o.name, sizeof o.name, "%s", cfg.name.c_str());
             o.ipv4_be = cfg.ipv4_be;
+            cfg.endpoint().gid(o.gid);
+            o.ipv6_scope = cfg.ipv6_scope;
             o.udp_port = cfg.port;
             o.device_pid = getpid();
             o.guid_be = htobe64(dev.guid());

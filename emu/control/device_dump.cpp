@@ -57,10 +57,8 @@ DeviceObjects Device::objects() const {
 
 std::string Device::dump() const {
     std::ostringstream o;
-    char ip[INET_ADDRSTRLEN];
-    inet_ntop(AF_INET, &cfg_.ipv4_be, ip, sizeof ip);
-    o << "device " << cfg_.name << " addr " << ip << " port " << cfg_.port << " pcap "
-      << (cfg_.pcap.empty() ? "-" : cfg_.pcap) << "\n";
+    o << "device " << cfg_.name << " addr " << cfg_.endpoint().addr_str() << " port " << cfg_.port
+      << " pcap " << (cfg_.pcap.empty() ? "-" : cfg_.pcap) << "\n";
     o << "counts sessions " << sessions_.count() << " pds " << pds_.count() << " mrs "
       << mrs_.count() << " cqs " << cqs_.count() << " qps " << qps_.count() << " channels "
       << channels_.count() << " srqs " << srqs_.count() << " mws " << mws_.count() << "\n";

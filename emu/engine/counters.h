@@ -29,7 +29,7 @@ struct DeviceCounters {
     // checked (a packet from this device to itself that nobody could see). Counted for packets
     // that pass the header checks and the ICRC; the rest count as drops.
     uint64_t icrc_id0 = 0, icrc_train = 0, icrc_solved = 0, icrc_solved_nodf = 0,
-             icrc_unchecked = 0;
+             icrc_unchecked = 0, icrc_ipv6 = 0;  // icrc_ipv6: checked over IPv6 (exact)
 
     void drop(net::DropReason r) { ++drops[size_t(r)]; }
     // A drop once the packet has reached a QP: counted for the device and for the QP.

@@ -43,7 +43,10 @@ Session::~Session() {
 }
 
 Device::Device(DeviceConfig cfg) : cfg_(std::move(cfg)) {
-    guid_ = abi::guid_for(cfg_.ipv4_be);
+    // (An IPv6 device's from the last four bytes of its address.)
+    uint32_t low;
+    std::memcpy(&low, cfg_.endpoint().v6.sin6_addr.s6_addr + 12, 4);
+    guid_ = abi::guid_for(cfg_.is_ipv6() ? low : cfg_.ipv4_be);
     awake_.reserve(64);
 }
 
@@ -51,7 +54,7 @@ Device::~Device() { stop(); }
 
 int Device::open_io() {
     if (int err = wire_.open()) return err;
-    port_mtu_ = port_mtu_for(cfg_.ipv4_be);
+    port_mtu_ = port_mtu_for(cfg_.endpoint());
     port_mtu_bytes_ = mtu_bytes(port_mtu_);
     cmd_fd_ = eventfd(0, EFD_CLOEXEC);
     if (cmd_fd_ < 0) return errno;
@@ -60,7 +63,7 @@ int Device::open_io() {
 }
 
 ibv_mtu Device::refresh_port_mtu() {
-    ibv_mtu m = port_mtu_for(cfg_.ipv4_be);
+    ibv_mtu m = port_mtu_for(cfg_.endpoint());
     call([&] {
         port_mtu_ = m;
         port_mtu_bytes_ = mtu_bytes(m);
@@ -311,10 +314,15 @@ uint64_t Device::next_timeout(uint64_t now) const {
     return std::min(sched_.next_deadline(now, 1000000000ull), cm_.next_timeout(now));
 }
 
-void Device::dispatch(const net::Packet& p, const sockaddr_in& from, uint32_t to_be, size_t len) {
+void Device::dispatch(const net::Packet& p, const net::Endpoint& from, const net::Endpoint& to,
+                      size_t len) {
     // Only group sockets receive datagrams sent to another address than the device's own.
-    if (to_be != cfg_.ipv4_be) return mcast_.receive(p, from, to_be, len);  // mcast.cpp
-    if (p.bth.dqpn == 1) return cm_.on_mad(from, p);  // the GSI QP: CM MADs (emu/cm/)
+    if (!to.is_v6() && to.v4_be() != cfg_.ipv4_be)
+        return mcast_.receive(p, from, to.v4_be(), len);  // mcast.cpp
+    if (p.bth.dqpn == 1) {  // the GSI QP: CM MADs (emu/cm/); IPv4 only so far (docs/cm.md)
+        if (from.is_v6()) return counters_.drop(net::DropReason::kBadQp);
+        return cm_.on_mad(from.v4, p);
+    }
     Qp* qp = qps_.get(p.bth.dqpn);
     if (!qp || qp->owner->dead) return counters_.drop(net::DropReason::kBadQp);
     const net::OpInfo* info = net::op_info(p.bth.opcode);
@@ -331,7 +339,7 @@ void Device::dispatch(const net::Packet& p, const sockaddr_in& from, uint32_t to
     if (xrc && request)
         xrc_.receive(*qp, p);
     else if (ud)
-        ud_.receive(*qp, p, from, to_be);
+        ud_.receive(*qp, p, from, to);
     else if (uc)
         uc_responder_.receive(*qp, p);
     else if (info->flags & net::kRequest)

@@ -43,6 +43,20 @@ namespace uroce::emu {
 struct DeviceConfig {
     std::string name = "uroce0";
     uint32_t ipv4_be = 0;  // network order
+    // Or an IPv6 address (ipv4_be 0), with the interface of a link-local one. The device has
+    // one address, the GID at index 0 (docs/behaviour.md, "GIDs").
+    uint8_t ipv6[16] = {};
+    uint32_t ipv6_scope = 0;
+    bool is_ipv6() const {
+        for (uint8_t b : ipv6)
+            if (b) return ipv4_be == 0;
+        return false;
+    }
+    // The device's address and UDP port.
+    net::Endpoint endpoint() const {
+        return is_ipv6() ? net::Endpoint::from_gid(ipv6, port, ipv6_scope)
+                         : net::Endpoint::ipv4(ipv4_be, port);
+    }
     uint16_t port = 4791;
     std::string pcap;       // capture file, empty: none
     uint64_t pcap_max = 0;  // rotation size in bytes, 0: unlimited
@@ -145,7 +159,8 @@ private:
     uint64_t next_timeout(uint64_t now) const;
     void release_idle_memory();
     // A packet that passed the wire's checks, to its QP's stage (or the CM, or multicast).
-    void dispatch(const net::Packet& p, const sockaddr_in& from, uint32_t to_be, size_t len);
+    void dispatch(const net::Packet& p, const net::Endpoint& from, const net::Endpoint& to,
+                  size_t len);
 
     DeviceConfig cfg_;
     uint64_t guid_ = 0;

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstring>
 #include <string>
 
 #include "net/headers.h"
@@ -19,11 +20,43 @@ constexpr int kIpv4HdrLen = 20, kUdpHdrLen = 8;
 constexpr int kEthernetMtu = 1500;
 }  // namespace
 
-ibv_mtu ib_mtu_for_interface(int if_mtu) {
-    int room = if_mtu - (kIpv4HdrLen + kUdpHdrLen + int(net::kMaxHdrLen) + int(net::kIcrcLen));
+ibv_mtu ib_mtu_for_interface(int if_mtu, int ip_hdr) {
+    int room = if_mtu - (ip_hdr + kUdpHdrLen + int(net::kMaxHdrLen) + int(net::kIcrcLen));
     for (ibv_mtu m : {IBV_MTU_4096, IBV_MTU_2048, IBV_MTU_1024, IBV_MTU_512})
         if (room >= int(mtu_bytes(m))) return m;
     return IBV_MTU_256;
+}
+
+namespace {
+int mtu_of(const std::string& name) {
+    if (name.empty()) return 0;
+    int s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    if (s < 0) return 0;
+    ifreq ifr{};
+    std::snprintf(ifr.ifr_name, sizeof ifr.ifr_name, "%s", name.c_str());
+    int mtu = ioctl(s, SIOCGIFMTU, &ifr) == 0 ? ifr.ifr_mtu : 0;
+    close(s);
+    return mtu;
+}
+}  // namespace
+
+ibv_mtu port_mtu_for6(const uint8_t* ipv6) {
+    ifaddrs* all = nullptr;
+    std::string name;
+    if (getifaddrs(&all) == 0) {
+        for (ifaddrs* i = all; i && name.empty(); i = i->ifa_next)
+            if (i->ifa_addr && i->ifa_addr->sa_family == AF_INET6 &&
+                std::memcmp(&reinterpret_cast<const sockaddr_in6*>(i->ifa_addr)->sin6_addr, ipv6,
+                            16) == 0)
+                name = i->ifa_name;
+        freeifaddrs(all);
+    }
+    int mtu = mtu_of(name);
+    return ib_mtu_for_interface(mtu > 0 ? mtu : kEthernetMtu, 40);
+}
+
+ibv_mtu port_mtu_for(const net::Endpoint& addr) {
+    return addr.is_v6() ? port_mtu_for6(addr.addr6()) : port_mtu_for(addr.v4_be());
 }
 
 int interface_mtu(uint32_t ipv4_be) {
@@ -41,15 +74,7 @@ int interface_mtu(uint32_t ipv4_be) {
         if (m && (a & m) == (ipv4_be & m) && subnet.empty()) subnet = i->ifa_name;
     }
     freeifaddrs(all);
-    const std::string& name = exact.empty() ? subnet : exact;
-    if (name.empty()) return 0;
-    int s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-    if (s < 0) return 0;
-    ifreq ifr{};
-    std::snprintf(ifr.ifr_name, sizeof ifr.ifr_name, "%s", name.c_str());
-    int mtu = ioctl(s, SIOCGIFMTU, &ifr) == 0 ? ifr.ifr_mtu : 0;
-    close(s);
-    return mtu;
+    return mtu_of(exact.empty() ? subnet : exact);
 }
 
 ibv_mtu port_mtu_for(uint32_t ipv4_be) {

@@ -14,20 +14,29 @@
 #include "net/opcodes.h"
 
 namespace uroce::emu {
+namespace {
+// The ICRC of a packet from `src` to `dst` (address and port each), stored in it: over IPv4
+// for ID 0 (net/icrc_id.h moves it to another), over IPv6 for its exact headers.
+void store_icrc(const net::Endpoint& src, const net::Endpoint& dst, uint8_t* buf, size_t len) {
+    if (src.is_v6())
+        net::icrc_store6(src.addr6(), dst.addr6(), src.port(), dst.port(), buf, len);
+    else
+        net::icrc_store(src.v4_be(), dst.v4_be(), src.port(), dst.port(), buf, len);
+}
+}  // namespace
 
 Wire::Wire(DeviceConfig& cfg, DeviceCounters& counters, Dma& dma, const McastGroups& mcast,
            Device& dev)
     : cfg_(cfg), counters_(counters), dma_(dma), mcast_(mcast), dev_(dev), sources_(io_, cfg.port) {
-    self_.sin_family = AF_INET;
-    self_.sin_addr.s_addr = cfg_.ipv4_be;
-    self_.sin_port = htons(cfg_.port);
+    self_ = cfg_.endpoint();
     // The engine flushes the capture once per loop turn (Device::run_turn), not once per
     // packet.
     pcap_.set_flush_each(false);
 }
 
 int Wire::open() {
-    int err = io_.open(cfg_.ipv4_be, cfg_.port, cfg_.offload);
+    self_ = cfg_.endpoint();  // (the configuration may have changed since construction)
+    int err = io_.open(self_, cfg_.offload);
     if (err) return err;
     cm_src_ = sources_.acquire(net::sport_for_qpn(1));  // as rxe's GSI QP
     if (!cfg_.pcap.empty()) {
@@ -41,16 +50,14 @@ int Wire::open() {
     return 0;
 }
 
-bool Wire::to_self(const sockaddr_in& to) const {
-    return to.sin_port == self_.sin_port && to.sin_addr.s_addr == cfg_.ipv4_be;
+bool Wire::to_self(const net::Endpoint& to) const { return to.same(self_); }
+
+bool Wire::loops_back(const net::Endpoint& to) const {
+    return to.port() == self_.port() && !to.is_v6() && net::is_ipv4_multicast(to.v4_be()) &&
+           mcast_.member(to.v4_be());
 }
 
-bool Wire::loops_back(const sockaddr_in& to) const {
-    return to.sin_port == self_.sin_port && net::is_ipv4_multicast(to.sin_addr.s_addr) &&
-           mcast_.member(to.sin_addr.s_addr);
-}
-
-bool Wire::self_paced(const sockaddr_in& to) {
+bool Wire::self_paced(const net::Endpoint& to) {
     if (self_inflight_ < self_budget_ || !loops_back(to)) return false;
     if (turn_ - self_rx_turn_ < 4 || now_ns() - last_self_rx_ns_ < 2000000) return true;
     self_inflight_ = 0;
@@ -66,11 +73,11 @@ uint8_t* Wire::tx_begin(uint32_t* slot) {
     return buf;
 }
 
-void Wire::transmit(uint32_t slot, size_t len_no_icrc, const sockaddr_in& to, Qp* qp) {
+void Wire::transmit(uint32_t slot, size_t len_no_icrc, const net::Endpoint& to, Qp* qp) {
     transmit(slot, len_no_icrc, to, qp, qp ? qp->ip_marks : net::IpMarks{});
 }
 
-void Wire::transmit(uint32_t slot, size_t len_no_icrc, const sockaddr_in& to, Qp* qp,
+void Wire::transmit(uint32_t slot, size_t len_no_icrc, const net::Endpoint& to, Qp* qp,
                     net::IpMarks marks) {
     dma_.flush();  // nothing leaves before the data it may acknowledge (emu/engine/dma.cpp)
     uint8_t* buf = io_.tx_buffer(slot);
@@ -79,25 +86,27 @@ void Wire::transmit(uint32_t slot, size_t len_no_icrc, const sockaddr_in& to, Qp
     // A packet to this device itself that nobody can see needs no ICRC: it is never on a
     // wire, and receive() skips the check for it (docs/behaviour.md, "Loopback").
     bool icrc = !to_self(to) || packets_observed();
-    if (icrc)
-        net::icrc_store(cfg_.ipv4_be, to.sin_addr.s_addr, src.port, ntohs(to.sin_port), buf, len);
+    net::Endpoint from = self_;
+    from.set_port(src.port);
+    if (icrc) store_icrc(from, to, buf, len);
     if (pcap_.is_open()) {
         // Recorded with the IPv4 ID it will have on the wire (its place in the GSO train it
         // joins, net/udp_uring.h) and the ICRC for it; wire_send numbers it again from ID 0.
         // Its TOS and TTL too, and the UDP checksum when the socket sends one (net/udp_uring.h);
         // a packet to itself never reaches the socket and has none.
         const bool wire = !to_self(to);
-        uint16_t id = icrc && wire ? io_.tx_next_seg(len, to, marks, src.sock) : 0;
+        // (IPv6 has no ID.)
+        uint16_t id = icrc && wire && !to.is_v6() ? io_.tx_next_seg(len, to, marks, src.sock) : 0;
         if (id) net::icrc_set_id(buf, len, 0, id, icrc_ids_);
         timeval tv;
         gettimeofday(&tv, nullptr);
-        pcap_.record(cfg_.ipv4_be, src.port, to.sin_addr.s_addr, ntohs(to.sin_port), buf, len, tv,
-                     id, true, marks, wire && !io_.offloads().udp_csum_zero);
+        pcap_.record(from, to, buf, len, tv, id, true, marks,
+                     wire && !io_.offloads().udp_csum_zero);
         if (id) net::icrc_set_id(buf, len, id, 0, icrc_ids_);
     }
     ++counters_.tx_pkts;
     counters_.tx_bytes += len;
-    if (net::is_ipv4_multicast(to.sin_addr.s_addr)) ++counters_.mcast_tx_pkts;
+    if (to.multicast()) ++counters_.mcast_tx_pkts;
     counters_.tx_op.add(buf[0], len);
     if (qp) qp->tx_op.add(buf[0], len);
     if (faults_.armed(net::kFaultTx) && !fault_tx(slot, len, to, marks, src))
@@ -105,40 +114,40 @@ void Wire::transmit(uint32_t slot, size_t len_no_icrc, const sockaddr_in& to, Qp
     wire_send(slot, len, to, marks, src, icrc);
 }
 
-void Wire::wire_send(uint32_t slot, size_t len, const sockaddr_in& to, net::IpMarks marks,
+void Wire::wire_send(uint32_t slot, size_t len, const net::Endpoint& to, net::IpMarks marks,
                      net::TxSource src, bool icrc) {
     if (to_self(to)) return self_link_.push(slot, uint32_t(len), icrc, marks, src.port);
     if (loops_back(to)) ++self_inflight_;
     uint8_t* buf = io_.tx_buffer(slot);
     if (uint16_t id = io_.tx_send(slot, len, to, marks, src.sock))
-        net::icrc_set_id(buf, len, 0, id, icrc_ids_);
+        if (!to.is_v6()) net::icrc_set_id(buf, len, 0, id, icrc_ids_);
 }
 
 void Wire::on_resend(uint8_t* data, size_t len, uint16_t from_seg, uint16_t to_seg) {
-    net::icrc_set_id(data, len, from_seg, to_seg, icrc_ids_);
+    if (!self_.is_v6()) net::icrc_set_id(data, len, from_seg, to_seg, icrc_ids_);
 }
 
 // What the socket delivered: loopback pacing counts it here, once (multicast of its own, from
 // the device's port or a QP's).
-void Wire::on_packet(const sockaddr_in& from, uint32_t to_be, uint8_t* data, size_t len,
+void Wire::on_packet(const net::Endpoint& from, const net::Endpoint& to, uint8_t* data, size_t len,
                      uint16_t seg, net::IpMarks marks) {
-    if (from.sin_addr.s_addr == cfg_.ipv4_be && sources_.ours(ntohs(from.sin_port))) {
+    if (from.same_addr(self_) && sources_.ours(from.port())) {
         if (self_inflight_) --self_inflight_;
         last_self_rx_ns_ = now_ns();
         self_rx_turn_ = turn_;
     }
-    arrive(from, to_be, data, len, seg, marks);
+    arrive(from, to, data, len, seg, marks);
 }
 
 // The fault injector (which may drop, hold or duplicate the packet), then the receive path.
-void Wire::arrive(const sockaddr_in& from, uint32_t to_be, uint8_t* data, size_t len, uint16_t seg,
-                  net::IpMarks marks) {
-    if (faults_.armed(net::kFaultRx) && !fault_rx(from, to_be, data, len, seg, marks))
+void Wire::arrive(const net::Endpoint& from, const net::Endpoint& to, uint8_t* data, size_t len,
+                  uint16_t seg, net::IpMarks marks) {
+    if (faults_.armed(net::kFaultRx) && !fault_rx(from, to, data, len, seg, marks))
         return;  // docs/faults.md
-    receive(from, to_be, data, len, false, seg, marks);
+    receive(from, to, data, len, false, seg, marks);
 }
 
-void Wire::receive(const sockaddr_in& from, uint32_t to_be, uint8_t* data, size_t len,
+void Wire::receive(const net::Endpoint& from, const net::Endpoint& to, uint8_t* data, size_t len,
                    bool icrc_unset, uint16_t seg, net::IpMarks marks) {
     ++counters_.rx_pkts;
     counters_.rx_bytes += len;
@@ -146,18 +155,26 @@ void Wire::receive(const sockaddr_in& from, uint32_t to_be, uint8_t* data, size_
     // The ICRC covers the sender's IPv4 ID, which a socket does not show: a packet that was
     // segment k of a GSO train had ID k (net/udp_uring.h), one from rxe or a NIC any ID; the
     // solver finds it (net/icrc_id.h). The ID found goes in the capture.
+    // Over IPv6 every covered field is known: one exact check.
     uint16_t id = seg;
     bool df = true;
-    const net::IcrcWay way =
-        icrc_unset ? net::IcrcWay::kBad
-                   : net::icrc_check_any_id(from.sin_addr.s_addr, to_be, ntohs(from.sin_port),
-                                            cfg_.port, data, len, seg, cfg_.icrc_nodf, icrc_ids_,
-                                            icrc_solver_, &id, &df);
+    const bool v6 = from.is_v6();
+    net::IcrcWay way = net::IcrcWay::kBad;
+    if (icrc_unset)
+        ;
+    else if (v6)
+        way = net::icrc_check6(from.addr6(), to.addr6(), from.port(), cfg_.port, data, len)
+                  ? net::IcrcWay::kId0
+                  : net::IcrcWay::kBad;
+    else
+        way = net::icrc_check_any_id(from.v4_be(), to.v4_be(), from.port(), cfg_.port, data, len,
+                                     seg, cfg_.icrc_nodf, icrc_ids_, icrc_solver_, &id, &df);
     if (pcap_.is_open()) {
         timeval tv;
         gettimeofday(&tv, nullptr);
-        pcap_.record(from.sin_addr.s_addr, ntohs(from.sin_port), to_be, cfg_.port, data, len, tv,
-                     id, df, marks);
+        net::Endpoint dst = to;
+        dst.set_port(cfg_.port);
+        pcap_.record(from, dst, data, len, tv, id, df, marks);
     }
     net::Packet p;
     net::DropReason why = net::decode(data, len, p);
@@ -168,14 +185,14 @@ void Wire::receive(const sockaddr_in& from, uint32_t to_be, uint8_t* data, size_
     else
         switch (way) {
         case net::IcrcWay::kBad: return counters_.drop(net::DropReason::kBadIcrc);
-        case net::IcrcWay::kId0: ++counters_.icrc_id0; break;
+        case net::IcrcWay::kId0: ++(v6 ? counters_.icrc_ipv6 : counters_.icrc_id0); break;
         case net::IcrcWay::kHint: ++counters_.icrc_train; break;
         case net::IcrcWay::kSolved: ++counters_.icrc_solved; break;
         case net::IcrcWay::kSolvedNoDf: ++counters_.icrc_solved_nodf; break;
         }
     if ((p.bth.pkey & 0x7fff) != (net::kDefaultPkey & 0x7fff))
         return counters_.drop(net::DropReason::kBadPkey);
-    dev_.dispatch(p, from, to_be, len);
+    dev_.dispatch(p, from, to, len);
 }
 
 void Wire::deliver_to_self() {
@@ -186,15 +203,17 @@ void Wire::deliver_to_self() {
         uint8_t* buf = io_.tx_buffer(k.slot);
         if (!k.icrc && packets_observed()) {
             // A capture or the injector started since it was sent.
-            net::icrc_store(cfg_.ipv4_be, cfg_.ipv4_be, k.sport, cfg_.port, buf, k.len);
+            net::Endpoint from = self_;
+            from.set_port(k.sport);
+            store_icrc(from, self_, buf, k.len);
             k.icrc = true;
         }
-        sockaddr_in from = self_;
-        from.sin_port = htons(k.sport);
+        net::Endpoint from = self_;
+        from.set_port(k.sport);
         if (k.icrc)
-            arrive(from, cfg_.ipv4_be, buf, k.len, 0, k.marks);
+            arrive(from, self_, buf, k.len, 0, k.marks);
         else
-            receive(from, cfg_.ipv4_be, buf, k.len, true, 0, k.marks);
+            receive(from, self_, buf, k.len, true, 0, k.marks);
         io_.tx_free(k.slot);
     }
 }
@@ -231,7 +250,8 @@ std::string Wire::icrc_line() const {
     return "counters_icrc id0 " + std::to_string(c.icrc_id0) + " train " +
            std::to_string(c.icrc_train) + " solved " + std::to_string(c.icrc_solved) +
            " solved_nodf " + std::to_string(c.icrc_solved_nodf) + " unchecked " +
-           std::to_string(c.icrc_unchecked) + " nodf " + (cfg_.icrc_nodf ? "on" : "off") + "\n";
+           std::to_string(c.icrc_unchecked) + " nodf " + (cfg_.icrc_nodf ? "on" : "off") +
+           " ipv6 " + std::to_string(c.icrc_ipv6) + "\n";
 }
 
 }  // namespace uroce::emu

@@ -48,15 +48,15 @@ public:
     // sends it, for its per-opcode counters (nullptr: the CM's QP1, the device's counters
     // only), whose UDP source port it leaves from (Qp::tx; source_ports.h), and whose address
     // vector gives the IPv4 TOS and TTL (Qp::ip_marks) unless `marks` does (UD: the AH's).
-    void transmit(uint32_t slot, size_t len_no_icrc, const sockaddr_in& to, Qp* qp = nullptr);
-    void transmit(uint32_t slot, size_t len_no_icrc, const sockaddr_in& to, Qp* qp,
+    void transmit(uint32_t slot, size_t len_no_icrc, const net::Endpoint& to, Qp* qp = nullptr);
+    void transmit(uint32_t slot, size_t len_no_icrc, const net::Endpoint& to, Qp* qp,
                   net::IpMarks marks);
     void tx_free(uint32_t slot) { io_.tx_free(slot); }
     // True when a requester should wait before sending more to `to`: multicast this device
     // sent to its own groups that has not come back yet. A count that stops moving (the
     // kernel dropped some of them after all) is forgotten after 2 ms and 4 engine turns
     // without one of them arriving.
-    bool self_paced(const sockaddr_in& to);
+    bool self_paced(const net::Endpoint& to);
 
     // The engine's turn: begin_turn() first; deliver_to_self() receives what this device
     // sent to itself, until nothing is left (what that answers to itself included).
@@ -90,8 +90,8 @@ public:
     // The ring's callbacks: a datagram the socket delivered, a doorbell or command eventfd
     // that fired (the device's). Tests and fuzzers call them as the ring does.
     // `seg`: the packet's place in the GRO train it came in (net/udp_uring.h; 0: alone).
-    void on_packet(const sockaddr_in& from, uint32_t to_be, uint8_t* data, size_t len, uint16_t seg,
-                   net::IpMarks marks = {}) override;
+    void on_packet(const net::Endpoint& from, const net::Endpoint& to, uint8_t* data, size_t len,
+                   uint16_t seg, net::IpMarks marks = {}) override;
     void on_eventfd(uint64_t tag) override;
     // The GSO/GRO line of the dump (`uroce counters`): which offloads are in use.
     std::string offload_line() const;
@@ -101,39 +101,39 @@ public:
 private:
     // Where a packet enters the device, from the socket or from self_link_: the fault
     // injector, then receive().
-    void arrive(const sockaddr_in& from, uint32_t to_be, uint8_t* data, size_t len, uint16_t seg,
-                net::IpMarks marks);
-    // Checks, counts, captures, then the device's dispatch. `to_be`: the address the packet
+    void arrive(const net::Endpoint& from, const net::Endpoint& to, uint8_t* data, size_t len,
+                uint16_t seg, net::IpMarks marks);
+    // Checks, counts, captures, then the device's dispatch. `to`: the address the packet
     // was sent to (the device's, or a multicast group's). `icrc_unset`: a packet from this
     // device to itself whose ICRC nobody needed (transmit). `seg`: the IPv4 ID the packet
     // most likely had (its place in a GRO train); the ICRC check tries it first.
-    void receive(const sockaddr_in& from, uint32_t to_be, uint8_t* data, size_t len,
+    void receive(const net::Endpoint& from, const net::Endpoint& to, uint8_t* data, size_t len,
                  bool icrc_unset = false, uint16_t seg = 0, net::IpMarks marks = {});
     // Hands a finished packet to the socket, or to self_link_ if it is for this device
     // (loopback pacing counts the multicast ones that come back).
-    void wire_send(uint32_t slot, size_t len, const sockaddr_in& to, net::IpMarks marks,
+    void wire_send(uint32_t slot, size_t len, const net::Endpoint& to, net::IpMarks marks,
                    net::TxSource src, bool icrc = true);
     // Fault injection: false when the packet must go no further.
-    bool fault_rx(const sockaddr_in& from, uint32_t to_be, uint8_t* data, size_t len, uint16_t seg,
-                  net::IpMarks marks);
+    bool fault_rx(const net::Endpoint& from, const net::Endpoint& to, uint8_t* data, size_t len,
+                  uint16_t seg, net::IpMarks marks);
     // A GSO train the kernel refused goes again packet by packet: new IPv4 IDs, new ICRCs.
     void on_resend(uint8_t* data, size_t len, uint16_t from_seg, uint16_t to_seg) override;
-    bool fault_tx(uint32_t slot, size_t len, const sockaddr_in& to, net::IpMarks marks,
+    bool fault_tx(uint32_t slot, size_t len, const net::Endpoint& to, net::IpMarks marks,
                   net::TxSource src);
     // Whether anything outside the engine can see a packet's bytes: a capture, or the fault
     // injector (which corrupts packets for the ICRC check to find).
     bool packets_observed() const {
         return pcap_.is_open() || faults_.armed(net::kFaultTx) || faults_.armed(net::kFaultRx);
     }
-    bool to_self(const sockaddr_in& to) const;
-    bool loops_back(const sockaddr_in& to) const;
+    bool to_self(const net::Endpoint& to) const;
+    bool loops_back(const net::Endpoint& to) const;
 
     DeviceConfig& cfg_;
     DeviceCounters& counters_;
     Dma& dma_;
     const McastGroups& mcast_;
     Device& dev_;
-    sockaddr_in self_{};
+    net::Endpoint self_;  // the device's address and port
     net::UdpUring io_;
     SourcePorts sources_;
     net::TxSource cm_src_;  // the CM's MADs: QP1's port (open)

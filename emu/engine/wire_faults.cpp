@@ -20,21 +20,21 @@ uint64_t Wire::set_faults(const net::FaultSpec& spec) {
 
 // Received packets: dropped or held ones go no further (a held one comes back with the
 // address it was sent to, its TOS and TTL); a duplicate is processed twice.
-bool Wire::fault_rx(const sockaddr_in& from, uint32_t to_be, uint8_t* data, size_t len,
+bool Wire::fault_rx(const net::Endpoint& from, const net::Endpoint& to, uint8_t* data, size_t len,
                     uint16_t seg, net::IpMarks marks) {
-    Verdict v = faults_.decide(net::kFaultRx, data, len, from, now_ns(), to_be, marks);
+    Verdict v = faults_.decide(net::kFaultRx, data, len, from, now_ns(), to, marks);
     if (v == Verdict::kDup)
-        receive(from, to_be, data, len, false, seg, marks);  // buffer left as it was
+        receive(from, to, data, len, false, seg, marks);  // buffer left as it was
     return v == Verdict::kPass || v == Verdict::kDup;
 }
 
 // Sent packets (ICRC already stored): a dropped or held one frees its buffer unsent; a
 // duplicate goes out twice, the copy from a buffer of its own.
-bool Wire::fault_tx(uint32_t slot, size_t len, const sockaddr_in& to, net::IpMarks marks,
+bool Wire::fault_tx(uint32_t slot, size_t len, const net::Endpoint& to, net::IpMarks marks,
                     net::TxSource src) {
     uint8_t* buf = io_.tx_buffer(slot);
     const uint32_t held = faults_.held_copies();
-    Verdict v = faults_.decide(net::kFaultTx, buf, len, to, now_ns(), 0, marks, src.port);
+    Verdict v = faults_.decide(net::kFaultTx, buf, len, to, now_ns(), {}, marks, src.port);
     // Each copy held keeps its port's socket open until it leaves (release_faults).
     for (uint32_t k = held; k < faults_.held_copies(); ++k) sources_.acquire(src.port);
     if (v == Verdict::kDrop || v == Verdict::kHeld) {
@@ -57,11 +57,11 @@ bool Wire::fault_tx(uint32_t slot, size_t len, const sockaddr_in& to, net::IpMar
 // arrives even if its QP is gone by then (an ACK the last of a program's messages needed).
 void Wire::release_faults(uint64_t now) {
     faults_.release(
-        now, [this](net::FaultDir d, const uint8_t* data, size_t len, const sockaddr_in& peer,
-                    uint32_t local_be, net::IpMarks marks, uint16_t local_port) {
+        now, [this](net::FaultDir d, const uint8_t* data, size_t len, const net::Endpoint& peer,
+                    const net::Endpoint& local, net::IpMarks marks, uint16_t local_port) {
             if (d == net::kFaultRx) {
                 // receive takes a mutable buffer but only reads it; the held copy is ours.
-                receive(peer, local_be, const_cast<uint8_t*>(data), len, false, 0, marks);
+                receive(peer, local, const_cast<uint8_t*>(data), len, false, 0, marks);
                 return true;
             }
             net::TxSource src;

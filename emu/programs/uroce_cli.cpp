@@ -120,7 +120,7 @@ std::string daemon_path() {
 int usage() {
     std::fprintf(stderr,
                  "usage:\n"
-                 "  uroce start [--name N] [--addr IPV4] [--port P] [--pcap FILE] "
+                 "  uroce start [--name N] [--addr IPV4|IPV6] [--port P] [--pcap FILE] "
                  "[--pcap-max BYTES]\n"
                  "              [--faults SPEC] [--poll-us US] [--offload on|off]\n"
                  "              [--icrc-nodf on|off]\n"

@@ -16,6 +16,7 @@
 #include "emu/control/control_server.h"
 #include "emu/engine/device.h"
 #include "emu/engine/port_mtu.h"
+#include "net/endpoint.h"
 
 using namespace uroce;
 
@@ -107,12 +108,23 @@ int main(int argc, char** argv) {
             return 2;
         }
     }
-    in_addr ia{};
-    if (inet_pton(AF_INET, addr.c_str(), &ia) != 1) {
-        std::fprintf(stderr, "uroced: bad IPv4 address %s\n", addr.c_str());
+    // IPv4, or IPv6 (a link-local one with %INTERFACE): the device's one address.
+    net::Endpoint ep;
+    if (!net::parse_address(addr, cfg.port, &ep) || (ep.is_v6() && ep.multicast()) ||
+        (!ep.is_v6() && ep.v4_be() == 0)) {
+        std::fprintf(stderr, "uroced: bad address %s (IPv4 or IPv6)\n", addr.c_str());
         return 2;
     }
-    cfg.ipv4_be = ia.s_addr;
+    if (ep.is_v6()) {
+        std::memcpy(cfg.ipv6, ep.addr6(), 16);
+        cfg.ipv6_scope = ep.v6.sin6_scope_id;
+        if (cfg.ipv6[0] == 0xfe && (cfg.ipv6[1] & 0xc0) == 0x80 && !cfg.ipv6_scope) {
+            std::fprintf(stderr, "uroced: link-local address %s needs %%INTERFACE\n", addr.c_str());
+            return 2;
+        }
+    } else {
+        cfg.ipv4_be = ep.v4_be();
+    }
     signal(SIGPIPE, SIG_IGN);
     if (std::string why = abi::check_runtime_dir(true); !why.empty()) {
         std::fprintf(stderr, "%s\n", why.c_str());

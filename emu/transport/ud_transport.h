@@ -13,6 +13,7 @@
 #include <cstdint>
 
 #include "emu/verbs/objects.h"
+#include "net/endpoint.h"
 #include "net/headers.h"
 
 namespace uroce::emu {
@@ -24,8 +25,8 @@ public:
 
     // Sends the QP's send WQEs, one packet each, as far as the transmit buffers allow.
     void requester_progress(Qp& qp);
-    // A UD SEND for `qp`, from `from`, sent to `to_be` (the device's address or a group's).
-    void receive(Qp& qp, const net::Packet& p, const sockaddr_in& from, uint32_t to_be);
+    // A UD SEND for `qp`, from `from`, sent to `to` (the device's address or a group's).
+    void receive(Qp& qp, const net::Packet& p, const net::Endpoint& from, const net::Endpoint& to);
 
 private:
     Env& env_;

@@ -15,8 +15,25 @@ namespace uroce::emu {
 
 namespace ud_detail {
 inline constexpr uint32_t kGrhLen = 40;
-// wc.sl of a UD receive: the kernel's RDMA_NETWORK_IPV4 (enum rdma_network_type).
+// wc.sl of a UD receive: the kernel's RDMA_NETWORK_IPV4 / _IPV6 (enum rdma_network_type).
 inline constexpr uint8_t kWcSlNetworkIpv4 = 2;
+inline constexpr uint8_t kWcSlNetworkIpv6 = 3;
+
+// Over IPv6 the GRH area holds the IPv6 header itself (RoCEv2's GRH is the IP header): its
+// traffic class and hop limit as received; the flow label is not reported by the socket (0).
+inline void ipv6_header(uint8_t* h, const uint8_t* src16, const uint8_t* dst16,
+                        size_t udp_payload_len, net::IpMarks marks) {
+    uint16_t plen = uint16_t(8 + udp_payload_len);
+    h[0] = uint8_t(0x60 | marks.tos >> 4);
+    h[1] = uint8_t(marks.tos << 4);
+    h[2] = h[3] = 0;
+    h[4] = uint8_t(plen >> 8);
+    h[5] = uint8_t(plen);
+    h[6] = 17;
+    h[7] = marks.ttl;
+    std::memcpy(h + 8, src16, 16);
+    std::memcpy(h + 24, dst16, 16);
+}
 
 // The IPv4 header the packet arrived with, as uroce sends it (see net/icrc.h), with the TOS and
 // TTL it really had (as rxe copies the received header; ibv_init_ah_from_wc reads it).
@@ -96,8 +113,8 @@ void UdTransport<Env>::requester_progress(Qp& qp) {
 }
 
 template <class Env>
-void UdTransport<Env>::receive(Qp& qp, const net::Packet& p, const sockaddr_in& from,
-                               uint32_t to_be) {
+void UdTransport<Env>::receive(Qp& qp, const net::Packet& p, const net::Endpoint& from,
+                               const net::Endpoint& to) {
     if (qp.state != IBV_QPS_RTR && qp.state != IBV_QPS_RTS && qp.state != IBV_QPS_SQD &&
         qp.state != IBV_QPS_SQE)
         return env_.counters.drop(net::DropReason::kBadQp, qp);
@@ -108,9 +125,11 @@ void UdTransport<Env>::receive(Qp& qp, const net::Packet& p, const sockaddr_in& 
         return;
     }
     uint8_t grh[ud_detail::kGrhLen] = {};
-    ud_detail::ipv4_header(grh + 20, from.sin_addr.s_addr, to_be,
-                           net::op_info(p.bth.opcode)->hdr_len + p.payload_len + p.bth.pad + 4,
-                           p.ip);
+    const size_t udp_len = net::op_info(p.bth.opcode)->hdr_len + p.payload_len + p.bth.pad + 4;
+    if (from.is_v6())
+        ud_detail::ipv6_header(grh, from.addr6(), to.addr6(), udp_len, p.ip);
+    else
+        ud_detail::ipv4_header(grh + 20, from.v4_be(), to.v4_be(), udp_len, p.ip);
     iovec iov[abi::kMaxSge];
     int n = sge_iov(qp.rwr.sge, qp.rwr.num_sge, 0, ud_detail::kGrhLen, iov);
     // GRH and payload with one write; a failure completes the receive with LOC_PROT_ERR.
@@ -129,7 +148,7 @@ void UdTransport<Env>::receive(Qp& qp, const net::Packet& p, const sockaddr_in& 
     c.wc_flags = IBV_WC_GRH;
     // The network header type (the kernel's RDMA_NETWORK_IPV4), where mlx5 reports it: UCX
     // reads wc.sl to find the source address in the GRH area.
-    c.sl = ud_detail::kWcSlNetworkIpv4;
+    c.sl = from.is_v6() ? ud_detail::kWcSlNetworkIpv6 : ud_detail::kWcSlNetworkIpv4;
     if (p.bth.opcode == net::kUdSendOnlyImm) {
         c.imm_data = htobe32(p.imm);
         c.wc_flags |= IBV_WC_WITH_IMM;

@@ -100,7 +100,7 @@ void McastGroups::detach_all(uint32_t qpn) {
 
 // A packet that came in on a group socket: one copy for each attached QP, each checked
 // (state, Q_Key, a posted receive) as a unicast UD packet to it would be.
-void McastGroups::receive(const net::Packet& p, const sockaddr_in& from, uint32_t group_be,
+void McastGroups::receive(const net::Packet& p, const net::Endpoint& from, uint32_t group_be,
                           size_t len) {
     ++dev_.counters_.mcast_rx_pkts;
     // IBTA 9.6.1.1: a multicast packet names the multicast QP, and only UD sends are one.
@@ -119,7 +119,7 @@ void McastGroups::receive(const net::Packet& p, const sockaddr_in& from, uint32_
         ++dev_.counters_.mcast_deliveries;
         ++qp->rx_pkts;
         qp->rx_op.add(p.bth.opcode, len);
-        dev_.ud_.receive(*qp, p, from, group_be);
+        dev_.ud_.receive(*qp, p, from, net::Endpoint::ipv4(group_be, from.port()));
     }
     if (!any) dev_.counters_.drop(net::DropReason::kNoMcastGroup);
 }

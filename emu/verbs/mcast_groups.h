@@ -12,6 +12,7 @@
 
 #include "emu/abi/protocol.h"
 #include "emu/verbs/objects.h"
+#include "net/endpoint.h"
 #include "net/headers.h"
 
 namespace uroce::emu {
@@ -25,7 +26,7 @@ public:
     int attach(Session& s, const abi::McastReq& r);
     int detach(Session& s, const abi::McastReq& r);
     void detach_all(uint32_t qpn);  // the QP is being destroyed
-    void receive(const net::Packet& p, const sockaddr_in& from, uint32_t group_be, size_t len);
+    void receive(const net::Packet& p, const net::Endpoint& from, uint32_t group_be, size_t len);
     bool member(uint32_t group_be) const;
     size_t count() const { return groups_.size(); }
     std::string lines() const;  // the "mcast" lines of Device::dump()

@@ -15,6 +15,7 @@
 #include "emu/abi/doorbell.h"
 #include "emu/abi/rings.h"
 #include "emu/verbs/shared_region.h"
+#include "net/endpoint.h"
 #include "net/headers.h"
 #include "net/ip_marks.h"
 #include "net/udp_sport.h"
@@ -191,9 +192,10 @@ struct Qp {
     ibv_qp_cap cap{};
     ibv_qp_attr attr{};  // everything the app set (what query_qp reports)
 
-    // Resolved destination (from attr.ah_attr), and the IPv4 TOS and TTL of what the QP sends
+    // Resolved destination (from attr.ah_attr), and the IPv4 TOS and TTL (IPv6: traffic class
+    // and hop limit) of what the QP sends
     // there (its GRH's traffic class and hop limit; net/ip_marks.h).
-    sockaddr_in dest{};
+    net::Endpoint dest;
     net::IpMarks ip_marks;
     uint32_t mtu = 1024;
     // The UDP source port rxe would give it (net/udp_sport.h: from its number, then from its

@@ -149,18 +149,17 @@ int ControlVerbs::modify_qp(Session& s, const abi::ModifyQpReq& r) {
     if ((m & IBV_QP_MAX_DEST_RD_ATOMIC) && a.max_dest_rd_atomic > abi::kMaxQpRdAtom) return EINVAL;
     if ((m & IBV_QP_DEST_QPN) && a.dest_qp_num > 0xffffff) return EINVAL;
     if (m & IBV_QP_ALT_PATH) return EINVAL;  // one port, no alternate path
-    sockaddr_in dest{};
+    net::Endpoint dest;
     if (m & IBV_QP_AV) {
         const ibv_ah_attr& ah = a.ah_attr;
-        // RoCE needs a GRH; the GID table has the single entry 0, an IPv4-mapped GID.
+        // RoCE needs a GRH; the GID table has the single entry 0, the device's address. The
+        // destination GID is of the same IP version (an IPv4-mapped one for IPv4), as the
+        // kernel requires of a RoCEv2 path; a link-local one is on the device's interface.
         if (!ah.is_global || ah.grh.sgid_index != 0 || (ah.port_num && ah.port_num != 1))
             return EINVAL;
         const uint8_t* g = ah.grh.dgid.raw;
-        static const uint8_t kV4Prefix[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
-        if (std::memcmp(g, kV4Prefix, 12) != 0) return EINVAL;
-        dest.sin_family = AF_INET;
-        std::memcpy(&dest.sin_addr.s_addr, g + 12, 4);
-        dest.sin_port = htons(dev_.cfg_.port);
+        if (net::gid_is_v4(g) == dev_.cfg_.is_ipv6()) return EINVAL;
+        dest = net::Endpoint::from_gid(g, dev_.cfg_.port, dev_.cfg_.ipv6_scope);
     }
 
     // Apply.

@@ -386,7 +386,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t len) {
     uint8_t none = 0;  // a zero-length datagram still has a buffer
     g_dev->call([&] {
         for (auto& p : pkts)
-            g_dev->wire().on_packet(from, kSelf, p.empty() ? &none : p.data(), p.size(), 0);
+            g_dev->wire().on_packet(from, g_dev->config().endpoint(), p.empty() ? &none : p.data(),
+                                    p.size(), 0);
     });
     return 0;
 }

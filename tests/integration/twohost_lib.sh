@@ -21,6 +21,13 @@ command -v ip >/dev/null 2>&1 || skip "ip (iproute2) is not installed"
 
 ADDR_A=10.77.0.1
 ADDR_B=10.77.0.2
+# TWOHOST_IPV6=1 (set before sourcing): the hosts also have fd77::1/64 and fd77::2/64, and
+# the devices those (DEV_A, DEV_B); the IPv4 addresses stay for the programs' own TCP
+# exchanges (the pingpongs and perftest bind the IPv4 wildcard first: an IPv6-only host
+# cannot reach their servers).
+ADDR6_A=fd77::1
+ADDR6_B=fd77::2
+if [ -n "${TWOHOST_IPV6:-}" ]; then DEV_A=$ADDR6_A DEV_B=$ADDR6_B; else DEV_A=$ADDR_A DEV_B=$ADDR_B; fi
 NS_A=uroce-$$-a
 NS_B=uroce-$$-b
 DIR_A=$UROCE_RUNTIME_DIR/host-a
@@ -66,14 +73,19 @@ twohost_setup() {
         ip -n "$ns" link set lo up &&
             ip -n "$ns" link set eth0 up &&
             ip -n "$ns" addr add "$addr/24" dev eth0 || fail "cannot address host $h"
+        if [ -n "${TWOHOST_IPV6:-}" ]; then
+            # nodad: usable at once, not after duplicate address detection's second or so.
+            ip -n "$ns" addr add "$([ $h = A ] && echo $ADDR6_A || echo $ADDR6_B)/64" dev eth0 nodad ||
+                fail "cannot give host $h an IPv6 address"
+        fi
     done
     mkdir -m 700 "$DIR_A" "$DIR_B" || fail "mkdir runtime directories"
-    "${HOST_A[@]}" "$UROCE" start --name uroce0 --addr "$ADDR_A" "$@" >/dev/null ||
+    "${HOST_A[@]}" "$UROCE" start --name uroce0 --addr "$DEV_A" "$@" >/dev/null ||
         fail "uroce start on host A"
-    "${HOST_B[@]}" "$UROCE" start --name uroce0 --addr "$ADDR_B" "$@" >/dev/null ||
+    "${HOST_B[@]}" "$UROCE" start --name uroce0 --addr "$DEV_B" "$@" >/dev/null ||
         fail "uroce start on host B"
-    echo "host A: $NS_A $ADDR_A (eth0 $(ip -n "$NS_A" -o link show eth0 | grep -o 'mtu [0-9]*'))"
-    echo "host B: $NS_B $ADDR_B"
+    echo "host A: $NS_A $DEV_A (eth0 $(ip -n "$NS_A" -o link show eth0 | grep -o 'mtu [0-9]*'))"
+    echo "host B: $NS_B $DEV_B"
 }
 
 on_host() {

@@ -139,7 +139,7 @@ protected:
         from.sin_port = htons(dev_->config().port);
         net::icrc_store(from.sin_addr.s_addr, dev_->config().ipv4_be, dev_->config().port,
                         dev_->config().port, b.data(), b.size());
-        dev_->wire().on_packet(from, dev_->config().ipv4_be, b.data(), b.size(), 0);
+        dev_->wire().on_packet(from, dev_->config().endpoint(), b.data(), b.size(), 0);
     }
 
     std::unique_ptr<Device> dev_;

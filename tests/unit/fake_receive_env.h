@@ -80,7 +80,7 @@ public:
             }
         return nullptr;
     }
-    void transmit(uint32_t slot, size_t len_no_icrc, const sockaddr_in&, Qp*) {
+    void transmit(uint32_t slot, size_t len_no_icrc, const net::Endpoint&, Qp*) {
         std::vector<uint8_t> pkt(slot_buf_[slot], slot_buf_[slot] + len_no_icrc);
         pkt.resize(len_no_icrc + net::kIcrcLen);  // the ICRC: decode() leaves it unchecked
         sent.push_back(std::move(pkt));
@@ -181,7 +181,7 @@ public:
     struct WirePart {
         FakeEnv& e;
         uint8_t* tx_begin(uint32_t* slot) { return e.tx_begin(slot); }
-        void transmit(uint32_t slot, size_t len, const sockaddr_in& to, Qp* qp) {
+        void transmit(uint32_t slot, size_t len, const net::Endpoint& to, Qp* qp) {
             e.transmit(slot, len, to, qp);
         }
         void tx_free(uint32_t slot) { e.tx_free(slot); }

@@ -114,7 +114,7 @@ std::vector<Verdict> run(const std::string& spec, FaultDir d, int n) {
         auto p = packet(uint32_t(i));
         out.push_back(f.decide(d, p.data(), p.size(), peer(), 0));
         f.release(~uint64_t(0),
-                  [](FaultDir, const uint8_t*, size_t, const sockaddr_in&) { return true; });
+                  [](FaultDir, const uint8_t*, size_t, const Endpoint&) { return true; });
     }
     return out;
 }
@@ -161,14 +161,13 @@ TEST(FaultInjector, HeldCopiesCountsEachCopy) {
     EXPECT_EQ(f.decide(kFaultTx, p.data(), p.size(), peer(), 0), Verdict::kHeld);
     EXPECT_EQ(f.held_copies(), 2u);
     int got = 0;
-    f.release(~uint64_t(0), [&](FaultDir, const uint8_t*, size_t, const sockaddr_in&) {
+    f.release(~uint64_t(0), [&](FaultDir, const uint8_t*, size_t, const Endpoint&) {
         ++got;
         return got == 1;  // the second copy cannot go yet
     });
     EXPECT_EQ(got, 2);
     EXPECT_EQ(f.held_copies(), 1u);
-    f.release(~uint64_t(0),
-              [](FaultDir, const uint8_t*, size_t, const sockaddr_in&) { return true; });
+    f.release(~uint64_t(0), [](FaultDir, const uint8_t*, size_t, const Endpoint&) { return true; });
     EXPECT_EQ(f.held_copies(), 0u);
     EXPECT_FALSE(f.holding());
 }
@@ -184,7 +183,7 @@ TEST(FaultInjector, RatesAndCounters) {
         drop += v == Verdict::kDrop;
         dup += v == Verdict::kDup;
         held += v == Verdict::kHeld;
-        f.release(uint64_t(i) * 1000, [&](FaultDir d, const uint8_t*, size_t, const sockaddr_in&) {
+        f.release(uint64_t(i) * 1000, [&](FaultDir d, const uint8_t*, size_t, const Endpoint&) {
             EXPECT_EQ(d, kFaultTx);
             ++released;
             return true;
@@ -202,7 +201,7 @@ TEST(FaultInjector, RatesAndCounters) {
     EXPECT_TRUE(near(s.reordered, n * 0.98 * 0.04)) << s.reordered;
     EXPECT_EQ(s.overflow, 0u);
     // Everything held came back (a held duplicate twice) once its time was up.
-    f.release(~uint64_t(0), [&](FaultDir, const uint8_t*, size_t, const sockaddr_in&) {
+    f.release(~uint64_t(0), [&](FaultDir, const uint8_t*, size_t, const Endpoint&) {
         ++released;
         return true;
     });
@@ -228,9 +227,9 @@ TEST(FaultInjector, DelayKeepsOrderAndTime) {
     FaultInjector f;
     f.configure(parse_ok("delay=100,seed=1"));
     std::vector<uint32_t> out;
-    auto take = [&](FaultDir, const uint8_t* d, size_t len, const sockaddr_in& a) {
+    auto take = [&](FaultDir, const uint8_t* d, size_t len, const Endpoint& a) {
         EXPECT_EQ(len, 64u);
-        EXPECT_EQ(a.sin_addr.s_addr, peer().sin_addr.s_addr);
+        EXPECT_EQ(a.v4_be(), peer().sin_addr.s_addr);
         out.push_back(number_of(d));
         return true;
     };
@@ -265,13 +264,14 @@ TEST(FaultInjector, HeldPacketKeepsItsAddressAndMarks) {
     };
     std::vector<Out> out;
     auto p0 = packet(0), p1 = packet(1);
-    EXPECT_EQ(f.decide(kFaultRx, p0.data(), p0.size(), peer(), 0, 0x0400007f, IpMarks{0x68, 17}),
+    EXPECT_EQ(f.decide(kFaultRx, p0.data(), p0.size(), peer(), 0, Endpoint::ipv4(0x0400007f, 4791),
+                       IpMarks{0x68, 17}),
               Verdict::kHeld);
-    EXPECT_EQ(f.decide(kFaultTx, p1.data(), p1.size(), peer(), 0, 0, IpMarks{0xb8, 3}, 0xd872),
+    EXPECT_EQ(f.decide(kFaultTx, p1.data(), p1.size(), peer(), 0, {}, IpMarks{0xb8, 3}, 0xd872),
               Verdict::kHeld);
-    f.release(~uint64_t(0), [&](FaultDir d, const uint8_t* data, size_t, const sockaddr_in&,
-                                uint32_t local_be, IpMarks marks, uint16_t local_port) {
-        out.push_back({d, number_of(data), local_be, marks, local_port});
+    f.release(~uint64_t(0), [&](FaultDir d, const uint8_t* data, size_t, const Endpoint&,
+                                const Endpoint& local, IpMarks marks, uint16_t local_port) {
+        out.push_back({d, number_of(data), local.v4_be(), marks, local_port});
         return true;
     });
     ASSERT_EQ(out.size(), 2u);
@@ -292,7 +292,7 @@ TEST(FaultInjector, ReorderedPacketIsOvertaken) {
     EXPECT_EQ(f.decide(kFaultRx, p0.data(), p0.size(), peer(), 0), Verdict::kHeld);
     f.configure(parse_ok("dup=0.000001,seed=3"));  // ... then nothing more is
     std::vector<uint32_t> out;
-    auto take = [&](FaultDir, const uint8_t* d, size_t, const sockaddr_in&) {
+    auto take = [&](FaultDir, const uint8_t* d, size_t, const Endpoint&) {
         out.push_back(number_of(d));
         return true;
     };
@@ -328,13 +328,13 @@ TEST(FaultInjector, FullPoolPassesAndReleaseCanWait) {
     EXPECT_EQ(f.stats(kFaultTx).overflow, 1u);
     // The consumer takes 3 and then has no room: the rest stays held for the next pass.
     int taken = 0;
-    f.release(10000, [&](FaultDir, const uint8_t*, size_t, const sockaddr_in&) {
+    f.release(10000, [&](FaultDir, const uint8_t*, size_t, const Endpoint&) {
         return taken < 3 ? (++taken, true) : false;
     });
     EXPECT_EQ(taken, 3);
     EXPECT_TRUE(f.holding());
     EXPECT_EQ(f.next_release_in(20000), 0u);
-    f.release(10000, [&](FaultDir, const uint8_t*, size_t, const sockaddr_in&) {
+    f.release(10000, [&](FaultDir, const uint8_t*, size_t, const Endpoint&) {
         ++taken;
         return true;
     });

@@ -305,3 +305,71 @@ TEST(NetPcapTap, OversizePayloadIsTruncatedNotOverflowed) {
     pcap_close(rd);
     std::filesystem::remove(path);
 }
+
+// RoCEv2 over IPv6 (issue 27): frames with an IPv6 header, each ICRC made over the IPv6
+// pseudo header by icrc_store6; the independent check (icrc_scapy_check.py: scapy's parse,
+// the annex's masks) agrees with every one, icrc_check_ipv6 accepts each recorded frame, and
+// one flipped bit of an address (covered) is caught while the traffic class and hop limit
+// (masked) change nothing.
+TEST(NetPcapTap, Ipv6FramesAndIcrcAgreeWithTheIndependentCheck) {
+    const std::string script = scapy_check_command();
+    if (script.empty()) GTEST_SKIP() << "python3-scapy not available";
+    Endpoint s, d;
+    ASSERT_TRUE(parse_address("fd77::1", 49153, &s));
+    ASSERT_TRUE(parse_address("2001:db8::1:2", kRoceUdpPort, &d));
+    const std::string path = tmp_path("scapy6");
+    PcapTap tap;
+    std::string err;
+    ASSERT_TRUE(tap.open(path, 0, &err)) << err;
+    uint32_t n = 0;
+    for (uint32_t plen : {40u, 255u, 4096u}) {  // (as TsharkHasNoMalformedForAnyOpcode: no 0)
+        uint32_t seed = 0;
+        for (uint8_t opc : all_opcodes()) {
+            Packet p = full_packet(opc, ++seed);
+            const uint32_t len = (op_info(opc)->flags & kPayload) ? plen + seed % 4 : 0;
+            p.bth.pad = (op_info(opc)->flags & kPayload) ? pad_for(len) : 0;
+            std::vector<uint8_t> b = build(p, len);
+            icrc_store6(s.addr6(), d.addr6(), s.port(), d.port(), b.data(), b.size());
+            EXPECT_TRUE(icrc_check6(s.addr6(), d.addr6(), s.port(), d.port(), b.data(), b.size()));
+            uint8_t other[16];
+            std::memcpy(other, d.addr6(), 16);
+            other[15] ^= 1;
+            EXPECT_FALSE(icrc_check6(s.addr6(), other, s.port(), d.port(), b.data(), b.size()));
+            tap.record(s, d, b.data(), b.size(), timeval{}, 0, true, IpMarks{uint8_t(seed), 3});
+            ++n;
+        }
+    }
+    tap.close();
+    const std::string out = run(script + " " + path + " 2>&1; echo rc=$?");
+    EXPECT_NE(out.find("checked " + std::to_string(n) + " packets, 0 mismatches, " +
+                       std::to_string(n) + " over IPv6"),
+              std::string::npos)
+        << out;
+    EXPECT_NE(out.find("rc=0"), std::string::npos) << out;
+    if (have("tshark")) {
+        const std::string t = run("tshark -n -r " + path +
+                                  " -Y 'ipv6 && infiniband && !_ws.malformed' -T fields "
+                                  "-e frame.number 2>/dev/null | wc -l");
+        EXPECT_EQ(std::stoul(t), n)
+            << "tshark did not dissect every IPv6 frame as RoCEv2: "
+            << run("tshark -n -r " + path +
+                   " -Y '!(ipv6 && infiniband) || _ws.malformed' -T fields -e frame.number "
+                   "-e infiniband.bth.opcode -e frame.len 2>/dev/null");
+    }
+    // icrc_check_ipv6 over the frames as recorded (Ethernet header skipped).
+    char ebuf[PCAP_ERRBUF_SIZE];
+    pcap_t* pc = pcap_open_offline(path.c_str(), ebuf);
+    ASSERT_NE(pc, nullptr) << ebuf;
+    pcap_pkthdr* h;
+    const u_char* f;
+    uint32_t ok = 0, whole = 0;
+    while (pcap_next_ex(pc, &h, &f) == 1)
+        if (h->caplen == h->len) {
+            ++whole;
+            ok += icrc_check_ipv6(f + 14, h->caplen - 14);
+        }
+    pcap_close(pc);
+    EXPECT_EQ(whole, n) << "a frame was cut (kMaxFrame leaves room for IPv6's header)";
+    EXPECT_EQ(ok, whole);
+    std::filesystem::remove(path);
+}

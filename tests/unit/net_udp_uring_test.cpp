@@ -25,7 +25,7 @@ namespace {
 
 struct Counter : UdpUring::Handler {
     std::atomic<int> packets{0};
-    void on_packet(const sockaddr_in&, uint32_t, uint8_t*, size_t, uint16_t, IpMarks) override {
+    void on_packet(const Endpoint&, const Endpoint&, uint8_t*, size_t, uint16_t, IpMarks) override {
         ++packets;
     }
     void on_eventfd(uint64_t) override {}
@@ -131,9 +131,9 @@ struct Recorder : UdpUring::Handler {
     };
     std::vector<Got> got;
     std::vector<std::pair<uint16_t, uint16_t>> moved;  // on_resend's (from_seg, to_seg)
-    void on_packet(const sockaddr_in& from, uint32_t, uint8_t* data, size_t len, uint16_t seg,
+    void on_packet(const Endpoint& from, const Endpoint&, uint8_t* data, size_t len, uint16_t seg,
                    IpMarks marks) override {
-        got.push_back({data[0], len, seg, marks, ntohs(from.sin_port)});
+        got.push_back({data[0], len, seg, marks, from.port()});
     }
     void on_eventfd(uint64_t) override {}
     void on_resend(uint8_t*, size_t, uint16_t from, uint16_t to) override {
@@ -374,4 +374,82 @@ TEST_F(UdpUringPair, PacketsLeaveFromTheirSendersPort) {
     close(holder);
     tx.close_sender(s2);
     EXPECT_EQ(tx.senders_open(), 0u);
+}
+
+// Over IPv6 (issue 27): two rings on ::1 exchange packets; each arrives from the sender's
+// IPv6 address and port, with the traffic class and hop limit it was sent with, and trains
+// form as over IPv4. The socket is IPv6 only and takes zero UDP checksums.
+TEST(UdpUring, Ipv6PacketsKeepTheirTrafficClassAndHopLimit) {
+    Endpoint a, b;
+    ASSERT_TRUE(parse_address("::1", 0, &a));
+    UdpUring tx, rx;
+    if (int e = tx.open(a)) GTEST_SKIP() << "no IPv6 on lo here: " << std::strerror(e);
+    sockaddr_in6 sa{};
+    socklen_t len = sizeof sa;
+    ASSERT_EQ(getsockname(tx.socket_fd(), reinterpret_cast<sockaddr*>(&sa), &len), 0);
+    const uint16_t tx_port = ntohs(sa.sin6_port);
+    ASSERT_EQ(rx.open(a), 0);
+    len = sizeof sa;
+    ASSERT_EQ(getsockname(rx.socket_fd(), reinterpret_cast<sockaddr*>(&sa), &len), 0);
+    b = Endpoint(sa);
+    int v6only = 0;
+    len = sizeof v6only;
+    ASSERT_EQ(getsockopt(rx.socket_fd(), IPPROTO_IPV6, IPV6_V6ONLY, &v6only, &len), 0);
+    EXPECT_EQ(v6only, 1);
+    struct Got6 : UdpUring::Handler {
+        std::vector<std::pair<IpMarks, Endpoint>> got;
+        void on_packet(const Endpoint& from, const Endpoint& to, uint8_t*, size_t, uint16_t,
+                       IpMarks m) override {
+            EXPECT_TRUE(to.is_v6());
+            got.emplace_back(m, from);
+        }
+        void on_eventfd(uint64_t) override {}
+    } got, sent;
+    const std::vector<IpMarks> marks = {IpMarks{}, IpMarks{}, {0xb8, 17}, {0x6a, 255}};
+    for (const IpMarks& m : marks) {
+        uint32_t slot;
+        uint8_t* p = tx.tx_alloc(&slot);
+        ASSERT_NE(p, nullptr);
+        std::memset(p, 0, 1000);
+        tx.tx_send(slot, 1000, b, m);
+    }
+    for (int i = 0; i < 200 && got.got.size() < marks.size(); ++i) {
+        tx.run_once(0, sent);
+        rx.run_once(5000000, got);
+    }
+    ASSERT_EQ(got.got.size(), marks.size());
+    for (size_t i = 0; i < marks.size(); ++i) {
+        EXPECT_EQ(got.got[i].first, marks[i]) << i;
+        EXPECT_TRUE(got.got[i].second.is_v6()) << i;
+        EXPECT_EQ(got.got[i].second.addr_str(), "::1") << i;
+        EXPECT_EQ(got.got[i].second.port(), tx_port) << i;
+    }
+    if (tx.offloads().gso && rx.offloads().gro) {
+        EXPECT_EQ(tx.offloads().tx_trains, 1u);
+    }
+}
+
+// Addresses as `uroce start --addr` takes them.
+TEST(Endpoint, ParsesEitherVersion) {
+    Endpoint e;
+    ASSERT_TRUE(parse_address("10.1.2.3", 4791, &e));
+    EXPECT_FALSE(e.is_v6());
+    EXPECT_EQ(e.addr_str(), "10.1.2.3");
+    uint8_t g[16];
+    e.gid(g);
+    EXPECT_TRUE(gid_is_v4(g));
+    EXPECT_TRUE(Endpoint::from_gid(g, 4791).same(e));
+    ASSERT_TRUE(parse_address("fd00::5", 4791, &e));
+    EXPECT_TRUE(e.is_v6());
+    EXPECT_EQ(e.port(), 4791);
+    EXPECT_EQ(e.addr_str(), "fd00::5");
+    ASSERT_TRUE(parse_address("::ffff:10.1.2.3", 1, &e));  // IPv4-mapped is IPv4
+    EXPECT_FALSE(e.is_v6());
+    ASSERT_TRUE(parse_address("fe80::1%lo", 1, &e));
+    EXPECT_NE(e.v6.sin6_scope_id, 0u);
+    EXPECT_EQ(e.addr_str(), "fe80::1%lo");
+    EXPECT_FALSE(parse_address("fe80::1%", 1, &e));
+    EXPECT_FALSE(parse_address("fe80::1%no-such-if", 1, &e));
+    EXPECT_FALSE(parse_address("10.1.2", 1, &e));
+    EXPECT_FALSE(parse_address("host.example", 1, &e));
 }

@@ -85,12 +85,21 @@ Device* make_device(const abi::DeviceInfo& info, const std::vector<abi::DeviceIn
 
 uint32_t device_ipv4(const Context* ctx) { return ctx->open.ipv4_be; }
 
-void fill_gid(const Context* ctx, ibv_gid* gid) {
-    std::memset(gid, 0, sizeof *gid);
-    gid->raw[10] = 0xff;
-    gid->raw[11] = 0xff;
-    uint32_t ip = device_ipv4(ctx);
-    std::memcpy(&gid->raw[12], &ip, 4);
+// GID index 0: the device's address, IPv4-mapped for IPv4 (the device says which).
+void fill_gid(const Context* ctx, ibv_gid* gid) { std::memcpy(gid->raw, ctx->open.gid, 16); }
+
+// The interface that holds an IPv6 address (a link-local one: its scope), 0 if none.
+int ifindex_for6(const uint8_t* ip6, uint32_t scope) {
+    if (scope) return int(scope);
+    ifaddrs* ifa = nullptr;
+    int idx = 0;
+    if (getifaddrs(&ifa) != 0) return 0;
+    for (ifaddrs* i = ifa; i && !idx; i = i->ifa_next)
+        if (i->ifa_addr && i->ifa_addr->sa_family == AF_INET6 &&
+            std::memcmp(&reinterpret_cast<sockaddr_in6*>(i->ifa_addr)->sin6_addr, ip6, 16) == 0)
+            idx = int(if_nametoindex(i->ifa_name));
+    freeifaddrs(ifa);
+    return idx;
 }
 
 int ifindex_for(uint32_t ip_be) {
@@ -520,7 +529,9 @@ int _ibv_query_gid_ex(ibv_context* context, uint32_t port_num, uint32_t gid_inde
     e.gid_index = 0;
     e.port_num = 1;
     e.gid_type = IBV_GID_TYPE_ROCE_V2;
-    e.ndev_ifindex = uint32_t(ifindex_for(device_ipv4(ctx_of(context))));
+    const Context* c = ctx_of(context);
+    e.ndev_ifindex = c->open.ipv4_be ? uint32_t(ifindex_for(device_ipv4(c)))
+                                     : uint32_t(ifindex_for6(c->open.gid, c->open.ipv6_scope));
     std::memcpy(entry, &e, entry_size < sizeof e ? entry_size : sizeof e);
     return 0;
 }

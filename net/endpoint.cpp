@@ -1,0 +1,58 @@
+#include "net/endpoint.h"
+
+#include <arpa/inet.h>
+#include <net/if.h>
+
+#include <cstdlib>
+
+namespace uroce::net {
+
+std::string Endpoint::addr_str() const {
+    char buf[INET6_ADDRSTRLEN + IF_NAMESIZE + 2] = "";
+    if (!is_v6()) {
+        inet_ntop(AF_INET, &v4.sin_addr, buf, sizeof buf);
+        return buf;
+    }
+    inet_ntop(AF_INET6, &v6.sin6_addr, buf, sizeof buf);
+    std::string s = buf;
+    if (v6.sin6_scope_id) {
+        char name[IF_NAMESIZE] = "";
+        s += '%';
+        s += if_indextoname(v6.sin6_scope_id, name) ? name : std::to_string(v6.sin6_scope_id);
+    }
+    return s;
+}
+
+bool parse_address(const std::string& s, uint16_t port, Endpoint* out) {
+    in_addr a4{};
+    if (inet_pton(AF_INET, s.c_str(), &a4) == 1) {
+        *out = Endpoint::ipv4(a4.s_addr, port);
+        return true;
+    }
+    std::string addr = s, scope;
+    size_t pct = s.find('%');
+    if (pct != std::string::npos) {
+        addr = s.substr(0, pct);
+        scope = s.substr(pct + 1);
+        if (scope.empty()) return false;
+    }
+    in6_addr a6{};
+    if (inet_pton(AF_INET6, addr.c_str(), &a6) != 1) return false;
+    uint32_t idx = 0;
+    if (!scope.empty()) {
+        idx = if_nametoindex(scope.c_str());
+        if (!idx) {
+            char* end = nullptr;
+            unsigned long v = std::strtoul(scope.c_str(), &end, 10);
+            if (*end || !v || v > UINT32_MAX) return false;
+            idx = uint32_t(v);
+        }
+    }
+    uint8_t g[16];
+    std::memcpy(g, &a6, 16);
+    *out = Endpoint::from_gid(g, port, idx);
+    // An IPv4-mapped IPv6 address is the IPv4 one (from_gid made it so).
+    return true;
+}
+
+}  // namespace uroce::net

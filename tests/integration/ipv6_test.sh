@@ -1,0 +1,115 @@
+#!/usr/bin/env bash
+# RoCEv2 over IPv6 between two hosts (issue 27): twohost_lib.sh with TWOHOST_IPV6=1, each
+# device on its host's IPv6 address (fd77::1, fd77::2), GID index 0 that address. Unmodified
+# Debian programs; their own TCP exchange goes over the hosts' IPv4 addresses (their servers
+# bind the IPv4 wildcard first), the RDMA traffic over IPv6 only: a tshark tap on host A's
+# end of the veth must see every RoCEv2 packet over IPv6, none over IPv4, decode each as
+# InfiniBand, and the ICRC of each is recomputed (tests/unit/icrc_scapy_check.py).
+# usage: ipv6_test.sh MODE
+#   devinfo      ibv_devinfo -v: GID[0] fd77::1, RoCE v2; ibv_devices; uroce res
+#   rc_pingpong  ibv_rc_pingpong -g 0 (4096 and 65536-byte messages), captured and checked
+#   write_bw     ib_write_bw -x 0, 64 KiB messages (GSO trains over IPv6), captured and checked
+#   xsrq         ibv_xsrq_pingpong -g 0: XRC INI/TGT QPs and an XRC SRQ over IPv6
+. "$(dirname "$0")/lib.sh"
+TWOHOST_IPV6=1
+. "$(dirname "$0")/twohost_lib.sh"
+mode=${1:?usage: ipv6_test.sh MODE}
+PORT=$(tcp_port)
+UDP=${UROCE_UDP_PORT:-4791}
+SCAPY_CHECK="$(cd "$(dirname "$0")/../unit" && pwd)/icrc_scapy_check.py"
+c=$UROCE_RUNTIME_DIR/client.out
+s=$UROCE_RUNTIME_DIR/server.out
+PCAP=$UROCE_RUNTIME_DIR/wire.pcap
+
+expect() {  # expect FILE REGEX WHAT
+    grep -Eq "$2" "$1" || fail "$3 (no /$2/ in $(basename "$1"))"
+}
+
+# The tap's packets: all RoCEv2 over IPv6 between the two addresses, decoded as InfiniBand,
+# each ICRC right. MIN: the fewest packets the run must have put on the link.
+check_capture() {
+    local min=$1 v4 v6 ib out n
+    v4=$(tshark -r "$PCAP" -Y "ip && udp.dstport == $UDP" -T fields -e frame.number 2>/dev/null | wc -l)
+    v6=$(tshark -r "$PCAP" -Y "ipv6 && udp.dstport == $UDP" -T fields -e frame.number 2>/dev/null | wc -l)
+    ib=$(tshark -r "$PCAP" -d "udp.port==$UDP,infiniband" -Y "ipv6 && infiniband" -T fields -e frame.number 2>/dev/null | wc -l)
+    echo "on the link: $v6 RoCEv2 packets over IPv6 ($ib decoded as InfiniBand), $v4 over IPv4"
+    [ "$v4" = 0 ] || fail "$v4 RoCEv2 packets went over IPv4"
+    [ "$v6" -ge "$min" ] || fail "only $v6 RoCEv2 packets over IPv6 (expected $min or more)"
+    [ "$ib" = "$v6" ] || fail "tshark decoded $ib of the $v6 packets as InfiniBand"
+    tshark -r "$PCAP" -d "udp.port==$UDP,infiniband" -Y "ipv6 && infiniband" -T fields -e ipv6.src -e ipv6.dst 2>/dev/null |
+        sort -u | grep -Evq "^($ADDR6_A	$ADDR6_B|$ADDR6_B	$ADDR6_A)\$" &&
+        fail "packets between other addresses than $ADDR6_A and $ADDR6_B"
+    out=$(/usr/bin/python3 "$SCAPY_CHECK" "$PCAP" --port "$UDP" 2>&1) || fail "ICRC check: $out"
+    echo "$out"
+    n=$(echo "$out" | awk '/^checked/ { print $2 }')
+    [ "${n:-0}" = "$v6" ] || fail "the ICRC check saw ${n:-0} of $v6 packets"
+    echo "$out" | grep -q "over IPv6" || fail "no packet was checked over IPv6"
+}
+
+# The tap's tools, and each packet on its own on the link: with the veth's transmit checksum
+# offload off the kernel cuts GSO trains before the link (wire_icrc_test.sh says why).
+need_capture_tools() {
+    need tshark
+    need ethtool
+    [ -x /usr/bin/python3 ] && /usr/bin/python3 -c 'import scapy.contrib.roce' 2>/dev/null ||
+        skip "/usr/bin/python3 with scapy (python3-scapy) is not installed"
+    for ns in "$NS_A" "$NS_B"; do
+        ip netns exec "$ns" ethtool -K eth0 tx off >/dev/null || fail "ethtool -K eth0 tx off"
+    done
+}
+
+twohost_setup
+case $mode in
+devinfo)
+    need ibv_devinfo
+    out=$(on_host A ibv_devinfo -v) || fail "ibv_devinfo exited $?"
+    echo "$out" | grep -E "GID|mtu|link_layer"
+    echo "$out" | grep -q "GID\[  0\]:[[:space:]]*$ADDR6_A, RoCE v2" ||
+        fail "GID[0] is not $ADDR6_A RoCE v2"
+    echo "$out" | grep -q "::ffff:" && fail "an IPv4-mapped GID on an IPv6 device"
+    # 1500-byte link: 1024 with IPv6's 40-byte header too.
+    echo "$out" | grep -q 'active_mtu:[[:space:]]*1024 (3)' || fail "active_mtu is not 1024"
+    "${HOST_A[@]}" "$UROCE" res | grep -q "^device uroce0 addr $ADDR6_A " ||
+        fail "uroce res does not name the IPv6 address"
+    ;;
+rc_pingpong)
+    need ibv_rc_pingpong
+    need_capture_tools
+    tap_start "$PCAP"
+    PAIR_READY=tcp_listening run_pair "${HOST_A[@]}" ibv_rc_pingpong -g 0 -p "$PORT" -n 200 -- \
+        "${HOST_B[@]}" ibv_rc_pingpong -g 0 -p "$PORT" -n 200 "$ADDR_A"
+    expect "$c" "iters in" "client did not report its iterations"
+    PAIR_READY=tcp_listening run_pair "${HOST_A[@]}" ibv_rc_pingpong -g 0 -p "$PORT" -s 65536 -n 20 -- \
+        "${HOST_B[@]}" ibv_rc_pingpong -g 0 -p "$PORT" -s 65536 -n 20 "$ADDR_A"
+    expect "$c" "iters in" "client did not report its iterations (-s 65536)"
+    tap_stop
+    # 200 x 2 messages of 4 KiB and 20 x 2 of 64 KiB at the 1024-byte MTU, and their ACKs.
+    check_capture 4000
+    ;;
+write_bw)
+    need ib_write_bw
+    need_capture_tools
+    tap_start "$PCAP" 128
+    PAIR_TIMEOUT=60 PAIR_READY=tcp_listening run_pair "${HOST_A[@]}" ib_write_bw -x 0 -s 65536 \
+        -p "$PORT" -n 200 -- "${HOST_B[@]}" ib_write_bw -x 0 -s 65536 -p "$PORT" -n 200 "$ADDR_A"
+    check_perftest_results ib_write_bw "$c"
+    tap_stop
+    trains=$("${HOST_B[@]}" "$UROCE" counters uroce0 | offload_field tx_trains)
+    echo "host B sent $trains GSO trains over IPv6"
+    if [ "$("${HOST_B[@]}" "$UROCE" counters uroce0 | offload_field gso)" != "off (ENOPROTOOPT)" ]; then
+        [ "${trains:-0}" -gt 0 ] || fail "host B sent no GSO train"
+    fi
+    [ "$TAP_DROPPED" = 0 ] && check_capture 12800 || check_capture 6400
+    ;;
+xsrq)
+    need ibv_xsrq_pingpong
+    PAIR_READY=tcp_listening run_pair "${HOST_A[@]}" ibv_xsrq_pingpong -g 0 -p "$PORT" -- \
+        "${HOST_B[@]}" ibv_xsrq_pingpong -g 0 -p "$PORT" "$ADDR_A"
+    expect "$c" "^success" "the client did not finish"
+    n=$("${HOST_A[@]}" "$UROCE" counters uroce0 | awk '$1 == "counters_icrc" { for (i = 2; i < NF; i++) if ($i == "ipv6") print $(i + 1) }')
+    echo "host A checked ${n:-0} ICRCs over IPv6"
+    [ "${n:-0}" -gt 0 ] || fail "host A received nothing over IPv6"
+    ;;
+*) fail "unknown mode $mode" ;;
+esac
+echo PASS
