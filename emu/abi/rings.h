@@ -32,6 +32,8 @@ struct Sge {
 
 // One send work request. Followed in its slot by the data area: max_sge Sge entries,
 // or (IBV_SEND_INLINE) inline_len bytes of data, or (IBV_WR_BIND_MW) one MwBind.
+inline constexpr uint8_t kUdIpv6 = 6;  // SendWqe::ud_grh[2]
+
 struct SendWqe {
     uint64_t wr_id;
     uint32_t opcode;      // enum ibv_wr_opcode
@@ -50,7 +52,10 @@ struct SendWqe {
     uint32_t remote_qkey;  // UD
     union {
         uint32_t remote_srqn;  // XRC
-        uint8_t ud_grh[4];     // UD: the AH's GRH traffic class [0] and hop limit [1]
+        // UD: the AH's GRH traffic class [0] and hop limit [1]; [2] the destination's IP
+        // version: kUdIpv6 when it is an IPv6 address, whose 16 bytes are then in
+        // remote_addr and compare_add (which no UD send uses), else `ah` is its IPv4 address.
+        uint8_t ud_grh[4];
     };
     // abi::kWrFlush (RDMA FLUSH, any headers): compare_add is the length, swap the placement
     // type and selectivity level (flush.h: flush_wqe_bits); no SGEs, no inline data.

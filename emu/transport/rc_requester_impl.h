@@ -106,8 +106,17 @@ bool RcRequester<Env>::fetch_send_wqe(Qp& qp) {
     w.rkey = h.rkey;
     w.compare_add = h.compare_add;
     w.swap = h.swap;
-    w.ud_ip = h.ah;
-    if (qp.type == IBV_QPT_UD) w.ud_marks = net::ip_marks_from_grh(h.ud_grh[0], h.ud_grh[1]);
+    if (qp.type == IBV_QPT_UD) {
+        w.ud_marks = net::ip_marks_from_grh(h.ud_grh[0], h.ud_grh[1]);
+        if (h.ud_grh[2] == abi::kUdIpv6) {  // abi/rings.h: the 16 bytes in two fields
+            uint8_t g[16];
+            std::memcpy(g, &h.remote_addr, 8);
+            std::memcpy(g + 8, &h.compare_add, 8);
+            w.ud_dest = net::Endpoint::from_gid(g, env_.config.port, env_.config.ipv6_scope);
+        } else {
+            w.ud_dest = net::Endpoint::ipv4(h.ah, env_.config.port);
+        }
+    }
     w.ud_qpn = h.remote_qpn & 0xffffff;
     w.ud_qkey = h.remote_qkey;
     w.xrc_srqn = h.remote_srqn & 0xffffff;

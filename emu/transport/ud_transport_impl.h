@@ -64,10 +64,14 @@ void UdTransport<Env>::requester_progress(Qp& qp) {
             env_.requester.complete_blocked(qp);
             return;
         }
-        sockaddr_in to{};
-        to.sin_family = AF_INET;
-        to.sin_addr.s_addr = w.ud_ip;
-        to.sin_port = htons(env_.config.port);
+        const net::Endpoint& to = w.ud_dest;
+        // An address of the other IP version than the device's (garbage in the ring: the
+        // library never writes one) cannot leave its socket.
+        if (to.is_v6() != env_.config.is_ipv6()) {
+            w.status = IBV_WC_LOC_QP_OP_ERR;
+            env_.requester.complete_blocked(qp);
+            return;
+        }
         if (env_.wire.self_paced(to)) {
             env_.sched.mark_ready(qp);
             break;

@@ -118,7 +118,7 @@ struct SendWr {
     uint64_t remote_addr = 0;
     uint32_t rkey = 0;
     uint64_t compare_add = 0, swap = 0;
-    uint32_t ud_ip = 0;     // UD: destination IPv4 (network order), from the AH
+    net::Endpoint ud_dest;  // UD: the destination (address and port), from the AH
     net::IpMarks ud_marks;  // UD: the AH's IPv4 TOS and TTL (its GRH's)
     uint32_t ud_qpn = 0;    // UD: destination QP
     uint32_t ud_qkey = 0;   // UD: Q_Key to send with

@@ -10,6 +10,9 @@
 #   rc_pingpong  ibv_rc_pingpong -g 0 (4096 and 65536-byte messages), captured and checked
 #   write_bw     ib_write_bw -x 0, 64 KiB messages (GSO trains over IPv6), captured and checked
 #   xsrq         ibv_xsrq_pingpong -g 0: XRC INI/TGT QPs and an XRC SRQ over IPv6
+#   ud_pingpong  ibv_ud_pingpong -g 0 (the port MTU's 1024-byte messages): UD address handles
+#                with IPv6 destinations, the receiver's reply AH from the IPv6 header in the
+#                GRH area (ibv_create_ah_from_wc), captured and checked
 . "$(dirname "$0")/lib.sh"
 TWOHOST_IPV6=1
 . "$(dirname "$0")/twohost_lib.sh"
@@ -109,6 +112,16 @@ xsrq)
     n=$("${HOST_A[@]}" "$UROCE" counters uroce0 | awk '$1 == "counters_icrc" { for (i = 2; i < NF; i++) if ($i == "ipv6") print $(i + 1) }')
     echo "host A checked ${n:-0} ICRCs over IPv6"
     [ "${n:-0}" -gt 0 ] || fail "host A received nothing over IPv6"
+    ;;
+ud_pingpong)
+    need ibv_ud_pingpong
+    need_capture_tools
+    tap_start "$PCAP"
+    PAIR_READY=tcp_listening run_pair "${HOST_A[@]}" ibv_ud_pingpong -g 0 -p "$PORT" -n 500 -- \
+        "${HOST_B[@]}" ibv_ud_pingpong -g 0 -p "$PORT" -n 500 "$ADDR_A"
+    expect "$c" "^1024000 bytes in" "the client did not exchange 500 x 2 messages of 1024 bytes"
+    tap_stop
+    check_capture 1000
     ;;
 *) fail "unknown mode $mode" ;;
 esac

@@ -21,15 +21,11 @@ ibv_ah* ibv_create_ah(ibv_pd* pd, ibv_ah_attr* attr) {
         errno = EINVAL;
         return nullptr;
     }
+    // The destination is of the source GID's IP version (RoCEv2 has no path between
+    // versions): IPv4-mapped on an IPv4 device, IPv6 on an IPv6 one.
     const bool v4_dgid = std::memcmp(attr->grh.dgid.raw, kV4Prefix, sizeof kV4Prefix) == 0;
-    // An IPv6 device (its GID is not IPv4-mapped): UD address handles over IPv6 are not
-    // implemented yet (docs/verbs-support.md); an IPv4 destination is another IP version than
-    // the source GID's, which RoCEv2 refuses.
-    if (ctx_of(pd->context)->open.ipv4_be == 0) {
-        errno = v4_dgid ? EINVAL : EOPNOTSUPP;
-        return nullptr;
-    }
-    if (!v4_dgid) {
+    const bool v6_device = ctx_of(pd->context)->open.ipv4_be == 0;
+    if (v4_dgid == v6_device) {
         errno = EINVAL;
         return nullptr;
     }
@@ -38,6 +34,8 @@ ibv_ah* ibv_create_ah(ibv_pd* pd, ibv_ah_attr* attr) {
     ah->ah.pd = pd;
     std::memcpy(&ah->ipv4_be, attr->grh.dgid.raw + 12, 4);
     ah->ah.handle = ah->ipv4_be;
+    ah->ipv6 = v6_device;
+    std::memcpy(ah->gid, attr->grh.dgid.raw, 16);
     ah->traffic_class = attr->grh.traffic_class;
     ah->hop_limit = attr->grh.hop_limit;
     return &ah->ah;
@@ -57,12 +55,25 @@ int ibv_init_ah_from_wc(ibv_context* context, uint8_t port_num, ibv_wc* wc, ibv_
         errno = EINVAL;
         return -1;
     }
-    const auto* ip = reinterpret_cast<const uint8_t*>(grh) + kGrhIpv4Offset;
-    if ((ip[0] >> 4) != 4) {
+    // RoCEv2 over IPv6: the GRH area is the IPv6 header itself (the device writes it there).
+    const auto* ip6 = reinterpret_cast<const uint8_t*>(grh);
+    const auto* ip = ip6 + kGrhIpv4Offset;
+    const bool v6 = (ip6[0] >> 4) == 6;
+    if (!v6 && (ip[0] >> 4) != 4) {
         errno = EINVAL;
         return -1;
     }
     std::memset(ah_attr, 0, sizeof *ah_attr);
+    if (v6) {
+        ah_attr->is_global = 1;
+        ah_attr->port_num = port_num;
+        ah_attr->sl = wc->sl;
+        ah_attr->grh.hop_limit = 0xff;
+        ah_attr->grh.traffic_class = uint8_t(ip6[0] << 4 | ip6[1] >> 4);
+        ah_attr->grh.flow_label = uint32_t(ip6[1] & 0xf) << 16 | uint32_t(ip6[2]) << 8 | ip6[3];
+        std::memcpy(ah_attr->grh.dgid.raw, ip6 + 8, 16);  // the sender's address
+        return 0;
+    }
     ah_attr->is_global = 1;
     ah_attr->port_num = port_num;
     ah_attr->dlid = wc->slid;
