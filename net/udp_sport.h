@@ -44,11 +44,13 @@ constexpr uint16_t sport_for_path(uint32_t fl, uint32_t lqpn, uint32_t rqpn) {
     return sport_for_flow_label(fl ? fl : flow_label_for_qpns(lqpn, rqpn));
 }
 
-// Where a QP's packets leave from: the port, and the send socket bound to it (UdpUring's
-// sender number; 0 is the device's own socket, whose port is the device's).
+// Where a QP's packets leave from: the port, the send socket bound to it (UdpUring's
+// sender number; 0 is the device's own socket, whose port is the device's) and which of the
+// device's addresses that socket is bound to (UdpUring::add_local; 0: the first).
 struct TxSource {
     uint16_t port = 0;
     uint16_t sock = 0;
+    uint16_t local = 0;
 };
 
 }  // namespace uroce::net

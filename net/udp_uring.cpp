@@ -47,15 +47,15 @@ UdpUring::~UdpUring() {
     for (auto& k : socks_)
         if (k.fd >= 0) close(k.fd);
     for (size_t i = 1; i < senders_.size(); ++i)  // [0] is socks_[0]
-        if (senders_[i].fd >= 0) close(senders_[i].fd);
+        if (senders_[i].fd >= 0 && !senders_[i].receives) close(senders_[i].fd);
     if (tx_mem_) munmap(tx_mem_, size_t(kTxBufs) * kBufSize);
     if (rx_mem_) munmap(rx_mem_, size_t(rx_bufs_) * rx_buf_size_);
     if (br_) munmap(br_, br_bytes_);
 }
 
-int UdpUring::new_socket() const {
-    int fd = socket(local_.family(), SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-    if (fd < 0 || !local_.is_v6()) return fd;
+int UdpUring::new_socket(bool v6) {
+    int fd = socket(v6 ? AF_INET6 : AF_INET, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (fd < 0 || !v6) return fd;
     // IPv6 only: the device's IPv4 address, if it has one, is another socket's.
     int one = 1;
     setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof one);
@@ -84,13 +84,14 @@ int UdpUring::open(const Endpoint& local, bool offload) {
     local_ = local;
     ip_be_ = local.v4_be();
     port_ = local.port();
-    sock_ = new_socket();
+    sock_ = new_socket(local.is_v6());
     if (sock_ < 0) return errno;
     socks_.push_back(Sock{sock_, local, true, false, false});
-    senders_.push_back(Sender{sock_});
+    senders_.push_back(Sender{sock_, 0, false, local.is_v6(), true});
+    locals_.push_back(Local{local, 0});
     set_buffers(sock_);
-    recv_marks(sock_);
-    send_options(sock_);
+    recv_marks(sock_, local.is_v6());
+    send_options(sock_, local.is_v6());
     if (bind(sock_, &local_.sa, local_.len()) != 0) return errno;
 
     // Offloads: the kernel knows UDP_SEGMENT if it takes the option (a size per sendmsg is
@@ -157,8 +158,44 @@ int UdpUring::open(const Endpoint& local, bool offload) {
     return 0;
 }
 
-void UdpUring::send_options(int fd) {
-    if (local_.is_v6()) {
+int UdpUring::bind_or_close(int fd, const Endpoint& at) {
+    if (bind(fd, &at.sa, at.len()) == 0) return 0;
+    int e = errno;
+    close(fd);
+    return -e;
+}
+
+uint32_t UdpUring::free_sock() {
+    uint32_t i = 1;
+    while (i < socks_.size() && (socks_[i].fd >= 0 || socks_[i].pending)) ++i;
+    if (i == socks_.size()) socks_.emplace_back();
+    return i;
+}
+
+int UdpUring::add_local(const Endpoint& local) {
+    if (sock_ < 0 || !tx_mem_ || locals_.size() > UINT16_MAX) return -EINVAL;
+    const bool v6 = local.is_v6();
+    int fd = new_socket(v6);
+    if (fd < 0) return -errno;
+    set_buffers(fd);
+    recv_marks(fd, v6);
+    send_options(fd, v6);
+    int zero = 0, one = 1;
+    if (off_.gso) setsockopt(fd, SOL_UDP, UDP_SEGMENT, &zero, sizeof zero);
+    if (off_.gro) setsockopt(fd, SOL_UDP, UDP_GRO, &one, sizeof one);
+    if (!off_.gso) no_udp_csum(fd, v6);
+    if (int e = bind_or_close(fd, local)) return e;
+    const uint32_t i = free_sock();
+    socks_[i] = Sock{fd, local, true, false, false};
+    const size_t k = senders_.size();
+    senders_.push_back(Sender{fd, 0, false, v6, true});
+    locals_.push_back(Local{local, uint16_t(k)});
+    arm_recv(i);
+    return int(locals_.size() - 1);
+}
+
+void UdpUring::send_options(int fd, bool v6) {
+    if (v6) {
         // No fragmentation (IPv6 has no DF: a sender that fragments adds a header); the
         // traffic class and hop limit of a packet that names none.
         int pmtu = IPV6_PMTUDISC_PROBE, tclass = IpMarks{}.tos, hops = IpMarks{}.ttl;
@@ -189,23 +226,25 @@ void UdpUring::send_options(int fd) {
 // As rxe and RoCE NICs send it. Only without GSO trains: the kernel refuses a train from a
 // socket with SO_NO_CHECK (EINVAL).
 void UdpUring::set_udp_csum_zero() {
-    off_.udp_csum_zero = no_udp_csum(sock_);
+    off_.udp_csum_zero = no_udp_csum(sock_, local_.is_v6());
     for (size_t i = 1; i < senders_.size(); ++i)
-        if (senders_[i].fd >= 0) no_udp_csum(senders_[i].fd);
+        if (senders_[i].fd >= 0) no_udp_csum(senders_[i].fd, senders_[i].v6);
 }
 
-bool UdpUring::no_udp_csum(int fd) const {
+bool UdpUring::no_udp_csum(int fd, bool v6) {
     int one = 1;
-    if (local_.is_v6()) return setsockopt(fd, SOL_UDP, UDP_NO_CHECK6_TX, &one, sizeof one) == 0;
+    if (v6) return setsockopt(fd, SOL_UDP, UDP_NO_CHECK6_TX, &one, sizeof one) == 0;
     return setsockopt(fd, SOL_SOCKET, SO_NO_CHECK, &one, sizeof one) == 0;
 }
 
-int UdpUring::open_sender(uint16_t port) {
-    int fd = new_socket();
+int UdpUring::open_sender(uint16_t port, size_t local) {
+    if (local >= locals_.size()) return -EINVAL;
+    const Endpoint& at = locals_[local].ep;
+    int fd = new_socket(at.is_v6());
     if (fd < 0) return -errno;
     int one = 1;
     setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof one);
-    send_options(fd);
+    send_options(fd, at.is_v6());
     int buf = 8 << 20;
     if (setsockopt(fd, SOL_SOCKET, SO_SNDBUFFORCE, &buf, sizeof buf) != 0)
         setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &buf, sizeof buf);
@@ -216,14 +255,10 @@ int UdpUring::open_sender(uint16_t port) {
     setsockopt(fd, SOL_SOCKET, SO_ATTACH_FILTER, &prog, sizeof prog);
     int small = 1;
     setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &small, sizeof small);
-    if (!off_.gso) no_udp_csum(fd);
-    Endpoint sa = local_;
+    if (!off_.gso) no_udp_csum(fd, at.is_v6());
+    Endpoint sa = at;
     sa.set_port(port);
-    if (bind(fd, &sa.sa, sa.len()) != 0) {
-        int e = errno;
-        close(fd);
-        return -e;
-    }
+    if (int e = bind_or_close(fd, sa)) return e;
     size_t i = 1;
     while (i < senders_.size() && (senders_[i].fd >= 0 || senders_[i].inflight)) ++i;
     if (i > UINT16_MAX) {
@@ -231,7 +266,7 @@ int UdpUring::open_sender(uint16_t port) {
         return -EMFILE;
     }
     if (i == senders_.size()) senders_.emplace_back();
-    senders_[i] = Sender{fd};
+    senders_[i] = Sender{fd, 0, false, at.is_v6(), false};
     ++senders_open_;
     return int(i);
 }
@@ -255,9 +290,9 @@ void UdpUring::sender_done(uint16_t sender) {
     --senders_open_;
 }
 
-void UdpUring::recv_marks(int fd) const {
+void UdpUring::recv_marks(int fd, bool v6) {
     int one = 1;
-    if (local_.is_v6()) {
+    if (v6) {
         setsockopt(fd, IPPROTO_IPV6, IPV6_RECVTCLASS, &one, sizeof one);
         setsockopt(fd, IPPROTO_IPV6, IPV6_RECVHOPLIMIT, &one, sizeof one);
         return;
@@ -284,7 +319,7 @@ int UdpUring::open_group(uint32_t group_be) {
     // Only the groups this socket joined itself, on the interface it joined them on.
     setsockopt(fd, IPPROTO_IP, IP_MULTICAST_ALL, &zero, sizeof zero);
     set_buffers(fd);
-    recv_marks(fd);
+    recv_marks(fd, false);
     sockaddr_in sa{};
     sa.sin_family = AF_INET;
     sa.sin_addr.s_addr = group_be;
@@ -298,9 +333,7 @@ int UdpUring::open_group(uint32_t group_be) {
         close(fd);
         return -e;
     }
-    uint32_t i = 1;
-    while (i < socks_.size() && (socks_[i].fd >= 0 || socks_[i].pending)) ++i;
-    if (i == socks_.size()) socks_.emplace_back();
+    const uint32_t i = free_sock();
     socks_[i] = Sock{fd, Endpoint::ipv4(group_be, port_), true, false, false};
     arm_recv(i);
     return int(i);
@@ -531,8 +564,8 @@ void UdpUring::sent(uint32_t i, int res, Handler& h) {
         const Train was = t;
         trains_free_.push_back(i);
         for (uint32_t k = 0; k < was.n; ++k) {
-            h.on_resend(static_cast<uint8_t*>(was.iov[k].iov_base), was.iov[k].iov_len, uint16_t(k),
-                        0);
+            h.on_resend(was.to, static_cast<uint8_t*>(was.iov[k].iov_base), was.iov[k].iov_len,
+                        uint16_t(k), 0);
             start_train(was.slot[k], was.iov[k].iov_len, was.to, was.marks, was.sender);
             close_train();
         }

@@ -73,8 +73,10 @@ public:
         // A packet queued as segment `from_seg` of a GSO train leaves as segment `to_seg` of
         // another (the kernel refused the train; it goes again one datagram at a time). Its
         // IPv4 ID, which the sender's ICRC covers, changes accordingly.
-        virtual void on_resend(uint8_t* data, size_t len, uint16_t from_seg, uint16_t to_seg) {
-            (void)data, (void)len, (void)from_seg, (void)to_seg;
+        // `to`: where the train went (IPv6 has no ID: nothing to change).
+        virtual void on_resend(const Endpoint& to, uint8_t* data, size_t len, uint16_t from_seg,
+                               uint16_t to_seg) {
+            (void)to, (void)data, (void)len, (void)from_seg, (void)to_seg;
         }
     };
 
@@ -107,6 +109,13 @@ public:
     // and sends with the traffic class and hop limit of IpMarks.
     int open(const Endpoint& local, bool offload = true);
     const Endpoint& local() const { return local_; }
+    // Another address of the device (after open(): the same port and options), IPv4 or IPv6,
+    // with a socket of its own that receives and sends. Returns its number (1, 2, ...: the
+    // order of the calls; open()'s is 0) or a negative errno. Control path.
+    int add_local(const Endpoint& local);
+    size_t locals() const { return locals_.size(); }
+    const Endpoint& local(size_t i) const { return locals_[i].ep; }
+    uint16_t local_sender(size_t i) const { return locals_[i].sender; }  // for tx_send
 
     // Joins IPv4 multicast group `group_be` on the interface of the device's address and
     // receives what is sent to group:port. Returns the group socket's number (> 0), or a
@@ -119,7 +128,8 @@ public:
     // A send-only socket bound to the device's address and `port` (host order), with the
     // device socket's options; SO_REUSEPORT, so that devices sharing an address share the
     // port. Returns its sender number (> 0, for tx_send) or a negative errno. Control path.
-    int open_sender(uint16_t port);
+    // `local`: which of the device's addresses it is bound to (add_local).
+    int open_sender(uint16_t port, size_t local = 0);
     // The socket closes once no packet queued through it is still in flight.
     void close_sender(int sender);
     uint32_t senders_open() const { return senders_open_; }
@@ -199,6 +209,13 @@ private:
         int fd = -1;
         uint32_t inflight = 0;
         bool closing = false;
+        bool v6 = false;
+        bool receives = false;  // an address's own socket (socks_ closes it)
+    };
+    // The device's addresses: open()'s first, then add_local()'s.
+    struct Local {
+        Endpoint ep;
+        uint16_t sender = 0;
     };
     struct Watch {
         int fd = -1;
@@ -214,16 +231,18 @@ private:
                uint16_t sender) const;
     void start_train(uint32_t slot, size_t len, const Endpoint& to, IpMarks marks, uint16_t sender);
     void sender_done(uint16_t sender);  // a train through it completed
-    void set_udp_csum_zero();        // SO_NO_CHECK on every send socket, once they send no trains
-    bool no_udp_csum(int fd) const;  // SO_NO_CHECK, or UDP_NO_CHECK6_TX over IPv6
-    void send_options(int fd);       // DF, default TOS and TTL, multicast: every send socket's
-    void close_train();              // the open train's sendmsg is queued
+    void set_udp_csum_zero();  // SO_NO_CHECK on every send socket, once they send no trains
+    static bool no_udp_csum(int fd, bool v6);  // SO_NO_CHECK, or UDP_NO_CHECK6_TX over IPv6
+    void send_options(int fd, bool v6);  // DF, default TOS and TTL, multicast: every send socket's
+    void close_train();                  // the open train's sendmsg is queued
     void sent(uint32_t train, int res, Handler& h);
     uint32_t deliver(const Endpoint& from, const Endpoint& to, uint8_t* data, size_t len,
                      uint32_t seg, IpMarks marks, Handler& h);  // returns the packets
     static void set_buffers(int fd);
-    void recv_marks(int fd) const;  // receives come with their TOS and TTL
-    int new_socket() const;         // of the device address's family
+    static void recv_marks(int fd, bool v6);  // receives come with their TOS and TTL
+    static int new_socket(bool v6);
+    static int bind_or_close(int fd, const Endpoint& at);  // 0, or -errno (fd closed)
+    uint32_t free_sock();  // a slot of socks_ past [0] for a new receiving socket
     static void read_rx_cmsg(const cmsghdr* c, int& seg, IpMarks& marks);
     // Room for a receive's control messages: its TOS (one byte) and TTL, UDP_GRO's size.
     static constexpr size_t kRxCtlBytes = CMSG_SPACE(sizeof(int)) * 3;
@@ -239,6 +258,7 @@ private:
     bool ring_ok_ = false;
     int sock_ = -1;  // socks_[0].fd
     Endpoint local_;
+    std::vector<Local> locals_;
     uint32_t ip_be_ = 0;  // local_'s IPv4 address (0: IPv6)
     uint16_t port_ = 0;
     std::vector<Sock> socks_;

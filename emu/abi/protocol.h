@@ -8,6 +8,8 @@
 
 #include <cstdint>
 
+#include "emu/abi/caps.h"
+
 namespace uroce::abi {
 
 constexpr uint32_t kProtocolVersion = 5;
@@ -57,9 +59,11 @@ struct OpenReq {
 };
 struct OpenResp {
     char name[64];
-    uint32_t ipv4_be;  // 0: an IPv6 device
-    uint8_t gid[16];   // GID index 0: the device's address (IPv4-mapped for IPv4)
-    uint32_t ipv6_scope;
+    uint32_t ipv4_be;  // the first address, if it is IPv4 (0: IPv6)
+    // The GID table: the device's addresses (IPv4 ones IPv4-mapped), DeviceConfig::gid_table.
+    uint8_t gids[kGidTblLen][16];
+    uint32_t gid_count;
+    uint32_t ipv6_scope;  // the interface of its link-local addresses
     uint16_t udp_port;
     uint16_t reserved;
     int32_t device_pid;  // informative: the library asks the kernel (SO_PEERCRED) instead

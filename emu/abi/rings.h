@@ -54,7 +54,8 @@ struct SendWqe {
         uint32_t remote_srqn;  // XRC
         // UD: the AH's GRH traffic class [0] and hop limit [1]; [2] the destination's IP
         // version: kUdIpv6 when it is an IPv6 address, whose 16 bytes are then in
-        // remote_addr and compare_add (which no UD send uses), else `ah` is its IPv4 address.
+        // remote_addr and compare_add (which no UD send uses), else `ah` is its IPv4 address;
+        // [3] the GRH's sgid_index (the device's address it leaves from).
         uint8_t ud_grh[4];
     };
     // abi::kWrFlush (RDMA FLUSH, any headers): compare_add is the length, swap the placement

@@ -37,7 +37,9 @@ bool dispatch_control(Device& dev, ControlConn& c, const ControlMsg& msg, size_t
             const DeviceConfig& cfg = dev.config();
             std::snprintf(o.name, sizeof o.name, "%s", cfg.name.c_str());
             o.ipv4_be = cfg.ipv4_be;
-            cfg.endpoint().gid(o.gid);
+            const std::vector<net::Endpoint> t = cfg.gid_table();
+            o.gid_count = uint32_t(t.size());
+            for (size_t i = 0; i < t.size(); ++i) t[i].gid(o.gids[i]);
             o.ipv6_scope = cfg.ipv6_scope;
             o.udp_port = cfg.port;
             o.device_pid = getpid();

@@ -57,8 +57,11 @@ DeviceObjects Device::objects() const {
 
 std::string Device::dump() const {
     std::ostringstream o;
-    o << "device " << cfg_.name << " addr " << cfg_.endpoint().addr_str() << " port " << cfg_.port
-      << " pcap " << (cfg_.pcap.empty() ? "-" : cfg_.pcap) << "\n";
+    std::string addrs;  // every address, the first first
+    for (const net::Endpoint& e : cfg_.addresses())
+        addrs += (addrs.empty() ? "" : ",") + e.addr_str();
+    o << "device " << cfg_.name << " addr " << addrs << " port " << cfg_.port << " pcap "
+      << (cfg_.pcap.empty() ? "-" : cfg_.pcap) << "\n";
     o << "counts sessions " << sessions_.count() << " pds " << pds_.count() << " mrs "
       << mrs_.count() << " cqs " << cqs_.count() << " qps " << qps_.count() << " channels "
       << channels_.count() << " srqs " << srqs_.count() << " mws " << mws_.count() << "\n";

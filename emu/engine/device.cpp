@@ -42,6 +42,31 @@ Session::~Session() {
     if (async_write_fd >= 0) close(async_write_fd);
 }
 
+std::vector<net::Endpoint> DeviceConfig::addresses() const {
+    std::vector<net::Endpoint> v{endpoint()};
+    for (net::Endpoint e : more) {
+        e.set_port(port);
+        v.push_back(e);
+    }
+    return v;
+}
+
+std::vector<net::Endpoint> DeviceConfig::gid_table() const {
+    const std::vector<net::Endpoint> all = addresses();
+    auto link_local = [](const net::Endpoint& e) {
+        return e.is_v6() && e.addr6()[0] == 0xfe && (e.addr6()[1] & 0xc0) == 0x80;
+    };
+    std::vector<net::Endpoint> t;
+    for (int pass = 0; pass < 3; ++pass)
+        for (const net::Endpoint& e : all) {
+            const int kind = link_local(e) ? 0 : e.is_v6() ? 2 : 1;
+            bool dup = false;
+            for (const net::Endpoint& x : t) dup |= x.same_addr(e);
+            if (kind == pass && !dup && t.size() < abi::kGidTblLen) t.push_back(e);
+        }
+    return t;
+}
+
 Device::Device(DeviceConfig cfg) : cfg_(std::move(cfg)) {
     // (An IPv6 device's from the last four bytes of its address.)
     uint32_t low;
@@ -317,8 +342,7 @@ uint64_t Device::next_timeout(uint64_t now) const {
 void Device::dispatch(const net::Packet& p, const net::Endpoint& from, const net::Endpoint& to,
                       size_t len) {
     // Only group sockets receive datagrams sent to another address than the device's own.
-    if (!to.is_v6() && to.v4_be() != cfg_.ipv4_be)
-        return mcast_.receive(p, from, to.v4_be(), len);  // mcast.cpp
+    if (to.multicast()) return mcast_.receive(p, from, to.v4_be(), len);  // mcast.cpp
     if (p.bth.dqpn == 1) {  // the GSI QP: CM MADs (emu/cm/); IPv4 only so far (docs/cm.md)
         if (from.is_v6()) return counters_.drop(net::DropReason::kBadQp);
         return cm_.on_mad(from.v4, p);

@@ -52,11 +52,20 @@ struct DeviceConfig {
             if (b) return ipv4_be == 0;
         return false;
     }
-    // The device's address and UDP port.
+    // The device's (first) address and UDP port.
     net::Endpoint endpoint() const {
         return is_ipv6() ? net::Endpoint::from_gid(ipv6, port, ipv6_scope)
                          : net::Endpoint::ipv4(ipv4_be, port);
     }
+    // Its other addresses (uroce start --addr given more than once), IPv4 or IPv6; their
+    // ports are `port`.
+    std::vector<net::Endpoint> more;
+    // Every address: endpoint() first, then `more` (the wire's sockets, in that order).
+    std::vector<net::Endpoint> addresses() const;
+    // The GID table: the same addresses in the order rxe gives its netdev's (the default GID,
+    // a link-local IPv6 address, first; then the IPv4 addresses; then the other IPv6 ones),
+    // each once, at most abi::kGidTblLen.
+    std::vector<net::Endpoint> gid_table() const;
     uint16_t port = 4791;
     std::string pcap;       // capture file, empty: none
     uint64_t pcap_max = 0;  // rotation size in bytes, 0: unlimited

@@ -19,6 +19,7 @@ public:
         bool icrc;           // the ICRC is stored (see Wire::transmit)
         net::IpMarks marks;  // the TOS and TTL it was sent with
         uint16_t sport;      // the UDP source port it was sent from
+        uint16_t from, to;   // the device's addresses it went between (UdpUring::add_local)
     };
     static constexpr uint32_t kCap = net::UdpUring::kTxBufs;
     static_assert((kCap & (kCap - 1)) == 0, "a power of two");
@@ -26,8 +27,9 @@ public:
     bool empty() const { return head_ == tail_; }
     uint32_t size() const { return tail_ - head_; }
     // Never fails: there are no more packets than transmit buffers.
-    void push(uint32_t slot, uint32_t len, bool icrc, net::IpMarks marks, uint16_t sport) {
-        q_[tail_++ & (kCap - 1)] = {slot, len, icrc, marks, sport};
+    void push(uint32_t slot, uint32_t len, bool icrc, net::IpMarks marks, uint16_t sport,
+              uint16_t from = 0, uint16_t to = 0) {
+        q_[tail_++ & (kCap - 1)] = {slot, len, icrc, marks, sport, from, to};
     }
     Pkt pop() { return q_[head_++ & (kCap - 1)]; }
 

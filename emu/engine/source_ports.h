@@ -24,13 +24,16 @@ public:
     // A QP takes `port` (0xC000..0xFFFF; what it gets may be the device's, see above), and
     // gives back the port it asked for. A sent packet the fault injector holds takes its port
     // too, until it leaves: it is on the wire already, and its QP may be gone by then.
-    net::TxSource acquire(uint16_t port);
-    void release(uint16_t port);
+    // `local`: the device's address it is sent from (UdpUring::add_local), each with ports of
+    // its own.
+    net::TxSource acquire(uint16_t port, uint16_t local = 0);
+    void release(uint16_t port, uint16_t local = 0);
     // The socket `port` is sent from now, if one is open (a held packet released later).
-    bool lookup(uint16_t port, net::TxSource* s) const;
-    // Whether a packet from this address and `port` may be this device's own.
-    bool ours(uint16_t port) const {
-        return port == device_port_ || (port >= net::kRoceSportMin && slot(port).users);
+    bool lookup(uint16_t port, uint16_t local, net::TxSource* s) const;
+    // Whether a packet from the device's address `local` and `port` may be this device's own.
+    bool ours(uint16_t port, uint16_t local = 0) const {
+        return port == device_port_ ||
+               (port >= net::kRoceSportMin && local < slots_.size() && slot(port, local).users);
     }
     std::string line() const;  // counters_sport (docs/counters.md)
 
@@ -39,12 +42,14 @@ private:
         uint16_t sock = 0;   // 0: falls back to the device's socket
         uint32_t users = 0;  // QPs (and the CM, and held packets) holding the port
     };
-    const Slot& slot(uint16_t port) const { return slots_[port - net::kRoceSportMin]; }
-    Slot& slot(uint16_t port) { return slots_[port - net::kRoceSportMin]; }
+    const Slot& slot(uint16_t port, uint16_t local) const {
+        return slots_[local][port - net::kRoceSportMin];
+    }
+    Slot& slot(uint16_t port, uint16_t local);  // (grows the table for a new address)
 
     net::UdpUring& io_;
     const uint16_t device_port_;
-    std::vector<Slot> slots_ = std::vector<Slot>(net::kRoceSportCount);
+    std::vector<std::vector<Slot>> slots_{std::vector<Slot>(net::kRoceSportCount)};
     uint64_t fallbacks_ = 0;  // acquires that got the device's socket
     int last_errno_ = 0;      // why the last of them did
 };

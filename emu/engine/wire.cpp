@@ -38,6 +38,16 @@ int Wire::open() {
     self_ = cfg_.endpoint();  // (the configuration may have changed since construction)
     int err = io_.open(self_, cfg_.offload);
     if (err) return err;
+    const std::vector<net::Endpoint> all = cfg_.addresses();
+    for (size_t i = 1; i < all.size(); ++i)
+        if (int r = io_.add_local(all[i]); r < 0) return -r;
+    gid_local_.clear();
+    for (const net::Endpoint& g : cfg_.gid_table())
+        for (size_t i = 0; i < all.size(); ++i)
+            if (all[i].same_addr(g)) {
+                gid_local_.push_back(uint16_t(i));
+                break;
+            }
     cm_src_ = sources_.acquire(net::sport_for_qpn(1));  // as rxe's GSI QP
     if (!cfg_.pcap.empty()) {
         std::string why;
@@ -50,7 +60,15 @@ int Wire::open() {
     return 0;
 }
 
-bool Wire::to_self(const net::Endpoint& to) const { return to.same(self_); }
+uint16_t Wire::self_local(const net::Endpoint& to) const {
+    return to.port() == self_.port() ? addr_local(to) : kNoLocal;
+}
+
+uint16_t Wire::addr_local(const net::Endpoint& a) const {
+    for (size_t i = 0; i < io_.locals(); ++i)
+        if (io_.local(i).same_addr(a)) return uint16_t(i);
+    return kNoLocal;
+}
 
 bool Wire::loops_back(const net::Endpoint& to) const {
     return to.port() == self_.port() && !to.is_v6() && net::is_ipv4_multicast(to.v4_be()) &&
@@ -78,15 +96,15 @@ void Wire::transmit(uint32_t slot, size_t len_no_icrc, const net::Endpoint& to, 
 }
 
 void Wire::transmit(uint32_t slot, size_t len_no_icrc, const net::Endpoint& to, Qp* qp,
-                    net::IpMarks marks) {
+                    net::IpMarks marks, const net::TxSource* from_src) {
     dma_.flush();  // nothing leaves before the data it may acknowledge (emu/engine/dma.cpp)
     uint8_t* buf = io_.tx_buffer(slot);
     size_t len = len_no_icrc + net::kIcrcLen;
-    const net::TxSource src = qp ? qp->tx : cm_src_;
+    const net::TxSource src = from_src ? *from_src : qp ? qp->tx : cm_src_;
     // A packet to this device itself that nobody can see needs no ICRC: it is never on a
     // wire, and receive() skips the check for it (docs/behaviour.md, "Loopback").
     bool icrc = !to_self(to) || packets_observed();
-    net::Endpoint from = self_;
+    net::Endpoint from = io_.local(src.local);
     from.set_port(src.port);
     if (icrc) store_icrc(from, to, buf, len);
     if (pcap_.is_open()) {
@@ -116,22 +134,24 @@ void Wire::transmit(uint32_t slot, size_t len_no_icrc, const net::Endpoint& to, 
 
 void Wire::wire_send(uint32_t slot, size_t len, const net::Endpoint& to, net::IpMarks marks,
                      net::TxSource src, bool icrc) {
-    if (to_self(to)) return self_link_.push(slot, uint32_t(len), icrc, marks, src.port);
+    if (uint16_t l = self_local(to); l != kNoLocal)
+        return self_link_.push(slot, uint32_t(len), icrc, marks, src.port, src.local, l);
     if (loops_back(to)) ++self_inflight_;
     uint8_t* buf = io_.tx_buffer(slot);
     if (uint16_t id = io_.tx_send(slot, len, to, marks, src.sock))
         if (!to.is_v6()) net::icrc_set_id(buf, len, 0, id, icrc_ids_);
 }
 
-void Wire::on_resend(uint8_t* data, size_t len, uint16_t from_seg, uint16_t to_seg) {
-    if (!self_.is_v6()) net::icrc_set_id(data, len, from_seg, to_seg, icrc_ids_);
+void Wire::on_resend(const net::Endpoint& to, uint8_t* data, size_t len, uint16_t from_seg,
+                     uint16_t to_seg) {
+    if (!to.is_v6()) net::icrc_set_id(data, len, from_seg, to_seg, icrc_ids_);
 }
 
 // What the socket delivered: loopback pacing counts it here, once (multicast of its own, from
 // the device's port or a QP's).
 void Wire::on_packet(const net::Endpoint& from, const net::Endpoint& to, uint8_t* data, size_t len,
                      uint16_t seg, net::IpMarks marks) {
-    if (from.same_addr(self_) && sources_.ours(from.port())) {
+    if (uint16_t l = addr_local(from); l != kNoLocal && sources_.ours(from.port(), l)) {
         if (self_inflight_) --self_inflight_;
         last_self_rx_ns_ = now_ns();
         self_rx_turn_ = turn_;
@@ -201,19 +221,18 @@ void Wire::deliver_to_self() {
     while (!self_link_.empty()) {
         SelfLink::Pkt k = self_link_.pop();
         uint8_t* buf = io_.tx_buffer(k.slot);
+        net::Endpoint from = io_.local(k.from);
+        from.set_port(k.sport);
+        const net::Endpoint& to = io_.local(k.to);
         if (!k.icrc && packets_observed()) {
             // A capture or the injector started since it was sent.
-            net::Endpoint from = self_;
-            from.set_port(k.sport);
-            store_icrc(from, self_, buf, k.len);
+            store_icrc(from, to, buf, k.len);
             k.icrc = true;
         }
-        net::Endpoint from = self_;
-        from.set_port(k.sport);
         if (k.icrc)
-            arrive(from, self_, buf, k.len, 0, k.marks);
+            arrive(from, to, buf, k.len, 0, k.marks);
         else
-            receive(from, self_, buf, k.len, true, 0, k.marks);
+            receive(from, to, buf, k.len, true, 0, k.marks);
         io_.tx_free(k.slot);
     }
 }

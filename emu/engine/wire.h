@@ -34,8 +34,19 @@ public:
     Wire(DeviceConfig& cfg, DeviceCounters& counters, Dma& dma, const McastGroups& mcast,
          Device& dev);
 
-    // Binds the socket; starts the capture and faults the configuration asks for. 0 or errno.
+    // Binds the socket (one per address); starts the capture and faults the configuration asks
+    // for. 0 or errno.
     int open();
+    // The GID table (DeviceConfig::gid_table): its entries, and for each the wire's address
+    // number (UdpUring::add_local) it sends from; kNoLocal past the end.
+    static constexpr uint16_t kNoLocal = 0xffff;
+    uint32_t gid_count() const { return uint32_t(gid_local_.size()); }
+    uint16_t local_of_gid(uint32_t gid_index) const {
+        return gid_index < gid_local_.size() ? gid_local_[gid_index] : kNoLocal;
+    }
+    const net::Endpoint& local(uint16_t i) const { return io_.local(i); }
+    // Sending from address `i` on the device's own port.
+    net::TxSource device_source(uint16_t i) const { return {self_.port(), io_.local_sender(i), i}; }
     net::UdpUring& io() { return io_; }
     // Waits for packets and eventfds at most `timeout_ns` and handles what came.
     void run_once(uint64_t timeout_ns) { io_.run_once(timeout_ns, *this); }
@@ -50,7 +61,7 @@ public:
     // vector gives the IPv4 TOS and TTL (Qp::ip_marks) unless `marks` does (UD: the AH's).
     void transmit(uint32_t slot, size_t len_no_icrc, const net::Endpoint& to, Qp* qp = nullptr);
     void transmit(uint32_t slot, size_t len_no_icrc, const net::Endpoint& to, Qp* qp,
-                  net::IpMarks marks);
+                  net::IpMarks marks, const net::TxSource* from = nullptr);
     void tx_free(uint32_t slot) { io_.tx_free(slot); }
     // True when a requester should wait before sending more to `to`: multicast this device
     // sent to its own groups that has not come back yet. A count that stops moving (the
@@ -117,7 +128,8 @@ private:
     bool fault_rx(const net::Endpoint& from, const net::Endpoint& to, uint8_t* data, size_t len,
                   uint16_t seg, net::IpMarks marks);
     // A GSO train the kernel refused goes again packet by packet: new IPv4 IDs, new ICRCs.
-    void on_resend(uint8_t* data, size_t len, uint16_t from_seg, uint16_t to_seg) override;
+    void on_resend(const net::Endpoint& to, uint8_t* data, size_t len, uint16_t from_seg,
+                   uint16_t to_seg) override;
     bool fault_tx(uint32_t slot, size_t len, const net::Endpoint& to, net::IpMarks marks,
                   net::TxSource src);
     // Whether anything outside the engine can see a packet's bytes: a capture, or the fault
@@ -125,7 +137,9 @@ private:
     bool packets_observed() const {
         return pcap_.is_open() || faults_.armed(net::kFaultTx) || faults_.armed(net::kFaultRx);
     }
-    bool to_self(const net::Endpoint& to) const;
+    bool to_self(const net::Endpoint& to) const { return self_local(to) != kNoLocal; }
+    uint16_t self_local(const net::Endpoint& to) const;  // which address of the device it is
+    uint16_t addr_local(const net::Endpoint& a) const;   // the same, whatever the port
     bool loops_back(const net::Endpoint& to) const;
 
     DeviceConfig& cfg_;
@@ -133,7 +147,8 @@ private:
     Dma& dma_;
     const McastGroups& mcast_;
     Device& dev_;
-    net::Endpoint self_;  // the device's address and port
+    net::Endpoint self_;  // the device's (first) address and port
+    std::vector<uint16_t> gid_local_;
     net::UdpUring io_;
     SourcePorts sources_;
     net::TxSource cm_src_;  // the CM's MADs: QP1's port (open)

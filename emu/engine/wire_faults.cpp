@@ -34,9 +34,11 @@ bool Wire::fault_tx(uint32_t slot, size_t len, const net::Endpoint& to, net::IpM
                     net::TxSource src) {
     uint8_t* buf = io_.tx_buffer(slot);
     const uint32_t held = faults_.held_copies();
-    Verdict v = faults_.decide(net::kFaultTx, buf, len, to, now_ns(), {}, marks, src.port);
+    // (A held sent packet keeps the device's address it leaves from as its `local`.)
+    Verdict v = faults_.decide(net::kFaultTx, buf, len, to, now_ns(), io_.local(src.local), marks,
+                               src.port);
     // Each copy held keeps its port's socket open until it leaves (release_faults).
-    for (uint32_t k = held; k < faults_.held_copies(); ++k) sources_.acquire(src.port);
+    for (uint32_t k = held; k < faults_.held_copies(); ++k) sources_.acquire(src.port, src.local);
     if (v == Verdict::kDrop || v == Verdict::kHeld) {
         io_.tx_free(slot);
         return false;
@@ -65,8 +67,9 @@ void Wire::release_faults(uint64_t now) {
                 return true;
             }
             net::TxSource src;
-            if (!sources_.lookup(local_port, &src)) {  // (it holds its port: not reached)
-                sources_.release(local_port);
+            const uint16_t l = addr_local(local);
+            if (!sources_.lookup(local_port, l, &src)) {  // (it holds its port: not reached)
+                sources_.release(local_port, l);
                 return true;
             }
             uint32_t slot;
@@ -74,7 +77,7 @@ void Wire::release_faults(uint64_t now) {
             if (!b) return false;
             std::memcpy(b, data, len);
             wire_send(slot, len, peer, marks, src);
-            sources_.release(local_port);
+            sources_.release(local_port, l);
             return true;
         });
 }

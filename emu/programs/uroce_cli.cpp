@@ -120,7 +120,7 @@ std::string daemon_path() {
 int usage() {
     std::fprintf(stderr,
                  "usage:\n"
-                 "  uroce start [--name N] [--addr IPV4|IPV6] [--port P] [--pcap FILE] "
+                 "  uroce start [--name N] [--addr ADDR]... [--port P] [--pcap FILE] "
                  "[--pcap-max BYTES]\n"
                  "              [--faults SPEC] [--poll-us US] [--offload on|off]\n"
                  "              [--icrc-nodf on|off]\n"
@@ -189,7 +189,7 @@ struct OwnDevice {
 // Starts a device and returns once it accepts work. Prints its name, unless `own` is given:
 // then the device is this process's child and ends with it (SIGTERM when it dies).
 int cmd_start(std::vector<std::string> args, OwnDevice* own = nullptr) {
-    std::string name, addr = "127.0.0.1", port, pcap, pcap_max, faults, poll_us, offload, icrc_nodf;
+    std::string name, addr, port, pcap, pcap_max, faults, poll_us, offload, icrc_nodf;
     if (const char* p = getenv("UROCE_UDP_PORT")) port = p;
     for (size_t i = 0; i < args.size(); ++i) {
         auto val = [&](std::string& out) {
@@ -200,9 +200,11 @@ int cmd_start(std::vector<std::string> args, OwnDevice* own = nullptr) {
         bool ok = true;
         if (args[i] == "--name")
             ok = val(name);
-        else if (args[i] == "--addr")
-            ok = val(addr);
-        else if (args[i] == "--port")
+        else if (args[i] == "--addr") {  // again: more addresses (uroced takes a list)
+            std::string a;
+            ok = val(a);
+            addr += (addr.empty() ? "" : ",") + a;
+        } else if (args[i] == "--port")
             ok = val(port);
         else if (args[i] == "--pcap")
             ok = val(pcap);
@@ -237,6 +239,7 @@ int cmd_start(std::vector<std::string> args, OwnDevice* own = nullptr) {
     }
     if (std::string a = absolute(pcap); !a.empty()) pcap = a;
     std::string daemon = daemon_path();
+    if (addr.empty()) addr = "127.0.0.1";
     std::vector<std::string> argv = {daemon, "--name", name, "--addr", addr};
     if (!port.empty()) argv.insert(argv.end(), {"--port", port});
     if (!pcap.empty()) argv.insert(argv.end(), {"--pcap", pcap});

@@ -11,6 +11,7 @@
 #include <cstring>
 #include <fstream>
 #include <string>
+#include <vector>
 
 #include "emu/abi/runtime.h"
 #include "emu/control/control_server.h"
@@ -22,7 +23,7 @@ using namespace uroce;
 
 static void usage() {
     std::fprintf(stderr,
-                 "usage: uroced [--name NAME] [--addr IPV4] [--port UDP_PORT]\n"
+                 "usage: uroced [--name NAME] [--addr ADDR[,ADDR...]]... [--port UDP_PORT]\n"
                  "              [--pcap FILE] [--pcap-max BYTES] [--faults SPEC] [--nice N]\n"
                  "              [--poll-us US] [--offload on|off] [--icrc-nodf on|off]\n");
 }
@@ -51,9 +52,44 @@ static void raise_priority(int nice) {
                      nice, std::strerror(err));
 }
 
+// The device's addresses from --addr's comma-separated list: IPv4 or IPv6 (a link-local one
+// with %INTERFACE, all of them on one interface), each once; the first is its first address.
+// Returns why not, or "".
+static std::string set_addresses(const std::string& list, emu::DeviceConfig* cfg) {
+    std::vector<net::Endpoint> all;
+    size_t at = 0;
+    while (at <= list.size()) {
+        size_t comma = list.find(',', at);
+        std::string a =
+            list.substr(at, comma == std::string::npos ? std::string::npos : comma - at);
+        at = comma == std::string::npos ? list.size() + 1 : comma + 1;
+        net::Endpoint ep;
+        if (!net::parse_address(a, cfg->port, &ep) || ep.multicast() ||
+            (!ep.is_v6() && ep.v4_be() == 0))
+            return "bad address " + a + " (IPv4 or IPv6)";
+        const bool link_local =
+            ep.is_v6() && ep.addr6()[0] == 0xfe && (ep.addr6()[1] & 0xc0) == 0x80;
+        if (link_local && !ep.v6.sin6_scope_id)
+            return "link-local address " + a + " needs %INTERFACE";
+        if (link_local && cfg->ipv6_scope && cfg->ipv6_scope != ep.v6.sin6_scope_id)
+            return "link-local addresses on two interfaces (" + a + ")";
+        if (link_local) cfg->ipv6_scope = ep.v6.sin6_scope_id;
+        for (const net::Endpoint& x : all)
+            if (x.same_addr(ep)) return "address " + a + " given twice";
+        all.push_back(ep);
+    }
+    if (all.size() > abi::kGidTblLen) return "more than 16 addresses";
+    if (all[0].is_v6())
+        std::memcpy(cfg->ipv6, all[0].addr6(), 16);
+    else
+        cfg->ipv4_be = all[0].v4_be();
+    cfg->more.assign(all.begin() + 1, all.end());
+    return "";
+}
+
 int main(int argc, char** argv) {
     emu::DeviceConfig cfg;
-    std::string addr = "127.0.0.1";
+    std::string addr;  // every --addr, comma-separated
     int nice = -10;
     for (int i = 1; i < argc; ++i) {
         std::string a = argv[i];
@@ -67,7 +103,7 @@ int main(int argc, char** argv) {
         if (a == "--name")
             cfg.name = val();
         else if (a == "--addr")
-            addr = val();
+            addr += (addr.empty() ? "" : ",") + std::string(val());
         else if (a == "--port")
             cfg.port = uint16_t(std::strtoul(val(), nullptr, 10));
         else if (a == "--pcap")
@@ -108,22 +144,10 @@ int main(int argc, char** argv) {
             return 2;
         }
     }
-    // IPv4, or IPv6 (a link-local one with %INTERFACE): the device's one address.
-    net::Endpoint ep;
-    if (!net::parse_address(addr, cfg.port, &ep) || (ep.is_v6() && ep.multicast()) ||
-        (!ep.is_v6() && ep.v4_be() == 0)) {
-        std::fprintf(stderr, "uroced: bad address %s (IPv4 or IPv6)\n", addr.c_str());
+    if (addr.empty()) addr = "127.0.0.1";
+    if (std::string why = set_addresses(addr, &cfg); !why.empty()) {
+        std::fprintf(stderr, "uroced: %s\n", why.c_str());
         return 2;
-    }
-    if (ep.is_v6()) {
-        std::memcpy(cfg.ipv6, ep.addr6(), 16);
-        cfg.ipv6_scope = ep.v6.sin6_scope_id;
-        if (cfg.ipv6[0] == 0xfe && (cfg.ipv6[1] & 0xc0) == 0x80 && !cfg.ipv6_scope) {
-            std::fprintf(stderr, "uroced: link-local address %s needs %%INTERFACE\n", addr.c_str());
-            return 2;
-        }
-    } else {
-        cfg.ipv4_be = ep.v4_be();
     }
     signal(SIGPIPE, SIG_IGN);
     if (std::string why = abi::check_runtime_dir(true); !why.empty()) {

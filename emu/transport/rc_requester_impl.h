@@ -108,6 +108,7 @@ bool RcRequester<Env>::fetch_send_wqe(Qp& qp) {
     w.swap = h.swap;
     if (qp.type == IBV_QPT_UD) {
         w.ud_marks = net::ip_marks_from_grh(h.ud_grh[0], h.ud_grh[1]);
+        w.ud_local = env_.wire.local_of_gid(h.ud_grh[3]);
         if (h.ud_grh[2] == abi::kUdIpv6) {  // abi/rings.h: the 16 bytes in two fields
             uint8_t g[16];
             std::memcpy(g, &h.remote_addr, 8);

@@ -65,9 +65,9 @@ void UdTransport<Env>::requester_progress(Qp& qp) {
             return;
         }
         const net::Endpoint& to = w.ud_dest;
-        // An address of the other IP version than the device's (garbage in the ring: the
-        // library never writes one) cannot leave its socket.
-        if (to.is_v6() != env_.config.is_ipv6()) {
+        // A source GID the table does not have, or an address of the other IP version than
+        // the source's (garbage in the ring: the library never writes either), cannot leave.
+        if (w.ud_local == Wire::kNoLocal || to.is_v6() != env_.wire.local(w.ud_local).is_v6()) {
             w.status = IBV_WC_LOC_QP_OP_ERR;
             env_.requester.complete_blocked(qp);
             return;
@@ -108,7 +108,12 @@ void UdTransport<Env>::requester_progress(Qp& qp) {
             }
         }
         std::memset(buf + hdr + w.length, 0, p.bth.pad);
-        env_.wire.transmit(slot, hdr + w.length + p.bth.pad, to, &qp, w.ud_marks);
+        // From another address than the QP's (an AH with another sgid_index): that address's
+        // socket, on the device's port (a port of the QP's own there would take a socket
+        // opened on the packet path).
+        const net::TxSource other = env_.wire.device_source(w.ud_local);
+        env_.wire.transmit(slot, hdr + w.length + p.bth.pad, to, &qp, w.ud_marks,
+                           w.ud_local == qp.tx.local ? nullptr : &other);
         ++qp.tx_pkts;
         qp.next_psn = qp.una_psn = net::psn_add(qp.next_psn, 1);
         ++qp.sq_send;

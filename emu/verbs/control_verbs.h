@@ -57,7 +57,8 @@ private:
     int query_qp(Session& s, const abi::QueryQpReq& r, abi::QueryQpResp* out);
     int destroy_qp(Session& s, uint32_t qpn, uint64_t cookie = 0);
     // The QP sends from UDP source port `port` from now (0: none, it is going).
-    void set_udp_sport(Qp& qp, uint16_t port);
+    // `local`: the device's address it sends from (Wire::local_of_gid of its AV's sgid_index).
+    void set_udp_sport(Qp& qp, uint16_t port, uint16_t local);
     // SRQs (srq.cpp).
     int create_srq(Session& s, const abi::CreateSrqReq& r, abi::CreateSrqResp* out, int* fd);
     int modify_srq(Session& s, const abi::ModifySrqReq& r);

@@ -119,6 +119,7 @@ struct SendWr {
     uint32_t rkey = 0;
     uint64_t compare_add = 0, swap = 0;
     net::Endpoint ud_dest;  // UD: the destination (address and port), from the AH
+    uint16_t ud_local = 0;  // UD: the device's address it leaves from (the AH's sgid_index)
     net::IpMarks ud_marks;  // UD: the AH's IPv4 TOS and TTL (its GRH's)
     uint32_t ud_qpn = 0;    // UD: destination QP
     uint32_t ud_qkey = 0;   // UD: Q_Key to send with

@@ -98,7 +98,7 @@ int ControlVerbs::create_qp(Session& s, const abi::CreateQpReq& r, abi::CreateQp
         ++dev_.xrcds_.get(xh->xrcd)->objects;
     }
     s.qps.push_back(qpn);
-    set_udp_sport(*q, net::sport_for_qpn(qpn));
+    set_udp_sport(*q, net::sport_for_qpn(qpn), 0);
     out->qpn = qpn;
     out->cap = q->cap;
     out->sq_slots = sslots;
@@ -111,11 +111,11 @@ int ControlVerbs::create_qp(Session& s, const abi::CreateQpReq& r, abi::CreateQp
 }
 
 // The new port's socket first: a QP that keeps its port keeps its socket.
-void ControlVerbs::set_udp_sport(Qp& qp, uint16_t port) {
-    if (port == qp.udp_sport) return;
+void ControlVerbs::set_udp_sport(Qp& qp, uint16_t port, uint16_t local) {
+    if (port == qp.udp_sport && local == qp.tx.local) return;
     SourcePorts& ports = dev_.wire_.sources();
-    net::TxSource tx = port ? ports.acquire(port) : net::TxSource{};
-    if (qp.udp_sport) ports.release(qp.udp_sport);
+    net::TxSource tx = port ? ports.acquire(port, local) : net::TxSource{};
+    if (qp.udp_sport) ports.release(qp.udp_sport, qp.tx.local);
     qp.udp_sport = port;
     qp.tx = tx;
 }
@@ -150,15 +150,18 @@ int ControlVerbs::modify_qp(Session& s, const abi::ModifyQpReq& r) {
     if ((m & IBV_QP_DEST_QPN) && a.dest_qp_num > 0xffffff) return EINVAL;
     if (m & IBV_QP_ALT_PATH) return EINVAL;  // one port, no alternate path
     net::Endpoint dest;
+    uint16_t local = 0;
     if (m & IBV_QP_AV) {
         const ibv_ah_attr& ah = a.ah_attr;
-        // RoCE needs a GRH; the GID table has the single entry 0, the device's address. The
-        // destination GID is of the same IP version (an IPv4-mapped one for IPv4), as the
-        // kernel requires of a RoCEv2 path; a link-local one is on the device's interface.
-        if (!ah.is_global || ah.grh.sgid_index != 0 || (ah.port_num && ah.port_num != 1))
+        // RoCE needs a GRH whose source GID is one of the table's (each an address of the
+        // device, whose socket the QP sends from). The destination GID is of the same IP
+        // version (an IPv4-mapped one for IPv4), as the kernel requires of a RoCEv2 path; a
+        // link-local one is on the device's interface.
+        local = dev_.wire_.local_of_gid(ah.grh.sgid_index);
+        if (!ah.is_global || local == Wire::kNoLocal || (ah.port_num && ah.port_num != 1))
             return EINVAL;
         const uint8_t* g = ah.grh.dgid.raw;
-        if (net::gid_is_v4(g) == dev_.cfg_.is_ipv6()) return EINVAL;
+        if (net::gid_is_v4(g) == dev_.wire_.local(local).is_v6()) return EINVAL;
         dest = net::Endpoint::from_gid(g, dev_.cfg_.port, dev_.cfg_.ipv6_scope);
     }
 
@@ -188,7 +191,8 @@ int ControlVerbs::modify_qp(Session& s, const abi::ModifyQpReq& r) {
     if (m & IBV_QP_DEST_QPN) q.dest_qp_num = a.dest_qp_num;
     // As rxe: the path's flow label, or one made of the two QP numbers (net/udp_sport.h).
     if (m & IBV_QP_AV)
-        set_udp_sport(*qp, net::sport_for_path(a.ah_attr.grh.flow_label, qp->qpn, q.dest_qp_num));
+        set_udp_sport(*qp, net::sport_for_path(a.ah_attr.grh.flow_label, qp->qpn, q.dest_qp_num),
+                      local);
     if (m & IBV_QP_PATH_MIG_STATE) q.path_mig_state = ibv_mig_state(mig);
     if (m & IBV_QP_EN_SQD_ASYNC_NOTIFY) q.en_sqd_async_notify = a.en_sqd_async_notify;
 
@@ -284,7 +288,7 @@ void ControlVerbs::destroy_qp_now(uint32_t qpn) {
     if (qp->type == IBV_QPT_XRC_RECV) dev_.xrc_.object_gone(qp->xrcd, 0);
     if (qp->type == IBV_QPT_UD) dev_.mcast_.detach_all(qpn);  // as uverbs does on destroy
     dev_.windows_.unbind_qp_windows(*qp);
-    set_udp_sport(*qp, 0);
+    set_udp_sport(*qp, 0, 0);
     if (qp->type != IBV_QPT_XRC_RECV) erase_handle(qp->owner->qps, qpn);  // TGT: release_qp did
     dev_.qps_.remove(qpn);
 }

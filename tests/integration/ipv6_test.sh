@@ -13,6 +13,11 @@
 #   ud_pingpong  ibv_ud_pingpong -g 0 (the port MTU's 1024-byte messages): UD address handles
 #                with IPv6 destinations, the receiver's reply AH from the IPv6 header in the
 #                GRH area (ibv_create_ah_from_wc), captured and checked
+#   multi        host A's device with three addresses, given as fd77::1,10.77.0.1,fd77::11:
+#                ibv_query_gid_table (pyverbs) lists ::ffff:10.77.0.1, fd77::1, fd77::11 (rxe's
+#                order: IPv4 before IPv6), each RoCE v2 on eth0; host B has a device on its
+#                IPv4 address and one on its IPv6 address, and two ibv_rc_pingpong pairs run
+#                against host A's device at once, one over each version
 . "$(dirname "$0")/lib.sh"
 TWOHOST_IPV6=1
 . "$(dirname "$0")/twohost_lib.sh"
@@ -122,6 +127,58 @@ ud_pingpong)
     expect "$c" "^1024000 bytes in" "the client did not exchange 500 x 2 messages of 1024 bytes"
     tap_stop
     check_capture 1000
+    ;;
+multi)
+    need ibv_rc_pingpong
+    [ -x /usr/bin/python3 ] && /usr/bin/python3 -c 'import pyverbs.device' 2>/dev/null ||
+        skip "pyverbs (python3-pyverbs) is not installed"
+    ip -n "$NS_A" addr add fd77::11/64 dev eth0 nodad || fail "cannot add fd77::11 on host A"
+    "${HOST_A[@]}" "$UROCE" stop uroce0 >/dev/null
+    "${HOST_A[@]}" "$UROCE" start --name uroce0 --addr "$ADDR6_A" --addr "$ADDR_A" \
+        --addr fd77::11 >/dev/null || fail "uroce start with three addresses"
+    # Host B: an IPv6 peer (uroce0, from twohost_setup) and an IPv4 one.
+    "${HOST_B[@]}" "$UROCE" start --name uroce1 --addr "$ADDR_B" >/dev/null ||
+        fail "uroce start uroce1 on host B"
+    table=$(on_host A /usr/bin/python3 -c '
+import pyverbs.device as d
+import socket
+ctx = d.Context(name="uroce0")
+for e in ctx.query_gid_table(16):
+    a = socket.inet_ntop(socket.AF_INET6, socket.inet_pton(socket.AF_INET6, e.gid_str()))
+    print(e.gid_index, e.gid_type, socket.if_indextoname(e.ndev_ifindex), a)
+') || fail "ibv_query_gid_table failed: $table"
+    echo "$table"
+    # (gid_type 2: IBV_GID_TYPE_ROCE_V2)
+    want="0 2 eth0 ::ffff:10.77.0.1
+1 2 eth0 fd77::1
+2 2 eth0 fd77::11"
+    [ "$table" = "$want" ] ||
+        fail "the GID table is not IPv4, then the two IPv6 addresses"
+    PORT6=$((PORT + 1))
+    on_host A timeout 60 ibv_rc_pingpong -d uroce0 -g 0 -p "$PORT" -n 2000 >"$s" 2>&1 &
+    a4=$!
+    on_host A timeout 60 ibv_rc_pingpong -d uroce0 -g 1 -p "$PORT6" -n 2000 >"$s.6" 2>&1 &
+    a6=$!
+    for p in "$PORT" "$PORT6"; do
+        for _ in $(seq 100); do
+            ip netns exec "$NS_A" ss -Hltn "sport = :$p" | grep -q . && break
+            sleep 0.1
+        done
+    done
+    on_host B timeout 60 ibv_rc_pingpong -d uroce1 -g 0 -p "$PORT" -n 2000 "$ADDR_A" >"$c" 2>&1 &
+    b4=$!
+    on_host B timeout 60 ibv_rc_pingpong -d uroce0 -g 0 -p "$PORT6" -n 2000 "$ADDR_A" >"$c.6" 2>&1 &
+    b6=$!
+    rc=0
+    for pid in $a4 $a6 $b4 $b6; do wait "$pid" || rc=$?; done
+    cat "$s" "$s.6" "$c" "$c.6"
+    [ "$rc" = 0 ] || fail "a pingpong failed ($rc)"
+    expect "$c" "remote address: .*GID ::ffff:10.77.0.1" "the IPv4 client did not talk to ::ffff:10.77.0.1"
+    expect "$c.6" "remote address: .*GID fd77::1\$" "the IPv6 client did not talk to fd77::1"
+    for f in "$c" "$c.6"; do expect "$f" "2000 iters in" "a client did not finish"; done
+    n=$("${HOST_A[@]}" "$UROCE" counters uroce0 | awk '$1 == "counters_icrc" { for (i = 2; i < NF; i++) if ($i == "ipv6") print $(i + 1) }')
+    echo "host A checked ${n:-0} ICRCs over IPv6"
+    [ "${n:-0}" -gt 0 ] || fail "host A's device received nothing over IPv6"
     ;;
 *) fail "unknown mode $mode" ;;
 esac

@@ -136,7 +136,7 @@ struct Recorder : UdpUring::Handler {
         got.push_back({data[0], len, seg, marks, from.port()});
     }
     void on_eventfd(uint64_t) override {}
-    void on_resend(uint8_t*, size_t, uint16_t from, uint16_t to) override {
+    void on_resend(const Endpoint&, uint8_t*, size_t, uint16_t from, uint16_t to) override {
         moved.emplace_back(from, to);
     }
 };

@@ -1,4 +1,4 @@
-// Address handles for UD: a RoCEv2 AH names the peer by an IPv4-mapped GID.
+// Address handles for UD: a RoCEv2 AH names the peer by a GID (IPv4-mapped for IPv4).
 #include <cerrno>
 #include <cstring>
 
@@ -10,21 +10,32 @@ using namespace uroce::verbs;
 namespace {
 const uint8_t kV4Prefix[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
 constexpr size_t kGrhIpv4Offset = 20;  // RoCEv2/IPv4: the IPv4 header ends the GRH area
+
+// The GID table's entry of an address of the device (a received packet's destination), 0 if
+// it has none (the reply then leaves from the first address, as before tables had more).
+uint8_t gid_index_of(ibv_context* context, const uint8_t* gid) {
+    const Context* c = ctx_of(context);
+    for (uint32_t i = 0; i < c->open.gid_count && i < abi::kGidTblLen; ++i)
+        if (std::memcmp(c->open.gids[i], gid, 16) == 0) return uint8_t(i);
+    return 0;
+}
 }  // namespace
 
 extern "C" {
 
 ibv_ah* ibv_create_ah(ibv_pd* pd, ibv_ah_attr* attr) {
-    // RoCE needs a GRH; GID index 0 is the only one; IPv4-mapped GIDs only.
-    if (!attr || !attr->is_global || attr->grh.sgid_index != 0 ||
+    // RoCE needs a GRH whose source GID is in the table (one of the device's addresses).
+    const Context* c = ctx_of(pd->context);
+    if (!attr || !attr->is_global || attr->grh.sgid_index >= c->open.gid_count ||
         (attr->port_num && attr->port_num != 1)) {
         errno = EINVAL;
         return nullptr;
     }
     // The destination is of the source GID's IP version (RoCEv2 has no path between
-    // versions): IPv4-mapped on an IPv4 device, IPv6 on an IPv6 one.
+    // versions): IPv4-mapped from an IPv4 address, IPv6 from an IPv6 one.
     const bool v4_dgid = std::memcmp(attr->grh.dgid.raw, kV4Prefix, sizeof kV4Prefix) == 0;
-    const bool v6_device = ctx_of(pd->context)->open.ipv4_be == 0;
+    const bool v6_device =
+        std::memcmp(c->open.gids[attr->grh.sgid_index], kV4Prefix, sizeof kV4Prefix) != 0;
     if (v4_dgid == v6_device) {
         errno = EINVAL;
         return nullptr;
@@ -35,6 +46,7 @@ ibv_ah* ibv_create_ah(ibv_pd* pd, ibv_ah_attr* attr) {
     std::memcpy(&ah->ipv4_be, attr->grh.dgid.raw + 12, 4);
     ah->ah.handle = ah->ipv4_be;
     ah->ipv6 = v6_device;
+    ah->sgid_index = attr->grh.sgid_index;
     std::memcpy(ah->gid, attr->grh.dgid.raw, 16);
     ah->traffic_class = attr->grh.traffic_class;
     ah->hop_limit = attr->grh.hop_limit;
@@ -71,14 +83,18 @@ int ibv_init_ah_from_wc(ibv_context* context, uint8_t port_num, ibv_wc* wc, ibv_
         ah_attr->grh.hop_limit = 0xff;
         ah_attr->grh.traffic_class = uint8_t(ip6[0] << 4 | ip6[1] >> 4);
         ah_attr->grh.flow_label = uint32_t(ip6[1] & 0xf) << 16 | uint32_t(ip6[2]) << 8 | ip6[3];
-        std::memcpy(ah_attr->grh.dgid.raw, ip6 + 8, 16);  // the sender's address
+        ah_attr->grh.sgid_index = gid_index_of(context, ip6 + 24);  // the address it came to
+        std::memcpy(ah_attr->grh.dgid.raw, ip6 + 8, 16);            // the sender's address
         return 0;
     }
     ah_attr->is_global = 1;
     ah_attr->port_num = port_num;
     ah_attr->dlid = wc->slid;
     ah_attr->sl = wc->sl;
-    ah_attr->grh.sgid_index = 0;
+    uint8_t dst[16];
+    std::memcpy(dst, kV4Prefix, sizeof kV4Prefix);
+    std::memcpy(dst + 12, ip + 16, 4);  // the address it came to
+    ah_attr->grh.sgid_index = gid_index_of(context, dst);
     ah_attr->grh.hop_limit = 0xff;
     std::memcpy(ah_attr->grh.dgid.raw, kV4Prefix, sizeof kV4Prefix);
     std::memcpy(ah_attr->grh.dgid.raw + 12, ip + 12, 4);  // the sender's address

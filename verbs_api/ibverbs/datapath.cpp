@@ -72,6 +72,7 @@ int write_send_wqe(Qp* qp, const ibv_send_wr* wr, uint32_t prod) {
         w.ah = ah->ipv4_be;
         w.ud_grh[0] = ah->traffic_class;
         w.ud_grh[1] = ah->hop_limit;
+        w.ud_grh[3] = ah->sgid_index;
         if (ah->ipv6) {  // rings.h: the address in two fields a UD send does not use
             w.ud_grh[2] = abi::kUdIpv6;
             std::memcpy(&w.remote_addr, ah->gid, 8);

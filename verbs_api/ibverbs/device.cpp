@@ -83,10 +83,13 @@ Device* make_device(const abi::DeviceInfo& info, const std::vector<abi::DeviceIn
     return d;
 }
 
-uint32_t device_ipv4(const Context* ctx) { return ctx->open.ipv4_be; }
-
-// GID index 0: the device's address, IPv4-mapped for IPv4 (the device says which).
-void fill_gid(const Context* ctx, ibv_gid* gid) { std::memcpy(gid->raw, ctx->open.gid, 16); }
+// The GID table is the device's (its addresses, IPv4 ones IPv4-mapped): entry `i`, false
+// past its end.
+bool fill_gid(const Context* ctx, uint32_t i, ibv_gid* gid) {
+    if (i >= ctx->open.gid_count || i >= abi::kGidTblLen) return false;
+    std::memcpy(gid->raw, ctx->open.gids[i], 16);
+    return true;
+}
 
 // The interface that holds an IPv6 address (a link-local one: its scope), 0 if none.
 int ifindex_for6(const uint8_t* ip6, uint32_t scope) {
@@ -118,6 +121,19 @@ int ifindex_for(uint32_t ip_be) {
     // 127.0.0.0/8 is all on lo even where only 127.0.0.1 is listed.
     if (!idx && (ntohl(ip_be) >> 24) == 127) idx = int(if_nametoindex("lo"));
     return idx;
+}
+
+// The interface that holds GID entry `i`'s address.
+int gid_ifindex(const Context* c, uint32_t i) {
+    const uint8_t* g = c->open.gids[i];
+    static const uint8_t kMapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+    if (std::memcmp(g, kMapped, 12) == 0) {
+        uint32_t ip;
+        std::memcpy(&ip, g + 12, 4);
+        return ifindex_for(ip);
+    }
+    const bool link_local = g[0] == 0xfe && (g[1] & 0xc0) == 0x80;
+    return ifindex_for6(g, link_local ? c->open.ipv6_scope : 0);
 }
 
 void fill_device_attr(const Context* ctx, ibv_device_attr* a) {
@@ -476,9 +492,7 @@ int ibv_query_gid(ibv_context* context, uint8_t port_num, int index, ibv_gid* gi
         errno = EINVAL;
         return -1;
     }
-    if (index == 0)
-        fill_gid(ctx_of(context), gid);
-    else
+    if (!fill_gid(ctx_of(context), uint32_t(index), gid))
         std::memset(gid, 0, sizeof *gid);  // an empty entry reads as zero, as the kernel's do
     return 0;
 }
@@ -509,8 +523,7 @@ int ibv_get_pkey_index(ibv_context* context, uint8_t port_num, __be16 pkey) {
 
 // enum ibv_gid_type_sysfs from rdma-core's private driver.h: 0 = RoCE v1, 1 = RoCE v2.
 int ibv_query_gid_type(ibv_context* context, uint8_t port_num, unsigned int index, int* type) {
-    (void)context;
-    if (port_num != 1 || index != 0) {
+    if (port_num != 1 || index >= ctx_of(context)->open.gid_count) {
         errno = EINVAL;
         return -1;
     }
@@ -523,15 +536,13 @@ int _ibv_query_gid_ex(ibv_context* context, uint32_t port_num, uint32_t gid_inde
     if (flags) return EINVAL;
     if (device_is_gone(context)) return EIO;
     if (port_num != 1 || gid_index >= abi::kGidTblLen) return EINVAL;
-    if (gid_index != 0) return ENODATA;  // an empty entry (rdma-core's answer)
     ibv_gid_entry e{};
-    fill_gid(ctx_of(context), &e.gid);
-    e.gid_index = 0;
+    const Context* c = ctx_of(context);
+    if (!fill_gid(c, gid_index, &e.gid)) return ENODATA;  // an empty entry (rdma-core's answer)
+    e.gid_index = gid_index;
     e.port_num = 1;
     e.gid_type = IBV_GID_TYPE_ROCE_V2;
-    const Context* c = ctx_of(context);
-    e.ndev_ifindex = c->open.ipv4_be ? uint32_t(ifindex_for(device_ipv4(c)))
-                                     : uint32_t(ifindex_for6(c->open.gid, c->open.ipv6_scope));
+    e.ndev_ifindex = uint32_t(gid_ifindex(c, gid_index));
     std::memcpy(entry, &e, entry_size < sizeof e ? entry_size : sizeof e);
     return 0;
 }
@@ -539,9 +550,15 @@ int _ibv_query_gid_ex(ibv_context* context, uint32_t port_num, uint32_t gid_inde
 ssize_t _ibv_query_gid_table(ibv_context* context, ibv_gid_entry* entries, size_t max_entries,
                              uint32_t flags, size_t entry_size) {
     if (flags) return -EINVAL;
-    if (max_entries < 1) return -EINVAL;
-    int r = _ibv_query_gid_ex(context, 1, 0, entries, 0, entry_size);
-    return r ? -r : 1;
+    const uint32_t n = ctx_of(context)->open.gid_count;
+    if (max_entries < n || max_entries < 1) return -EINVAL;  // as the kernel's
+    auto* at = reinterpret_cast<uint8_t*>(entries);
+    for (uint32_t i = 0; i < n; ++i)
+        if (int r = _ibv_query_gid_ex(context, 1, i,
+                                      reinterpret_cast<ibv_gid_entry*>(at + size_t(i) * entry_size),
+                                      0, entry_size))
+            return -r;
+    return ssize_t(n);
 }
 
 }  // extern "C"

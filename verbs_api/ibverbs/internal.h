@@ -131,6 +131,7 @@ struct Ah {
     ibv_ah ah;
     uint32_t ipv4_be = 0;
     bool ipv6 = false;  // the destination is gid, an IPv6 address (an IPv6 device's peer)
+    uint8_t sgid_index = 0;
     uint8_t gid[16] = {};
     uint8_t traffic_class = 0, hop_limit = 0;  // the GRH's: the packets' IPv4 TOS and TTL
 };
