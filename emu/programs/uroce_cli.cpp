@@ -22,6 +22,7 @@
 
 #include "emu/abi/client.h"
 #include "emu/abi/runtime.h"
+#include "emu/programs/ladder_cli.h"
 #include "emu/programs/rdma_tool.h"
 #include "emu/programs/system_view.h"
 #include "net/fault_injector.h"
@@ -142,6 +143,12 @@ int usage() {
                  "                             loss=0.02,dup=0.02,reorder=0.02,delay=100,\n"
                  "                             corrupt=0.01,seed=N,dir=rx|tx|both\n"
                  "  uroce faults off [NAME]    stop injecting faults\n"
+                 "  uroce ladder [--from CAPTURE...] [--trace FILE] [--qp QPN...]\n"
+                 "               [--time T0..T1] -o FILE.svg|FILE.html\n"
+                 "                             a ladder diagram of the captures: a lane per QP,\n"
+                 "                             an arrow per packet, retransmissions, drops,\n"
+                 "                             CM messages, the trace's QP events; long runs\n"
+                 "                             as bands (docs/ladder.md)\n"
                  "  uroce run [--no-view] [--trace FILE] [start options] -- CMD [ARGS...]\n"
                  "                             run CMD over uroce (starting a device if none\n"
                  "                             runs) where /dev/infiniband and\n"
@@ -861,6 +868,7 @@ int main(int argc, char** argv) {
         {"capture", cmd_capture},
         {"faults", cmd_faults},
         {"trace", cmd_trace},
+        {"ladder", ladder::cmd_ladder},
     };
     std::string cmd = argv[1];
     Args args(argv + 2, argv + argc);
