@@ -26,17 +26,19 @@ const char* fate_name(Fate f) {
 
 namespace {
 
-// The fields that make two sightings copies of one packet (or a retransmission of it).
+// The fields that make two sightings copies of one packet (or a retransmission of it); an
+// ACK's syndrome and MSN too: an RNR NAK and a sequence NAK may carry one PSN in one microsecond.
 uint64_t wire_hash(const Sighting& s) {
     uint64_t h = (uint64_t(s.src) << 32 | s.dst) * 0x9e3779b97f4a7c15ull;
     h ^= (uint64_t(s.sport) << 48 | uint64_t(s.dqpn) << 24 | s.psn) * 0xc2b2ae3d27d4eb4full;
-    h ^= uint64_t(s.opcode) * 0x165667b19e3779f9ull;
+    h ^= (uint64_t(s.opcode) << 8 | s.syndrome) * 0x165667b19e3779f9ull;
     return h ^ (h >> 29);
 }
 
 bool same_wire(const Sighting& a, const Sighting& b) {
     return a.src == b.src && a.dst == b.dst && a.sport == b.sport && a.dqpn == b.dqpn &&
-           a.psn == b.psn && a.opcode == b.opcode && a.mad_attr == b.mad_attr;
+           a.psn == b.psn && a.opcode == b.opcode && a.mad_attr == b.mad_attr &&
+           a.syndrome == b.syndrome && a.msn == b.msn;
 }
 
 // Open addressing, linear probing: slot = packet index + 1 of the latest packet of a key.
@@ -178,8 +180,10 @@ void build_packets(std::vector<Sighting>& ss, size_t files, const Options& opt, 
     pk.reserve(ss.size());
     // Per packet during the pass: the capture of its sender's and its receiver's copy.
     std::vector<int16_t> tx_file, rx_file;
+    std::vector<int32_t> prev_of;  // the key's packet before it (-1: none)
     tx_file.reserve(ss.size());
     rx_file.reserve(ss.size());
+    prev_of.reserve(ss.size());
     LatestIndex latest(ss.size() / 2 + 1);
     auto add = [&](const Sighting& s, bool tx) {
         Packet p;
@@ -191,66 +195,132 @@ void build_packets(std::vector<Sighting>& ss, size_t files, const Options& opt, 
         rx_file.push_back(tx ? int16_t(-1) : int16_t(s.file));
         return uint32_t(pk.size() - 1);
     };
+    // The packet of the key's chain (latest first, while `open` holds) a copy belongs to: a
+    // request's copy to the latest (an older one still open was lost: the sender resent it);
+    // identical responses (an ACK sent again for a duplicate) first come, first matched.
+    auto match = [&](int64_t g, bool request, auto open) {
+        int64_t best = -1;
+        for (int k = 0; g >= 0 && k < 64 && open(g); ++k, g = prev_of[g]) {
+            best = g;
+            if (request) break;
+        }
+        return best;
+    };
     for (const Sighting& s : ss) {
         uint32_t* slot = latest.find(s, pk);
         int64_t g = *slot ? int64_t(*slot) - 1 : -1;
+        const net::OpInfo* info = net::op_info(s.opcode);
+        bool request = info && (info->flags & net::kRequest);
         uint32_t own = owner[s.file];
+        int16_t file = int16_t(s.file);
+        auto sent_unmatched = [&](int64_t window) {
+            return [&, window](int64_t k) {
+                return tx_file[k] >= 0 && rx_file[k] < 0 && s.t_us - pk[k].s.t_us <= window;
+            };
+        };
         bool tx;
         if (!s.icrc_ok)
             tx = false;  // only a received copy can be bad: the sender stored the ICRC
         else if (!own)
             tx = true;  // whose capture is unknown: each packet is in it once
         else if (own == s.src && own == s.dst)  // a device talking to itself: tx, then rx
-            tx = !(g >= 0 && tx_file[g] == int16_t(s.file) && rx_file[g] < 0 &&
-                   s.t_us - pk[g].s.t_us <= opt.self_window_us);
+            tx = match(g, request, sent_unmatched(opt.self_window_us)) < 0;
         else
             tx = own != s.dst;
         if (tx) {
-            // The receiver's copy, in another capture, may carry the same microsecond and
-            // have been sorted first.
-            if (g >= 0 && tx_file[g] < 0 && rx_file[g] != int16_t(s.file) &&
-                pk[g].rx_t_us == s.t_us) {
-                tx_file[g] = int16_t(s.file);
-                pk[g].s = s;
+            // The receiver's copy, in another capture, may have been stamped a little earlier
+            // (a device stamps what it receives with its loop turn's clock) and sorted first.
+            int64_t m = match(g, request, [&](int64_t k) {
+                return tx_file[k] < 0 && rx_file[k] != file &&
+                       s.t_us - pk[k].rx_t_us <= opt.skew_us;
+            });
+            if (m >= 0) {
+                tx_file[m] = file;
+                pk[m].s = s;
+                pk[m].duplicate = false;
                 continue;
             }
             uint32_t i = add(s, true);
-            const net::OpInfo* info = net::op_info(s.opcode);
-            if (g >= 0 && info && (info->flags & net::kRequest) && !s.mad_attr &&
-                info->cls != net::QpClass::UD) {
-                pk[i].retx_of = pk[g].retx_of >= 0 ? pk[g].retx_of : int32_t(g);
-                ++out->retransmissions;
-            }
+            prev_of.push_back(int32_t(g));
             latest.set(slot, i);
             continue;
         }
-        if (g >= 0 && rx_file[g] < 0 && s.t_us - pk[g].s.t_us <= opt.cross_window_us) {
-            rx_file[g] = int16_t(s.file);
-            pk[g].rx_t_us = s.t_us;
-            if (!s.icrc_ok) pk[g].fate = Fate::kBadIcrc;
+        int64_t m = match(g, request, sent_unmatched(opt.cross_window_us));
+        if (m >= 0) {
+            rx_file[m] = file;
+            pk[m].rx_t_us = s.t_us;
+            if (!s.icrc_ok) pk[m].fate = Fate::kBadIcrc;
             continue;
         }
         uint32_t i = add(s, false);
+        prev_of.push_back(int32_t(g));
         pk[i].duplicate = g >= 0 && rx_file[g] >= 0 && s.t_us - pk[g].s.t_us <= opt.cross_window_us;
         latest.set(slot, i);
     }
 
+    // Retransmissions: a request of a key seen before (a duplicate arrival is not one). Then
+    // time order by the sender's copy, which a receiver's early stamp may have disturbed.
+    for (size_t i = 0; i < pk.size(); ++i) {
+        const net::OpInfo* info = net::op_info(pk[i].s.opcode);
+        int32_t g = prev_of[i];
+        if (g < 0 || pk[i].duplicate || !info || !(info->flags & net::kRequest) ||
+            pk[i].s.mad_attr || info->cls == net::QpClass::UD)
+            continue;
+        pk[i].retx_of = pk[g].retx_of >= 0 ? pk[g].retx_of : g;
+        ++out->retransmissions;
+    }
+    std::vector<uint32_t> order(pk.size());
+    for (uint32_t i = 0; i < order.size(); ++i) order[i] = i;
+    std::stable_sort(order.begin(), order.end(),
+                     [&](uint32_t a, uint32_t b) { return pk[a].s.t_us < pk[b].s.t_us; });
+    std::vector<uint32_t> where(pk.size());
+    for (uint32_t k = 0; k < order.size(); ++k) where[order[k]] = k;
+    {
+        std::vector<Packet> sorted(pk.size());
+        std::vector<int16_t> tf(pk.size()), rf(pk.size());
+        for (uint32_t k = 0; k < order.size(); ++k) {
+            sorted[k] = pk[order[k]];
+            if (sorted[k].retx_of >= 0) sorted[k].retx_of = int32_t(where[sorted[k].retx_of]);
+            tf[k] = tx_file[order[k]];
+            rf[k] = rx_file[order[k]];
+        }
+        pk.swap(sorted);
+        tx_file.swap(tf);
+        rx_file.swap(rf);
+    }
+
     // Lanes. A connected QP's packets leave from the port its path gives it, which the two
     // QP numbers make (net/udp_sport.h: the flow label of lqpn * rqpn), the same both ways: so
-    // the sender of A -> B from port P is the QP that B's packets to A from port P are for.
+    // the sender of a request A -> B from port P is the QP that B's responses to A from port
+    // P are for, and the sender of a response the QP B's requests are for. (By kind, because
+    // XRC pairs cross: A's INI QP 0x12 sends to B's TGT QP 0x11 and B's INI QP 0x12 to A's
+    // TGT QP 0x11, all from one port.) Without responses (UC), B's requests tell.
     struct Flow {
         uint32_t dqpn;
         bool many;
     };
-    std::unordered_map<uint64_t, Flow> flows;  // (src, dst, sport) -> dqpn
-    auto flow_key = [](uint32_t src, uint32_t dst, uint16_t sport) {
-        return (uint64_t(src) << 32 | dst) * 0x9e3779b97f4a7c15ull ^ sport;
+    std::unordered_map<uint64_t, Flow> flows;  // (src, dst, sport, response) -> dqpn
+    auto flow_key = [](uint32_t src, uint32_t dst, uint16_t sport, bool response) {
+        return (uint64_t(src) << 32 | dst) * 0x9e3779b97f4a7c15ull ^
+               (uint64_t(response) << 16 | sport);
+    };
+    auto is_response = [](const Sighting& s) {
+        const net::OpInfo* info = net::op_info(s.opcode);
+        return info && (info->flags & net::kResponse);
     };
     for (const Packet& p : pk) {
-        auto [it, fresh] =
-            flows.try_emplace(flow_key(p.s.src, p.s.dst, p.s.sport), Flow{p.s.dqpn, false});
+        auto [it, fresh] = flows.try_emplace(
+            flow_key(p.s.src, p.s.dst, p.s.sport, is_response(p.s)), Flow{p.s.dqpn, false});
         if (!fresh && it->second.dqpn != p.s.dqpn) it->second.many = true;
     }
+    auto sender = [&](const Sighting& s) {
+        bool resp = is_response(s);
+        for (bool kind : {!resp, resp}) {
+            auto it = flows.find(flow_key(s.dst, s.src, s.sport, kind));
+            if (it != flows.end()) return it->second.many ? kUnknownQpn : it->second.dqpn;
+        }
+        return kUnknownQpn;
+    };
     std::unordered_map<uint64_t, uint32_t> lane_of;
     auto lane = [&](uint32_t addr, uint32_t qpn, uint16_t sport) {
         uint64_t k = lane_key(addr, qpn == kUnknownQpn ? kSportLane | sport : qpn);
@@ -269,9 +339,8 @@ void build_packets(std::vector<Sighting>& ss, size_t files, const Options& opt, 
         uint32_t from_qpn = kUnknownQpn;
         if (s.src_qpn)
             from_qpn = s.src_qpn;  // a DETH says who sent it (UD, and the CM's QP1)
-        else if (auto it = flows.find(flow_key(s.dst, s.src, s.sport));
-                 it != flows.end() && !it->second.many)
-            from_qpn = it->second.dqpn;
+        else
+            from_qpn = sender(s);
         p.from = lane(s.src, from_qpn, s.sport);
         p.to = lane(s.dst, s.dqpn, 0);
     }
@@ -330,6 +399,10 @@ void build_rows(const Options& opt, Ladder* out) {
         if (!keep(p)) continue;
         event_breaks(p.s.t_us - 1);
         uint32_t kind = band_kind(p);
+        // A NAK or RNR NAK ends the run it answers: what the requester sends next is its
+        // reaction (a retransmission, a wait), drawn after it.
+        if (p.s.has_aeth && net::aeth::type(p.s.syndrome) != net::aeth::kAck)
+            current.erase(uint64_t(p.to) << 32 | p.from);
         auto [it, fresh] = current.try_emplace(uint64_t(p.from) << 32 | p.to, 0);
         if (fresh || runs[it->second].kind != kind) {
             it->second = uint32_t(runs.size());

@@ -88,6 +88,7 @@ struct Options {
     uint32_t max_rows = 6000;           // drawn at most; the rest is counted (output size bound)
     int64_t self_window_us = 2000;      // a device's own rx copy follows its tx copy within this
     int64_t cross_window_us = 1000000;  // and another device's within this
+    int64_t skew_us = 1000;  // a receiver's copy may be stamped this much before the sender's
 };
 
 struct Ladder {

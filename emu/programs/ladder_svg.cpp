@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstdarg>
 #include <cstdio>
+#include <unordered_map>
 
 #include "net/headers.h"
 #include "net/opcodes.h"
@@ -92,7 +93,40 @@ Layout layout(const Ladder& lad) {
     return l;
 }
 
-void packet_attrs(std::string& o, const Ladder& lad, const Row& r) {
+// The element each packet is drawn in: its arrow, or the band it is part of (a link to a
+// retransmission's original goes there). UINT32_MAX: not drawn.
+std::vector<uint32_t> drawn_in(const Ladder& lad) {
+    std::vector<uint32_t> in(lad.packets.size(), UINT32_MAX);
+    if (!lad.retransmissions) return in;  // only links need it
+    // A band holds the packets of its lane pair and kind from its first to its last: one
+    // sweep with the bands open at each packet.
+    std::vector<const Row*> starts(lad.packets.size(), nullptr);
+    for (const Row& r : lad.rows) {
+        if (r.kind == RowKind::kEvent) continue;
+        in[r.first] = r.first;
+        if (r.kind == RowKind::kBand) starts[r.first] = &r;
+    }
+    auto key = [&](const Packet& p) {
+        return (uint64_t(p.from) << 40 ^ uint64_t(p.to) << 20) * 31 + band_kind(p);
+    };
+    std::unordered_map<uint64_t, const Row*> open;
+    for (uint32_t i = 0; i < lad.packets.size(); ++i) {
+        const Packet& p = lad.packets[i];
+        if (starts[i]) {
+            open[key(p)] = starts[i];
+            continue;
+        }
+        if (in[i] != UINT32_MAX || open.empty()) continue;  // an arrow of its own
+        auto it = open.find(key(p));
+        if (it == open.end()) continue;
+        in[i] = it->second->first;
+        if (it->second->last == i) open.erase(it);
+    }
+    return in;
+}
+
+void packet_attrs(std::string& o, const Ladder& lad, const Row& r,
+                  const std::vector<uint32_t>& in) {
     const Packet& p = lad.packets[r.first];
     const Sighting& s = p.s;
     add(o, " id=\"p%u\" data-n=\"%u\" data-from=\"%u\" data-to=\"%u\" data-t=\"%lld\"", r.first,
@@ -102,7 +136,7 @@ void packet_attrs(std::string& o, const Ladder& lad, const Row& r) {
     if (s.has_aeth) add(o, " data-syn=\"0x%02x\" data-msn=\"0x%06x\"", s.syndrome, s.msn);
     if (s.mad_attr) add(o, " data-mad=\"0x%04x\"", s.mad_attr);
     if (s.srqn) add(o, " data-srqn=\"0x%x\"", s.srqn);
-    if (p.retx_of >= 0) add(o, " data-orig=\"p%d\"", p.retx_of);
+    if (p.retx_of >= 0 && in[p.retx_of] != UINT32_MAX) add(o, " data-orig=\"p%u\"", in[p.retx_of]);
     if (p.duplicate) add(o, " data-dup=\"1\"");
     if (p.rx_t_us >= 0 && p.rx_t_us != s.t_us)
         add(o, " data-rx=\"%lld\"", (long long)(p.rx_t_us - lad.t_first_us));
@@ -127,12 +161,15 @@ std::string arrow_label(const Packet& p) {
 }
 
 void svg_body(std::string& o, const Ladder& lad, const Layout& L) {
+    const std::vector<uint32_t> in = drawn_in(lad);
     add(o,
         "<svg xmlns=\"http://www.w3.org/2000/svg\" xmlns:xlink=\"http://www.w3.org/1999/xlink\" "
         "class=\"ladder\" width=\"%d\" height=\"%d\" viewBox=\"0 0 %d %d\">\n",
         L.width, L.height, L.width, L.height);
     o += "<style>text{font:11px monospace;fill:#222}.lane line{stroke:#999;stroke-width:1}"
-         ".lane text{font-weight:bold}.pkt line{stroke:#1a5fb4;stroke-width:1.4}"
+         ".lane text{font-weight:bold}.pkt text,.ev "
+         "text{paint-order:stroke;stroke:#fff;stroke-width:3px}.pkt "
+         "line{stroke:#1a5fb4;stroke-width:1.4}"
          ".pkt.retx line{stroke:#c64600;stroke-dasharray:5 3}.pkt.short line{stroke:#c01c28}"
          ".pkt.cm line{stroke:#26a269}.band polygon{fill:#1a5fb4;fill-opacity:0.18;"
          "stroke:#1a5fb4}.band.retx polygon{fill:#c64600;stroke:#c64600}"
@@ -179,7 +216,7 @@ void svg_body(std::string& o, const Ladder& lad, const Layout& L) {
         if (short_end) cls += " short";
         if (p.s.mad_attr) cls += " cm";
         o += "<g class=\"" + cls + "\"";
-        packet_attrs(o, lad, r);
+        packet_attrs(o, lad, r, in);
         o += ">";
         add(o, "<text x=\"8\" y=\"%d\" class=\"t\">%s</text>", y + 4,
             rel_time(p.s.t_us - lad.t_first_us).c_str());
@@ -211,10 +248,11 @@ void svg_body(std::string& o, const Ladder& lad, const Layout& L) {
             add(o, "<path class=\"x\" d=\"M%d %dl8 8m0 -8l-8 8\"/>", xe + (x2 > x1 ? 2 : -10),
                 ye - 4);
         int lx = (x1 + x2) / 2;
-        if (p.retx_of >= 0) add(o, "<a xlink:href=\"#p%d\" href=\"#p%d\">", p.retx_of, p.retx_of);
+        bool link = p.retx_of >= 0 && in[p.retx_of] != UINT32_MAX;
+        if (link) add(o, "<a xlink:href=\"#p%u\" href=\"#p%u\">", in[p.retx_of], in[p.retx_of]);
         add(o, "<text x=\"%d\" y=\"%d\" text-anchor=\"middle\">%s</text>", lx, y - 3,
             esc(label).c_str());
-        if (p.retx_of >= 0) o += "</a>";
+        if (link) o += "</a>";
         o += "</g>\n";
         y += r.kind == RowKind::kBand ? kBandRow : kArrowRow;
     }
@@ -291,6 +329,7 @@ std::string render_html(const Ladder& lad) {
          " tip.style.display='block';tip.style.left=(e.clientX+14)+'px';"
          "tip.style.top=(e.clientY+14)+'px';});\n"
          "svg.addEventListener('mouseleave',function(){tip.style.display='none';});\n"
+         "document.body.setAttribute('data-ladder','ready');\n"
          "})();\n</script></body></html>\n";
     return o;
 }

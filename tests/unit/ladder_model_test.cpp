@@ -256,3 +256,24 @@ TEST(LadderModel, TraceGoesOnTheLanesOfTheDeviceWhosePsnsTheyAre) {
     EXPECT_EQ(err->lane, lane_b);
     EXPECT_EQ(err->t_us - lad.t_first_us, 100);
 }
+
+TEST(LadderModel, RepeatedIdenticalAcksMatchFirstComeFirstServed) {
+    // A responder answers each duplicate request with the same ACK: three identical copies
+    // leave B, the first lost, two arrive. Two delivered, one lost, none a duplicate.
+    std::vector<Sighting> v;
+    for (int k = 0; k < 3; ++k) {
+        Sighting s = pkt(1000 + k, kB, kA, kQpA, net::kRcAck, 9, 1);
+        v.push_back(s);
+    }
+    for (int k = 0; k < 2; ++k) v.push_back(pkt(1060 + k, kB, kA, kQpA, net::kRcAck, 9, 0));
+    both(v, 900, net::kRcSendOnly, 9);
+    Ladder lad = build(v, 2);
+    ASSERT_EQ(lad.packets.size(), 4u);
+    size_t lost = 0;
+    for (const Packet& p : lad.packets) {
+        EXPECT_FALSE(p.duplicate);
+        EXPECT_EQ(p.retx_of, -1);
+        lost += p.fate == Fate::kLost;
+    }
+    EXPECT_EQ(lost, 1u);
+}
