@@ -24,6 +24,7 @@
 #include "emu/abi/runtime.h"
 #include "emu/programs/ladder_cli.h"
 #include "emu/programs/rdma_tool.h"
+#include "emu/programs/res_graph.h"
 #include "emu/programs/system_view.h"
 #include "net/fault_injector.h"
 
@@ -131,6 +132,10 @@ int usage() {
                  "                             objects of a device (QPs, CQs, MRs, memory\n"
                  "                             windows, PDs, SRQs, XRC domains); kind words\n"
                  "                             keep only those lines\n"
+                 "  uroce res --graph [NAME...] [--pid P] -o FILE.svg\n"
+                 "                             XRC domains as a graph: handles and their\n"
+                 "                             processes, XRC SRQs, TGT QPs and the INI QPs\n"
+                 "                             sending to them; --pid: P's PDs, MRs, QPs, CQs\n"
                  "  uroce counters [NAME]      packets/bytes by opcode and QP, drops\n"
                  "  uroce trace [-f] [NAME]... what changed: objects, QP states, failed calls\n"
                  "                             and why, async events, error completions, CM\n"
@@ -860,7 +865,12 @@ int main(int argc, char** argv) {
         {"start", [](const Args& a) { return cmd_start(a); }},
         {"stop", cmd_stop},
         {"list", [](const Args&) { return cmd_list(); }},
-        {"res", [](const Args& a) { return cmd_dump(a, false); }},
+        {"res",
+         [](const Args& a) {
+             if (std::find(a.begin(), a.end(), "--graph") != a.end())
+                 return resgraph::cmd_res_graph(a);
+             return cmd_dump(a, false);
+         }},
         {"counters", [](const Args& a) { return cmd_dump(a, true); }},
         {"run", [](const Args& a) { return cmd_run(a); }},
         {"env", cmd_env},
