@@ -26,19 +26,25 @@ const char* fate_name(Fate f) {
 
 namespace {
 
-// The fields that make two sightings copies of one packet (or a retransmission of it); an
-// ACK's syndrome and MSN too: an RNR NAK and a sequence NAK may carry one PSN in one microsecond.
+// The headers that make two sightings copies of one packet (or a retransmission of it): the
+// addresses, the port and the BTH, which a corrupted copy keeps (the fault injector flips a
+// bit after the BTH). What follows the BTH is compared where the copy is intact (same_content).
 uint64_t wire_hash(const Sighting& s) {
     uint64_t h = (uint64_t(s.src) << 32 | s.dst) * 0x9e3779b97f4a7c15ull;
     h ^= (uint64_t(s.sport) << 48 | uint64_t(s.dqpn) << 24 | s.psn) * 0xc2b2ae3d27d4eb4full;
-    h ^= (uint64_t(s.opcode) << 8 | s.syndrome) * 0x165667b19e3779f9ull;
+    h ^= uint64_t(s.opcode) * 0x165667b19e3779f9ull;
     return h ^ (h >> 29);
 }
 
 bool same_wire(const Sighting& a, const Sighting& b) {
     return a.src == b.src && a.dst == b.dst && a.sport == b.sport && a.dqpn == b.dqpn &&
-           a.psn == b.psn && a.opcode == b.opcode && a.mad_attr == b.mad_attr &&
-           a.syndrome == b.syndrome && a.msn == b.msn;
+           a.psn == b.psn && a.opcode == b.opcode;
+}
+
+// An ACK's syndrome and MSN (an RNR NAK and a sequence NAK may carry one PSN in one
+// microsecond), a MAD's attribute.
+bool same_content(const Sighting& a, const Sighting& b) {
+    return a.syndrome == b.syndrome && a.msn == b.msn && a.mad_attr == b.mad_attr;
 }
 
 // Open addressing, linear probing: slot = packet index + 1 of the latest packet of a key.
@@ -198,9 +204,16 @@ void build_packets(std::vector<Sighting>& ss, size_t files, const Options& opt, 
     // The packet of the key's chain (latest first, while `open` holds) a copy belongs to: a
     // request's copy to the latest (an older one still open was lost: the sender resent it);
     // identical responses (an ACK sent again for a duplicate) first come, first matched.
-    auto match = [&](int64_t g, bool request, auto open) {
+    // The packet of the key's chain (latest first) a copy belongs to, among those `open`
+    // allows with the same content (a corrupted copy's content is not compared): a request's
+    // copy to the latest (an older one still open was lost: the sender resent it); identical
+    // responses (an ACK sent again for a duplicate) first come, first matched. The walk ends
+    // at a packet of the same content that is not open.
+    auto match = [&](int64_t g, const Sighting& s, bool request, auto open) {
         int64_t best = -1;
-        for (int k = 0; g >= 0 && k < 64 && open(g); ++k, g = prev_of[g]) {
+        for (int k = 0; g >= 0 && k < 64; ++k, g = prev_of[g]) {
+            if (s.icrc_ok && !same_content(pk[g].s, s)) continue;
+            if (!open(g)) break;
             best = g;
             if (request) break;
         }
@@ -224,13 +237,13 @@ void build_packets(std::vector<Sighting>& ss, size_t files, const Options& opt, 
         else if (!own)
             tx = true;  // whose capture is unknown: each packet is in it once
         else if (own == s.src && own == s.dst)  // a device talking to itself: tx, then rx
-            tx = match(g, request, sent_unmatched(opt.self_window_us)) < 0;
+            tx = match(g, s, request, sent_unmatched(opt.self_window_us)) < 0;
         else
             tx = own != s.dst;
         if (tx) {
             // The receiver's copy, in another capture, may have been stamped a little earlier
             // (a device stamps what it receives with its loop turn's clock) and sorted first.
-            int64_t m = match(g, request, [&](int64_t k) {
+            int64_t m = match(g, s, request, [&](int64_t k) {
                 return tx_file[k] < 0 && rx_file[k] != file &&
                        s.t_us - pk[k].rx_t_us <= opt.skew_us;
             });
@@ -245,7 +258,7 @@ void build_packets(std::vector<Sighting>& ss, size_t files, const Options& opt, 
             latest.set(slot, i);
             continue;
         }
-        int64_t m = match(g, request, sent_unmatched(opt.cross_window_us));
+        int64_t m = match(g, s, request, sent_unmatched(opt.cross_window_us));
         if (m >= 0) {
             rx_file[m] = file;
             pk[m].rx_t_us = s.t_us;
@@ -254,7 +267,8 @@ void build_packets(std::vector<Sighting>& ss, size_t files, const Options& opt, 
         }
         uint32_t i = add(s, false);
         prev_of.push_back(int32_t(g));
-        pk[i].duplicate = g >= 0 && rx_file[g] >= 0 && s.t_us - pk[g].s.t_us <= opt.cross_window_us;
+        pk[i].duplicate = g >= 0 && rx_file[g] >= 0 && same_content(pk[g].s, s) &&
+                          s.t_us - pk[g].s.t_us <= opt.cross_window_us;
         latest.set(slot, i);
     }
 

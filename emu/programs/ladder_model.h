@@ -84,8 +84,10 @@ struct Options {
     std::vector<uint32_t> qpns;  // keep packets with one of these QPNs at either end
     int64_t t0_us = INT64_MIN;   // keep packets in [t0, t1], relative to the first packet
     int64_t t1_us = INT64_MAX;
-    uint32_t min_band = 6;              // runs at least this long become a band
-    uint32_t max_rows = 6000;           // drawn at most; the rest is counted (output size bound)
+    uint32_t min_band = 6;  // runs at least this long become a band
+    // Drawn at most, the rest counted: 1300 rows are about 31,000 pixels high, within the
+    // 32,767 librsvg renders, and some 400 KB.
+    uint32_t max_rows = 1300;
     int64_t self_window_us = 2000;      // a device's own rx copy follows its tx copy within this
     int64_t cross_window_us = 1000000;  // and another device's within this
     int64_t skew_us = 1000;  // a receiver's copy may be stamped this much before the sender's

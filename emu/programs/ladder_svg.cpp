@@ -89,7 +89,7 @@ Layout layout(const Ladder& lad) {
         y += r.kind == RowKind::kBand    ? kBandRow
              : r.kind == RowKind::kEvent ? kEventRow
                                          : kArrowRow;
-    l.height = y + 60;
+    l.height = y + 76;
     return l;
 }
 
@@ -262,8 +262,10 @@ void svg_body(std::string& o, const Ladder& lad, const Layout& L) {
         y + 24, lad.sightings, lad.packets.size(), lad.retransmissions, lad.short_arrows,
         lad.rows.size());
     if (lad.packets_not_drawn)
-        add(o, "; %zu packets not drawn (past the row limit: narrow with --time or --qp)",
-            lad.packets_not_drawn);
+        add(o,
+            "</text>\n<text x=\"8\" y=\"%d\" class=\"t\">%zu packets not drawn (past the row "
+            "limit: narrow with --time or --qp)",
+            y + 40, lad.packets_not_drawn);
     o += "</text>\n</svg>\n";
 }
 

@@ -6,8 +6,9 @@
 # Chromium, whose script must have run. The pictures are kept in the build tree,
 # $UROCE_BUILD/test-artifacts/ladder/MODE/.
 #   usage: ladder_test.sh MODE
-#   loss   ibv_rc_pingpong, the server's device losing 4% of its packets both ways
-#          (seeded): lost packets end short, retransmissions link to their originals
+#   loss   ibv_rc_pingpong, the server's device losing 4% and corrupting 2% of its first 300
+#          packets both ways (seeded): lost and bad-ICRC packets end short, retransmissions
+#          link to their originals
 #   rnr    ib_send_bw -r 1 (one receive posted at a time): RNR NAKs, and the sends again
 #   xsrq   ibv_xsrq_pingpong: XRC SENDs from the client's INI QP through the server's TGT QP
 #          to its XRC SRQ; with `uroce trace`, the lanes name their processes
@@ -40,10 +41,38 @@ caps=(--capture "$dir/server.pcap=$sa" --capture "$dir/client.pcap=$ca")
 case $mode in
 loss)
     need ibv_rc_pingpong
-    "$UROCE" faults loss=0.04,seed=29 server >/dev/null || fail "uroce faults"
-    run_pair ibv_rc_pingpong -d server -g 0 -p "$port" -n 100 -s 4096 -- \
-        ibv_rc_pingpong -d client -g 0 -p "$port" -n 100 -s 4096 127.0.0.1
-    expects=(--expect retx)
+    "$UROCE" faults loss=0.04,corrupt=0.02,seed=29 server >/dev/null || fail "uroce faults"
+    # The faults end after the first 300 packets the server sees: a pingpong's last ACK lost
+    # after its receiver has exited would be retried against a QP that is gone (drop bad_qp,
+    # RETRY_EXC_ERR), as on hardware.
+    faults_off_later() {
+        for _ in $(seq 600); do
+            n=$("$UROCE" counters server | awk '$1 == "counters" { print $5 }')
+            [ "${n:-0}" -ge 300 ] && break
+            kill -0 "$1" 2>/dev/null || break
+            sleep 0.01
+        done
+        "$UROCE" faults off server >/dev/null
+        tcp_port_ready "$port" "$1"
+    }
+    PAIR_READY=faults_off_later_bg
+    faults_off_later_bg() {
+        tcp_port_ready "$port" "$1"
+        faults_off_later "$1" &
+    }
+    run_pair ibv_rc_pingpong -d server -g 0 -p "$port" -n 80 -s 4096 -- \
+        ibv_rc_pingpong -d client -g 0 -p "$port" -n 80 -s 4096 127.0.0.1
+    unset PAIR_READY
+    wait
+    # Corrupted packets reach the receiver, which drops them (drop bad_icrc).
+    bad=0
+    for d in server client; do
+        n=$("$UROCE" counters "$d" | awk '$1 == "drop" && $2 == "bad_icrc" { print $3 }')
+        bad=$((bad + n))
+    done
+    echo "packets dropped for their ICRC: $bad"
+    [ "$bad" -gt 0 ] || fail "no corrupted packet arrived"
+    expects=(--expect retx --bad-icrc "$bad")
     ;;
 rnr)
     need ib_send_bw
