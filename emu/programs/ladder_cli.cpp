@@ -1,5 +1,5 @@
 // `uroce ladder [--from CAPTURE...] [--trace FILE] [--qp QPN...] [--time T0..T1] [--port P]
-// [--band N] [--max-rows N] -o FILE.svg|FILE.html` (ladder_cli.h, docs/ladder.md).
+// [--band N] [--slice S] [--max-rows N] -o FILE.svg|FILE.html` (ladder_cli.h, docs/ladder.md).
 #include "emu/programs/ladder_cli.h"
 
 #include <cerrno>
@@ -20,12 +20,14 @@ namespace {
 int usage() {
     std::fprintf(stderr,
                  "usage: uroce ladder [--from CAPTURE...] [--trace FILE] [--qp QPN...]\n"
-                 "                    [--time T0..T1] [--port P] [--band N] [--max-rows N]\n"
+                 "                    [--time T0..T1] [--port P] [--band N] [--slice S]\n"
+                 "                    [--max-rows N]\n"
                  "                    -o FILE.svg|FILE.html\n"
                  "  CAPTURE: pcap files (default: the running devices' captures), merged by\n"
                  "  time; FILE: `uroce trace` output; T0..T1: seconds after the first packet\n"
                  "  (either side may be left out); --band N: runs of N or more packets of one\n"
-                 "  kind become one band (6)\n");
+                 "  kind become one band (6); --slice S: a band spans S seconds at most (0.1;\n"
+                 "  0: no limit); --max-rows N: rows drawn at most (1300)\n");
     return 2;
 }
 
@@ -88,6 +90,8 @@ int cmd_ladder(const std::vector<std::string>& args) {
             ++i;
         } else if (a == "--band" && more() && number(args[i + 1], &v) && v >= 2) {
             opt.min_band = uint32_t(v);
+            ++i;
+        } else if (a == "--slice" && more() && seconds(args[i + 1], &opt.slice_us)) {
             ++i;
         } else if (a == "--max-rows" && more() && number(args[i + 1], &v) && v) {
             opt.max_rows = uint32_t(v);

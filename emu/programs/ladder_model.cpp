@@ -394,6 +394,7 @@ void build_rows(const Options& opt, Ladder* out) {
     struct Run {
         uint32_t kind, first, last, count;
         uint64_t bytes;
+        int64_t slice;
     };
     std::vector<Run> runs;
     std::vector<uint32_t> run_of(pk.size(), UINT32_MAX);
@@ -418,9 +419,12 @@ void build_rows(const Options& opt, Ladder* out) {
         if (p.s.has_aeth && net::aeth::type(p.s.syndrome) != net::aeth::kAck)
             current.erase(uint64_t(p.to) << 32 | p.from);
         auto [it, fresh] = current.try_emplace(uint64_t(p.from) << 32 | p.to, 0);
-        if (fresh || runs[it->second].kind != kind) {
+        // A band covers one time slice at most, so a long steady stream is drawn as its
+        // packets per slice down the page rather than as one band.
+        int64_t slice = opt.slice_us > 0 ? (p.s.t_us - out->t_first_us) / opt.slice_us : 0;
+        if (fresh || runs[it->second].kind != kind || runs[it->second].slice != slice) {
             it->second = uint32_t(runs.size());
-            runs.push_back({kind, i, i, 0, 0});
+            runs.push_back({kind, i, i, 0, 0, slice});
         }
         Run& r = runs[it->second];
         r.last = i;

@@ -84,7 +84,8 @@ struct Options {
     std::vector<uint32_t> qpns;  // keep packets with one of these QPNs at either end
     int64_t t0_us = INT64_MIN;   // keep packets in [t0, t1], relative to the first packet
     int64_t t1_us = INT64_MAX;
-    uint32_t min_band = 6;  // runs at least this long become a band
+    uint32_t min_band = 6;      // runs at least this long become a band
+    int64_t slice_us = 100000;  // a band ends at each multiple of this after the first packet
     // Drawn at most, the rest counted: 1300 rows are about 31,000 pixels high, within the
     // 32,767 librsvg renders, and some 400 KB.
     uint32_t max_rows = 1300;

@@ -277,3 +277,17 @@ TEST(LadderModel, RepeatedIdenticalAcksMatchFirstComeFirstServed) {
     }
     EXPECT_EQ(lost, 1u);
 }
+
+TEST(LadderModel, BandsEndAtEachTimeSlice) {
+    // 30 WRITEs over 300 ms: with 100 ms slices, three bands of 10; without, one of 30.
+    std::vector<Sighting> v;
+    for (uint32_t k = 0; k < 30; ++k) both(v, 1000 + k * 10000, net::kRcWriteMiddle, k);
+    Ladder lad = build(v, 2);
+    ASSERT_EQ(lad.rows.size(), 3u);
+    for (const Row& r : lad.rows) EXPECT_EQ(r.count, 10u);
+    Options whole;
+    whole.slice_us = 0;
+    lad = build(v, 2, whole);
+    ASSERT_EQ(lad.rows.size(), 1u);
+    EXPECT_EQ(lad.rows[0].count, 30u);
+}
