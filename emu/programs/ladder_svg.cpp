@@ -331,6 +331,9 @@ std::string render_html(const Ladder& lad) {
          " tip.style.display='block';tip.style.left=(e.clientX+14)+'px';"
          "tip.style.top=(e.clientY+14)+'px';});\n"
          "svg.addEventListener('mouseleave',function(){tip.style.display='none';});\n"
+         // What hovering the first arrow shows, kept in the page for a headless check.
+         "var first=svg.querySelector('g.pkt');\n"
+         "document.body.setAttribute('data-first-tip',first?fields(first):'');\n"
          "document.body.setAttribute('data-ladder','ready');\n"
          "})();\n</script></body></html>\n";
     return o;

@@ -155,6 +155,22 @@ if [ -n "$chrome" ]; then
         fail "chromium --dump-dom: $(tail -5 "$dir/chromium.err")"
     grep -q 'data-ladder="ready"' "$dir/dom.html" ||
         fail "the HTML's script did not run: $(grep -i 'uncaught\|error' "$dir/chromium.err" | tail -5)"
+    # What hovering the first arrow shows: its lanes, opcode and PSN, as the SVG has them.
+    python3 - "$dir/dom.html" "$svg" <<'PY' || fail "the HTML's hover text is not the packet's"
+import html, re, sys, xml.etree.ElementTree as ET
+dom = open(sys.argv[1]).read()
+tip = html.unescape(re.search(r'data-first-tip="([^"]*)"', dom).group(1))
+ns = '{http://www.w3.org/2000/svg}'
+root = ET.parse(sys.argv[2]).getroot()
+lanes = {g.get('data-lane'): g.get('data-name') for g in root.iter(ns + 'g')
+         if g.get('class') == 'lane'}
+g = next(g for g in root.iter(ns + 'g') if 'pkt' in g.get('class', '').split())
+want = ['from ' + lanes[g.get('data-from')], 'to   ' + lanes[g.get('data-to')],
+        'opcode ' + g.get('data-op'), 'psn ' + g.get('data-psn'), 'fate ' + g.get('data-fate')]
+missing = [w for w in want if w not in tip]
+print('hover text of the first arrow:\n' + tip)
+sys.exit(1 if missing else 0)
+PY
     timeout 120 "$chrome" "${flags[@]}" --screenshot="$art/ladder-html.png" "file://$html" \
         >/dev/null 2>>"$dir/chromium.err" || fail "chromium --screenshot: $(tail -5 "$dir/chromium.err")"
     [ -s "$art/ladder-html.png" ] || fail "chromium wrote no screenshot"

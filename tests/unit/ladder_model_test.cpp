@@ -291,3 +291,26 @@ TEST(LadderModel, BandsEndAtEachTimeSlice) {
     ASSERT_EQ(lad.rows.size(), 1u);
     EXPECT_EQ(lad.rows[0].count, 30u);
 }
+
+TEST(LadderModel, QpAndTimeFiltersKeepTheirPackets) {
+    std::vector<Sighting> v;
+    for (uint32_t k = 0; k < 10; ++k) {
+        both(v, 1000 + k * 100, net::kRcSendOnly, k);  // to QP 0x12
+        Sighting other = pkt(1050 + k * 100, kA, kB, 0x30, net::kUcSendOnly, k, 0);
+        v.push_back(other);  // to QP 0x30, B's capture does not hold it
+    }
+    Options qp;
+    qp.qpns = {0x30};
+    qp.min_band = 100;
+    Ladder lad = build(v, 2, qp);
+    ASSERT_EQ(lad.rows.size(), 10u);
+    for (const Row& r : lad.rows) EXPECT_EQ(lad.lanes[lad.packets[r.first].to].qpn, 0x30u);
+    Options t;
+    t.t0_us = 200;
+    t.t1_us = 399;
+    t.min_band = 100;
+    lad = build(v, 2, t);
+    ASSERT_EQ(lad.rows.size(), 4u);  // sent at +200, +250, +300, +350
+    EXPECT_EQ(lad.packets[lad.rows[0].first].s.t_us, 1200);
+    EXPECT_EQ(lad.packets[lad.rows[3].first].s.t_us, 1350);
+}
