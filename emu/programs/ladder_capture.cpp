@@ -65,7 +65,11 @@ bool read_capture(const std::string& path, uint16_t file, uint16_t port, std::ve
         ++stats->records;
         size_t cap = h->caplen;
         bool ok = cap >= l2 + 28;
-        if (ok && l2) ok = be16(d + l2 - 2) == 0x0800;  // EtherType / SLL protocol: IPv4
+        if (ok && l2 && be16(d + l2 - 2) == 0x86dd) {  // EtherType / SLL protocol: IPv6
+            ++stats->ipv6;
+            continue;
+        }
+        if (ok && l2) ok = be16(d + l2 - 2) == 0x0800;  // IPv4
         const uint8_t* ip = d + l2;
         size_t ihl = ok ? size_t(ip[0] & 0x0f) * 4 : 0;
         ok = ok && (ip[0] >> 4) == 4 && ihl >= 20 && ip[9] == 17 && cap >= l2 + ihl + 8;

@@ -15,6 +15,7 @@ struct CaptureStats {
     size_t records = 0;   // frames in the file
     size_t roce = 0;      // RoCEv2 packets among them (appended to the output)
     size_t not_roce = 0;  // other frames (not IPv4/UDP to the port, or undecodable)
+    size_t ipv6 = 0;      // IPv6 frames: not drawn yet (the ladder's addresses are IPv4)
 };
 
 // Appends the file's RoCEv2 packets (UDP destination port `port`) to *out, marked with

@@ -122,6 +122,9 @@ int cmd_ladder(const std::vector<std::string>& args) {
         }
         std::printf("%s: %zu records, %zu RoCEv2 packets to port %u\n", from[f].c_str(), st.records,
                     st.roce, port);
+        if (st.ipv6)
+            std::printf("%s: %zu IPv6 frames left out (the ladder draws IPv4 only)\n",
+                        from[f].c_str(), st.ipv6);
     }
     Ladder lad;
     build_packets(sightings, from.size(), opt, &lad);
