@@ -1,7 +1,10 @@
 // pcap records to Sightings (ladder_capture.h).
 #include "emu/programs/ladder_capture.h"
 
+#include <arpa/inet.h>
 #include <pcap/pcap.h>
+
+#include <cstring>
 
 #include "emu/cm/cm_mad.h"
 #include "net/headers.h"
@@ -11,13 +14,28 @@ namespace uroce::ladder {
 
 namespace {
 uint16_t be16(const uint8_t* p) { return uint16_t(p[0] << 8 | p[1]); }
-uint32_t be32(const uint8_t* p) {
-    return uint32_t(p[0]) << 24 | uint32_t(p[1]) << 16 | uint32_t(p[2]) << 8 | p[3];
-}
 }  // namespace
 
+uint32_t AddressBook::id(const uint8_t* addr, bool v6) {
+    std::array<uint8_t, 16> k{};
+    if (v6) {
+        std::memcpy(k.data(), addr, 16);
+    } else {
+        k[10] = k[11] = 0xff;
+        std::memcpy(k.data() + 12, addr, 4);
+    }
+    auto [it, fresh] = ids.try_emplace(k, uint32_t(keys.size()));
+    if (fresh) {
+        char b[INET6_ADDRSTRLEN];
+        inet_ntop(v6 ? AF_INET6 : AF_INET, addr, b, sizeof b);
+        keys.push_back(k);
+        names.push_back(b);
+    }
+    return it->second;
+}
+
 bool sighting_from_payload(const uint8_t* udp, size_t len, const uint8_t* ip, size_t ip_len,
-                           Sighting* out) {
+                           bool v6, Sighting* out) {
     net::Packet p;
     if (net::decode(udp, len, p) != net::DropReason::kNone) return false;
     Sighting& s = *out;
@@ -38,12 +56,13 @@ bool sighting_from_payload(const uint8_t* udp, size_t len, const uint8_t* ip, si
     if (s.dqpn == emu::cm::kGsiQpn && p.payload_len >= emu::cm::kMadHdrLen &&
         p.payload[1] == emu::cm::kMgmtClassCm)
         s.mad_attr = be16(p.payload + 16);
-    s.icrc_ok = ip ? net::icrc_check_ipv4(ip, ip_len) : true;
+    s.icrc_ok =
+        ip ? (v6 ? net::icrc_check_ipv6(ip, ip_len) : net::icrc_check_ipv4(ip, ip_len)) : true;
     return true;
 }
 
-bool read_capture(const std::string& path, uint16_t file, uint16_t port, std::vector<Sighting>* out,
-                  CaptureStats* stats, std::string* err) {
+bool read_capture(const std::string& path, uint16_t file, uint16_t port, AddressBook* book,
+                  std::vector<Sighting>* out, CaptureStats* stats, std::string* err) {
     char ebuf[PCAP_ERRBUF_SIZE] = {};
     pcap_t* pc =
         pcap_open_offline_with_tstamp_precision(path.c_str(), PCAP_TSTAMP_PRECISION_MICRO, ebuf);
@@ -64,34 +83,37 @@ bool read_capture(const std::string& path, uint16_t file, uint16_t port, std::ve
     while ((r = pcap_next_ex(pc, &h, &d)) == 1) {
         ++stats->records;
         size_t cap = h->caplen;
-        bool ok = cap >= l2 + 28;
-        if (ok && l2 && be16(d + l2 - 2) == 0x86dd) {  // EtherType / SLL protocol: IPv6
-            ++stats->ipv6;
-            continue;
-        }
-        if (ok && l2) ok = be16(d + l2 - 2) == 0x0800;  // IPv4
         const uint8_t* ip = d + l2;
-        size_t ihl = ok ? size_t(ip[0] & 0x0f) * 4 : 0;
-        ok = ok && (ip[0] >> 4) == 4 && ihl >= 20 && ip[9] == 17 && cap >= l2 + ihl + 8;
+        // The EtherType (SLL protocol), or a raw packet's IP version.
+        bool v6 = cap > l2 && (l2 ? be16(d + l2 - 2) == 0x86dd : (ip[0] >> 4) == 6);
+        bool ok = cap >= l2 + (v6 ? 48 : 28) && (!l2 || v6 || be16(d + l2 - 2) == 0x0800);
+        size_t ihl = 0, ip_len = 0;
+        if (ok && v6) {  // no extension headers: what uroce and rxe send
+            ihl = 40;
+            ok = (ip[0] >> 4) == 6 && ip[6] == 17;
+            ip_len = 40 + size_t(be16(ip + 4));
+        } else if (ok) {
+            ihl = size_t(ip[0] & 0x0f) * 4;
+            ok = (ip[0] >> 4) == 4 && ihl >= 20 && ip[9] == 17 && cap >= l2 + ihl + 8;
+            ip_len = be16(ip + 2);
+        }
         const uint8_t* udp = ip + ihl;
-        ok = ok && be16(udp + 2) == port;
-        size_t ip_len = ok ? be16(ip + 2) : 0;
-        ok = ok && ip_len >= ihl + 8;
+        ok = ok && ip_len >= ihl + 8 && be16(udp + 2) == port;
         Sighting s;
         if (ok) {
             // A truncated record (caplen < len) still decodes its headers; its ICRC cannot
             // be checked.
             bool whole = cap >= l2 + ip_len;
             size_t udp_len = (whole ? ip_len : cap - l2) - ihl - 8;
-            ok = sighting_from_payload(udp + 8, udp_len, whole ? ip : nullptr, ip_len, &s);
+            ok = sighting_from_payload(udp + 8, udp_len, whole ? ip : nullptr, ip_len, v6, &s);
         }
         if (!ok) {
             ++stats->not_roce;
             continue;
         }
         s.t_us = int64_t(h->ts.tv_sec) * 1000000 + h->ts.tv_usec;
-        s.src = be32(ip + 12);
-        s.dst = be32(ip + 16);
+        s.src = book->id(ip + (v6 ? 8 : 12), v6);
+        s.dst = book->id(ip + (v6 ? 24 : 16), v6);
         s.sport = be16(udp);
         s.file = file;
         out->push_back(s);

@@ -113,20 +113,20 @@ int cmd_ladder(const std::vector<std::string>& args) {
     if (from.size() > 0x7fff) return usage();
 
     std::vector<Sighting> sightings;
+    AddressBook book;
     for (size_t f = 0; f < from.size(); ++f) {
         CaptureStats st;
         std::string err;
-        if (!read_capture(from[f], uint16_t(f), port, &sightings, &st, &err)) {
+        if (!read_capture(from[f], uint16_t(f), port, &book, &sightings, &st, &err)) {
             std::fprintf(stderr, "uroce: ladder: %s\n", err.c_str());
             return 1;
         }
         std::printf("%s: %zu records, %zu RoCEv2 packets to port %u\n", from[f].c_str(), st.records,
                     st.roce, port);
-        if (st.ipv6)
-            std::printf("%s: %zu IPv6 frames left out (the ladder draws IPv4 only)\n",
-                        from[f].c_str(), st.ipv6);
     }
     Ladder lad;
+    lad.addr_names = std::move(book.names);
+    lad.addr_keys = std::move(book.keys);
     build_packets(sightings, from.size(), opt, &lad);
     std::vector<Sighting>().swap(sightings);
     if (!trace.empty()) {

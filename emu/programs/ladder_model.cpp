@@ -523,14 +523,19 @@ std::string ipv4_name(uint32_t addr) {
     return b;
 }
 
-std::string lane_name(const Lane& l) {
-    char b[64];
+std::string address_name(const Ladder& lad, uint32_t addr) {
+    return addr < lad.addr_names.size() ? lad.addr_names[addr] : ipv4_name(addr);
+}
+
+std::string lane_name(const Ladder& lad, const Lane& l) {
+    std::string a = address_name(lad, l.addr);
+    char b[96];
     if (l.qpn == 1)
-        std::snprintf(b, sizeof b, "%s CM", ipv4_name(l.addr).c_str());
+        std::snprintf(b, sizeof b, "%s CM", a.c_str());
     else if (l.qpn == kUnknownQpn)
-        std::snprintf(b, sizeof b, "%s sport 0x%04x", ipv4_name(l.addr).c_str(), l.sport);
+        std::snprintf(b, sizeof b, "%s sport 0x%04x", a.c_str(), l.sport);
     else
-        std::snprintf(b, sizeof b, "%s qp 0x%x", ipv4_name(l.addr).c_str(), l.qpn);
+        std::snprintf(b, sizeof b, "%s qp 0x%x", a.c_str(), l.qpn);
     return b;
 }
 

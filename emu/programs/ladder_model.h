@@ -5,6 +5,7 @@
 // the unit tests feed it synthetic packets.
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -16,7 +17,7 @@ namespace uroce::ladder {
 // file's buffer survives the read).
 struct Sighting {
     int64_t t_us = 0;  // capture timestamp, microseconds since the epoch
-    uint32_t src = 0;  // IPv4 addresses, host order
+    uint32_t src = 0;  // addresses: numbers in Ladder::addr_names, or IPv4 host order
     uint32_t dst = 0;
     uint16_t sport = 0;  // UDP source port (the sending QP's)
     uint8_t opcode = 0;
@@ -104,6 +105,10 @@ struct Ladder {
     size_t retransmissions = 0;
     size_t short_arrows = 0;  // packets whose fate is not kDelivered
     int64_t t_first_us = 0;
+    // The captures' addresses (ladder_capture.h's AddressBook): a Sighting's src and dst are
+    // numbers in it. Empty: they are IPv4 addresses (the unit tests).
+    std::vector<std::string> addr_names;
+    std::vector<std::array<uint8_t, 16>> addr_keys;  // the 16-byte (IPv4-mapped) form, for order
 };
 
 // The band key of a packet: transport and operation family (SEND, WRITE, READ request, READ
@@ -123,7 +128,10 @@ void build_rows(const Options&, Ladder* out);
 // "ACK", "NAK PSN_SEQ_ERR", "RNR NAK 0x0e".
 std::string packet_name(const Sighting&);
 std::string syndrome_name(uint8_t syndrome);
-std::string lane_name(const Lane&);
+std::string lane_name(const Ladder&, const Lane&);
 std::string ipv4_name(uint32_t addr_host);
+// An address as the captures name it: from the ladder's address book where it has one
+// (either IP version), else the IPv4 address itself.
+std::string address_name(const Ladder&, uint32_t addr);
 
 }  // namespace uroce::ladder

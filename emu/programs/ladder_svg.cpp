@@ -77,7 +77,9 @@ Layout layout(const Ladder& lad) {
     std::sort(order.begin(), order.end(), [&](uint32_t a, uint32_t b) {
         const Lane& la = lad.lanes[a];
         const Lane& lb = lad.lanes[b];
-        if (la.addr != lb.addr) return la.addr < lb.addr;
+        if (la.addr != lb.addr)
+            return lad.addr_keys.empty() ? la.addr < lb.addr
+                                         : lad.addr_keys[la.addr] < lad.addr_keys[lb.addr];
         return la.qpn < lb.qpn;  // QP1, the CM, first; unresolved senders last
     });
     Layout l;
@@ -182,7 +184,7 @@ void svg_body(std::string& o, const Ladder& lad, const Layout& L) {
          "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n";
     for (size_t i = 0; i < lad.lanes.size(); ++i) {
         const Lane& ln = lad.lanes[i];
-        std::string name = lane_name(ln);
+        std::string name = lane_name(lad, ln);
         std::string sub = ln.pid >= 0 ? "pid " + std::to_string(ln.pid) : "";
         if (!ln.device.empty()) sub += (sub.empty() ? "" : " ") + ln.device;
         add(o, "<g class=\"lane\" data-lane=\"%zu\" data-name=\"%s\" data-pid=\"%d\">", i,

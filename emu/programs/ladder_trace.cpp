@@ -133,7 +133,7 @@ void apply_trace_lines(const std::vector<std::string>& lines, Ladder* lad, Trace
                 best = n;
                 addr_of[dev] = addr;
             }
-        st->devices.push_back(dev + "=" + (best ? ipv4_name(addr_of[dev]) : "?"));
+        st->devices.push_back(dev + "=" + (best ? address_name(*lad, addr_of[dev]) : "?"));
     }
     for (auto& [key, tq] : qps) {
         auto a = addr_of.find(key.first);

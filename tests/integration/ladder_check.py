@@ -35,7 +35,8 @@ def fail(msg):
 
 def tshark(path, port):
     fields = ['frame.time_epoch', 'ip.src', 'ip.dst', 'infiniband.bth.opcode',
-              'infiniband.bth.destqp', 'infiniband.bth.psn', 'infiniband.aeth.syndrome']
+              'infiniband.bth.destqp', 'infiniband.bth.psn', 'infiniband.aeth.syndrome',
+              'ipv6.src', 'ipv6.dst']
     cmd = ['tshark', '-r', path, '-d', 'udp.port==%d,infiniband' % port, '-T', 'fields',
            '-E', 'separator=\t', '-E', 'occurrence=f']
     for f in fields:
@@ -43,9 +44,10 @@ def tshark(path, port):
     out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
     rows = []
     for line in out.splitlines():
-        t, src, dst, op, qp, psn, syn = (line.split('\t') + [''] * 7)[:7]
+        t, src, dst, op, qp, psn, syn, src6, dst6 = (line.split('\t') + [''] * 9)[:9]
         if not op:
             continue
+        src, dst = src or src6, dst or dst6
         rows.append({'t': t, 'src': src, 'dst': dst, 'op': int(op), 'qp': int(qp, 0),
                      'psn': int(psn), 'syn': int(syn) if syn else None})
     return rows

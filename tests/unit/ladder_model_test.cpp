@@ -215,8 +215,8 @@ TEST(LadderModel, CmMadsOnTheCmLanes) {
     Ladder lad = build(v, 2);
     ASSERT_EQ(lad.packets.size(), 1u);
     EXPECT_EQ(packet_name(lad.packets[0].s), "CM REQ");
-    EXPECT_EQ(lane_name(lad.lanes[lad.packets[0].from]), "127.0.0.2 CM");
-    EXPECT_EQ(lane_name(lad.lanes[lad.packets[0].to]), "127.0.0.3 CM");
+    EXPECT_EQ(lane_name(lad, lad.lanes[lad.packets[0].from]), "127.0.0.2 CM");
+    EXPECT_EQ(lane_name(lad, lad.lanes[lad.packets[0].to]), "127.0.0.3 CM");
 }
 
 TEST(LadderModel, TraceGoesOnTheLanesOfTheDeviceWhosePsnsTheyAre) {
