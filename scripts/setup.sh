@@ -25,9 +25,11 @@ packages=(
     debootstrap lintian
     socat netcat-openbsd
     clang clang-format
+    librsvg2-bin
 )
-# Where the archive has them (librpma is not in every Debian-family release).
-optional=(librpma-dev)
+# Where the archive has them (librpma is not in every Debian-family release; Ubuntu's
+# chromium is a snap stub, so the ladder tests' HTML check skips there).
+optional=(librpma-dev chromium)
 build_only=""
 if [ "${1:-}" = --build-only ]; then
     packages=("${build_packages[@]}")

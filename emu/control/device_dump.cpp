@@ -97,7 +97,15 @@ std::string Device::dump() const {
           << std::hex << qp.attr.dest_qp_num << " sq_psn 0x" << qp.next_psn << " una 0x"
           << qp.una_psn << " epsn 0x" << qp.epsn << std::dec << " tx " << qp.tx_pkts << " rx "
           << qp.rx_pkts << " retx " << qp.retransmits << " sport " << qp.tx.port;
+        // What `uroce res --graph` draws: the objects the QP uses, the peer it sends to, the
+        // XRCD handle each holder of a TGT QP came through (before "holders", which ends the
+        // line: its readers take every word after it).
+        bool peer = qp.dest.is_v6() || qp.dest.v4_be() != 0;
+        o << " pd " << qp.pd << " send_cq " << qp.send_cq << " recv_cq " << qp.recv_cq << " srq "
+          << qp.srq << " dest " << (peer ? qp.dest.addr_str() : "-");
         if (qp.type == IBV_QPT_XRC_RECV) {
+            o << " holder_handles";
+            for (const auto& h : qp.holders) o << " " << h.session->pid << "/" << h.xrcd_handle;
             o << " xrcd " << qp.xrcd << " holders";
             for (const auto& h : qp.holders) o << " " << h.session->pid;
         }
@@ -106,7 +114,7 @@ std::string Device::dump() const {
     srqs_.for_each([&](uint32_t h, const Srq& q) {
         o << "srq " << h << (q.xrc ? " type XRC xrcd " + std::to_string(q.xrcd) : " type BASIC")
           << " max_wr " << q.max_wr << " limit " << q.limit << " qps " << q.users << " pid "
-          << q.owner->pid << "\n";
+          << q.owner->pid << " pd " << q.pd << " cq " << q.cq << "\n";
     });
     xrcds_.for_each([&](uint32_t h, const Xrcd& x) {
         o << "xrcd " << h << " inode ";
@@ -117,6 +125,10 @@ std::string Device::dump() const {
         o << " handles " << x.handles << " objects " << x.objects << " pids";
         xrcd_handles_.for_each([&](uint32_t, const XrcdHandle& hh) {
             if (hh.xrcd == h) o << " " << hh.owner->pid;
+        });
+        o << " handle_ids";  // HANDLE/PID, each handle's process
+        xrcd_handles_.for_each([&](uint32_t id, const XrcdHandle& hh) {
+            if (hh.xrcd == h) o << " " << id << "/" << hh.owner->pid;
         });
         o << "\n";
     });

@@ -22,7 +22,9 @@
 
 #include "emu/abi/client.h"
 #include "emu/abi/runtime.h"
+#include "emu/programs/ladder_cli.h"
 #include "emu/programs/rdma_tool.h"
+#include "emu/programs/res_graph.h"
 #include "emu/programs/system_view.h"
 #include "net/fault_injector.h"
 
@@ -130,6 +132,10 @@ int usage() {
                  "                             objects of a device (QPs, CQs, MRs, memory\n"
                  "                             windows, PDs, SRQs, XRC domains); kind words\n"
                  "                             keep only those lines\n"
+                 "  uroce res --graph [NAME...] [--pid P] -o FILE.svg\n"
+                 "                             XRC domains as a graph: handles and their\n"
+                 "                             processes, XRC SRQs, TGT QPs and the INI QPs\n"
+                 "                             sending to them; --pid: P's PDs, MRs, QPs, CQs\n"
                  "  uroce counters [NAME]      packets/bytes by opcode and QP, drops\n"
                  "  uroce trace [-f] [NAME]... what changed: objects, QP states, failed calls\n"
                  "                             and why, async events, error completions, CM\n"
@@ -142,6 +148,12 @@ int usage() {
                  "                             loss=0.02,dup=0.02,reorder=0.02,delay=100,\n"
                  "                             corrupt=0.01,seed=N,dir=rx|tx|both\n"
                  "  uroce faults off [NAME]    stop injecting faults\n"
+                 "  uroce ladder [--from CAPTURE...] [--trace FILE] [--qp QPN...]\n"
+                 "               [--time T0..T1] -o FILE.svg|FILE.html\n"
+                 "                             a ladder diagram of the captures: a lane per QP,\n"
+                 "                             an arrow per packet, retransmissions, drops,\n"
+                 "                             CM messages, the trace's QP events; long runs\n"
+                 "                             as bands (docs/ladder.md)\n"
                  "  uroce run [--no-view] [--trace FILE] [start options] -- CMD [ARGS...]\n"
                  "                             run CMD over uroce (starting a device if none\n"
                  "                             runs) where /dev/infiniband and\n"
@@ -856,7 +868,12 @@ int main(int argc, char** argv) {
         {"start", [](const Args& a) { return cmd_start(a); }},
         {"stop", cmd_stop},
         {"list", [](const Args&) { return cmd_list(); }},
-        {"res", [](const Args& a) { return cmd_dump(a, false); }},
+        {"res",
+         [](const Args& a) {
+             if (std::find(a.begin(), a.end(), "--graph") != a.end())
+                 return resgraph::cmd_res_graph(a);
+             return cmd_dump(a, false);
+         }},
         {"counters", [](const Args& a) { return cmd_dump(a, true); }},
         {"run", [](const Args& a) { return cmd_run(a); }},
         {"env", cmd_env},
@@ -864,6 +881,7 @@ int main(int argc, char** argv) {
         {"capture", cmd_capture},
         {"faults", cmd_faults},
         {"trace", cmd_trace},
+        {"ladder", ladder::cmd_ladder},
     };
     std::string cmd = argv[1];
     Args args(argv + 2, argv + argc);

@@ -1,0 +1,12 @@
+// `uroce ladder` (docs/ladder.md): captures (and a trace) to a ladder diagram.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace uroce::ladder {
+
+// args: what follows `uroce ladder`. Returns the exit status (2: usage).
+int cmd_ladder(const std::vector<std::string>& args);
+
+}  // namespace uroce::ladder
