@@ -13,6 +13,8 @@
 #   ud_pingpong  ibv_ud_pingpong -g 0 (the port MTU's 1024-byte messages): UD address handles
 #                with IPv6 destinations, the receiver's reply AH from the IPv6 header in the
 #                GRH area (ibv_create_ah_from_wc), captured and checked
+#   ucx          ucx_perftest -t tag_bw under `uroce run` on each host (UCX_TLS=rc_verbs,
+#                ud_verbs,self): UCX picks the IPv6 GID itself; RC and UD over IPv6 only
 #   multi        host A's device with three addresses, given as fd77::1,10.77.0.1,fd77::11:
 #                ibv_query_gid_table (pyverbs) lists ::ffff:10.77.0.1, fd77::1, fd77::11 (rxe's
 #                order: IPv4 before IPv6), each RoCE v2 on eth0; host B has a device on its
@@ -126,6 +128,30 @@ ud_pingpong)
         "${HOST_B[@]}" ibv_ud_pingpong -g 0 -p "$PORT" -n 500 "$ADDR_A"
     expect "$c" "^1024000 bytes in" "the client did not exchange 500 x 2 messages of 1024 bytes"
     tap_stop
+    check_capture 1000
+    ;;
+ucx)
+    need ucx_perftest
+    need_capture_tools
+    w=$UROCE_RUNTIME_DIR/ucx_perftest  # (run_pair splits at the first "--")
+    printf '#!/bin/sh\nexec env UCX_TLS=rc_verbs,ud_verbs,self "%s" run -- ucx_perftest %s "$@"\n' \
+        "$UROCE" "$(ucx_perftest_p2p)" >"$w"
+    chmod +x "$w"
+    tap_start "$PCAP" 128 256
+    PAIR_TIMEOUT=60 PAIR_READY=tcp_listening run_pair "${HOST_A[@]}" "$w" -p "$PORT" -t tag_bw -n 200 -- \
+        "${HOST_B[@]}" "$w" -p "$PORT" -t tag_bw -n 200 "$ADDR_A"
+    tap_stop
+    grep '^Final:' "$c" || fail "the client printed no Final line"
+    for h in A B; do
+        if [ $h = A ]; then pre=("${HOST_A[@]}"); else pre=("${HOST_B[@]}"); fi
+        echo "host $h: $("${pre[@]}" "$UROCE" counters uroce0 | grep -E '^counters (tx|rx)|^counters_retx' | tr '\n' ' ')"
+    done
+    v4=$(tshark -r "$PCAP" -Y "ip && udp.dstport == $UDP" -T fields -e frame.number 2>/dev/null | wc -l)
+    v6=$(tshark -r "$PCAP" -d "udp.port==$UDP,infiniband" -Y "ipv6 && infiniband.bth.opcode == 0x64" \
+        -T fields -e frame.number 2>/dev/null | wc -l)
+    echo "on the link: $v4 RoCEv2 packets over IPv4, $v6 UD SENDs over IPv6 (UCX's wire-up)"
+    [ "$v4" = 0 ] || fail "RoCEv2 over IPv4"
+    [ "$v6" -gt 0 ] || fail "no UD SEND over IPv6: UCX did not use ud_verbs over IPv6"
     check_capture 1000
     ;;
 multi)
