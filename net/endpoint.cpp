@@ -1,6 +1,7 @@
 #include "net/endpoint.h"
 
 #include <arpa/inet.h>
+#include <ifaddrs.h>
 #include <net/if.h>
 
 #include <cstdlib>
@@ -21,6 +22,24 @@ std::string Endpoint::addr_str() const {
         s += if_indextoname(v6.sin6_scope_id, name) ? name : std::to_string(v6.sin6_scope_id);
     }
     return s;
+}
+
+uint32_t interface_of(const Endpoint& e) {
+    if (e.is_v6() && e.v6.sin6_scope_id) return e.v6.sin6_scope_id;
+    ifaddrs* all = nullptr;
+    if (getifaddrs(&all) != 0) return 0;
+    uint32_t idx = 0;
+    for (ifaddrs* i = all; i && !idx; i = i->ifa_next) {
+        if (!i->ifa_addr || i->ifa_addr->sa_family != e.family()) continue;
+        const bool same =
+            e.is_v6() ? std::memcmp(&reinterpret_cast<const sockaddr_in6*>(i->ifa_addr)->sin6_addr,
+                                    e.addr6(), 16) == 0
+                      : reinterpret_cast<const sockaddr_in*>(i->ifa_addr)->sin_addr.s_addr ==
+                            e.v4_be();
+        if (same) idx = if_nametoindex(i->ifa_name);
+    }
+    freeifaddrs(all);
+    return idx;
 }
 
 bool parse_address(const std::string& s, uint16_t port, Endpoint* out) {

@@ -94,6 +94,9 @@ struct Endpoint {
     std::string addr_str() const;
 };
 
+// The interface that holds the address (an IPv6 link-local one: its scope), 0 if none does.
+uint32_t interface_of(const Endpoint& e);
+
 // Parses an IPv4 or IPv6 address (an IPv6 one may end in %IFNAME or %INDEX). False if it is
 // neither.
 bool parse_address(const std::string& s, uint16_t port, Endpoint* out);

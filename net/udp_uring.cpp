@@ -82,7 +82,6 @@ int UdpUring::open(const Endpoint& local, bool offload) {
     if (!ring_ok_) uring_errno_ = forced ? 0 : -r;
 
     local_ = local;
-    ip_be_ = local.v4_be();
     port_ = local.port();
     sock_ = new_socket(local.is_v6());
     if (sock_ < 0) return errno;
@@ -91,7 +90,7 @@ int UdpUring::open(const Endpoint& local, bool offload) {
     locals_.push_back(Local{local, 0});
     set_buffers(sock_);
     recv_marks(sock_, local.is_v6());
-    send_options(sock_, local.is_v6());
+    send_options(sock_, local);
     if (bind(sock_, &local_.sa, local_.len()) != 0) return errno;
 
     // Offloads: the kernel knows UDP_SEGMENT if it takes the option (a size per sendmsg is
@@ -179,7 +178,7 @@ int UdpUring::add_local(const Endpoint& local) {
     if (fd < 0) return -errno;
     set_buffers(fd);
     recv_marks(fd, v6);
-    send_options(fd, v6);
+    send_options(fd, local);
     int zero = 0, one = 1;
     if (off_.gso) setsockopt(fd, SOL_UDP, UDP_SEGMENT, &zero, sizeof zero);
     if (off_.gro) setsockopt(fd, SOL_UDP, UDP_GRO, &one, sizeof one);
@@ -194,14 +193,18 @@ int UdpUring::add_local(const Endpoint& local) {
     return int(locals_.size() - 1);
 }
 
-void UdpUring::send_options(int fd, bool v6) {
-    if (v6) {
+void UdpUring::send_options(int fd, const Endpoint& at) {
+    if (at.is_v6()) {
         // No fragmentation (IPv6 has no DF: a sender that fragments adds a header); the
-        // traffic class and hop limit of a packet that names none.
-        int pmtu = IPV6_PMTUDISC_PROBE, tclass = IpMarks{}.tos, hops = IpMarks{}.ttl;
+        // traffic class and hop limit of a packet that names none; multicast as over IPv4.
+        int pmtu = IPV6_PMTUDISC_PROBE, tclass = IpMarks{}.tos, hops = IpMarks{}.ttl, loop = 1;
         setsockopt(fd, IPPROTO_IPV6, IPV6_MTU_DISCOVER, &pmtu, sizeof pmtu);
         setsockopt(fd, IPPROTO_IPV6, IPV6_TCLASS, &tclass, sizeof tclass);
         setsockopt(fd, IPPROTO_IPV6, IPV6_UNICAST_HOPS, &hops, sizeof hops);
+        unsigned ifindex = interface_of(at);
+        if (ifindex) setsockopt(fd, IPPROTO_IPV6, IPV6_MULTICAST_IF, &ifindex, sizeof ifindex);
+        setsockopt(fd, IPPROTO_IPV6, IPV6_MULTICAST_HOPS, &hops, sizeof hops);
+        setsockopt(fd, IPPROTO_IPV6, IPV6_MULTICAST_LOOP, &loop, sizeof loop);
         return;
     }
     // DF set and no fragmentation: the IPv4 ID is then 0, which the ICRC covers.
@@ -216,7 +219,7 @@ void UdpUring::send_options(int fd, bool v6) {
     // route's, with the TTL of unicast packets, and loops back to this host's members
     // (other devices, and this one's own group sockets).
     ip_mreqn mif{};
-    mif.imr_address.s_addr = ip_be_;
+    mif.imr_address.s_addr = at.v4_be();
     setsockopt(fd, IPPROTO_IP, IP_MULTICAST_IF, &mif, sizeof mif);
     int ttl = 64, loop = 1;
     setsockopt(fd, IPPROTO_IP, IP_MULTICAST_TTL, &ttl, sizeof ttl);
@@ -244,7 +247,7 @@ int UdpUring::open_sender(uint16_t port, size_t local) {
     if (fd < 0) return -errno;
     int one = 1;
     setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof one);
-    send_options(fd, at.is_v6());
+    send_options(fd, at);
     int buf = 8 << 20;
     if (setsockopt(fd, SOL_SOCKET, SO_SNDBUFFORCE, &buf, sizeof buf) != 0)
         setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &buf, sizeof buf);
@@ -310,7 +313,10 @@ void UdpUring::set_buffers(int fd) {
 }
 
 int UdpUring::open_group(uint32_t group_be) {
-    if (local_.is_v6()) return -EAFNOSUPPORT;
+    uint32_t on = 0;  // the device's first IPv4 address: the interface it joins on
+    for (const Local& l : locals_)
+        if (!on && !l.ep.is_v6()) on = l.ep.v4_be();
+    if (!on) return -EAFNOSUPPORT;
     int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
     if (fd < 0) return -errno;
     // Every device on the host that joins the group binds group:port; each gets a copy.
@@ -326,7 +332,7 @@ int UdpUring::open_group(uint32_t group_be) {
     sa.sin_port = htons(port_);
     ip_mreqn m{};
     m.imr_multiaddr.s_addr = group_be;
-    m.imr_address.s_addr = ip_be_;
+    m.imr_address.s_addr = on;
     if (bind(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa) != 0 ||
         setsockopt(fd, IPPROTO_IP, IP_ADD_MEMBERSHIP, &m, sizeof m) != 0) {
         int e = errno;
@@ -335,6 +341,41 @@ int UdpUring::open_group(uint32_t group_be) {
     }
     const uint32_t i = free_sock();
     socks_[i] = Sock{fd, Endpoint::ipv4(group_be, port_), true, false, false};
+    arm_recv(i);
+    return int(i);
+}
+
+bool UdpUring::has_ipv6() const {
+    for (const Local& l : locals_)
+        if (l.ep.is_v6()) return true;
+    return false;
+}
+
+int UdpUring::open_group6(const uint8_t* group) {
+    const Local* at = nullptr;
+    for (const Local& l : locals_)
+        if (!at && l.ep.is_v6()) at = &l;
+    if (!at) return -EADDRNOTAVAIL;
+    const uint32_t ifindex = interface_of(at->ep);
+    int fd = new_socket(true);
+    if (fd < 0) return -errno;
+    int one = 1, zero = 0;
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    setsockopt(fd, IPPROTO_IPV6, IPV6_MULTICAST_ALL, &zero, sizeof zero);
+    set_buffers(fd);
+    recv_marks(fd, true);
+    Endpoint g = Endpoint::from_gid(group, port_, ifindex);
+    ipv6_mreq m{};
+    std::memcpy(&m.ipv6mr_multiaddr, group, 16);
+    m.ipv6mr_interface = ifindex;
+    if (int e = bind_or_close(fd, g)) return e;
+    if (setsockopt(fd, IPPROTO_IPV6, IPV6_JOIN_GROUP, &m, sizeof m) != 0) {
+        int e = errno;
+        close(fd);
+        return -e;
+    }
+    const uint32_t i = free_sock();
+    socks_[i] = Sock{fd, g, true, false, false};
     arm_recv(i);
     return int(i);
 }

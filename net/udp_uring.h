@@ -119,9 +119,13 @@ public:
 
     // Joins IPv4 multicast group `group_be` on the interface of the device's address and
     // receives what is sent to group:port. Returns the group socket's number (> 0), or a
-    // negative errno (-EAFNOSUPPORT on an IPv6 device: IPv6 groups are not joined yet). Several
+    // negative errno (-EAFNOSUPPORT on a device without an IPv4 address). Several
     // devices (also in one process) may join the same group.
     int open_group(uint32_t group_be);
+    // The same for an IPv6 group (16 bytes), joined on the interface of the device's first IPv6
+    // address (MLD); -EADDRNOTAVAIL when the device has none.
+    int open_group6(const uint8_t* group);
+    bool has_ipv6() const;  // the device has an IPv6 address
     // Leaves the group: no more of its packets are handed to on_packet.
     void close_group(int sock);
 
@@ -233,7 +237,7 @@ private:
     void sender_done(uint16_t sender);  // a train through it completed
     void set_udp_csum_zero();  // SO_NO_CHECK on every send socket, once they send no trains
     static bool no_udp_csum(int fd, bool v6);  // SO_NO_CHECK, or UDP_NO_CHECK6_TX over IPv6
-    void send_options(int fd, bool v6);  // DF, default TOS and TTL, multicast: every send socket's
+    void send_options(int fd, const Endpoint& at);  // DF, default TOS and TTL, multicast: every send socket's
     void close_train();                  // the open train's sendmsg is queued
     void sent(uint32_t train, int res, Handler& h);
     uint32_t deliver(const Endpoint& from, const Endpoint& to, uint8_t* data, size_t len,
@@ -259,7 +263,6 @@ private:
     int sock_ = -1;  // socks_[0].fd
     Endpoint local_;
     std::vector<Local> locals_;
-    uint32_t ip_be_ = 0;  // local_'s IPv4 address (0: IPv6)
     uint16_t port_ = 0;
     std::vector<Sock> socks_;
     std::vector<Sender> senders_;

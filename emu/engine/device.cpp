@@ -342,7 +342,7 @@ uint64_t Device::next_timeout(uint64_t now) const {
 void Device::dispatch(const net::Packet& p, const net::Endpoint& from, const net::Endpoint& to,
                       size_t len) {
     // Only group sockets receive datagrams sent to another address than the device's own.
-    if (to.multicast()) return mcast_.receive(p, from, to.v4_be(), len);  // mcast.cpp
+    if (to.multicast()) return mcast_.receive(p, from, to, len);  // mcast.cpp
     if (p.bth.dqpn == 1) {  // the GSI QP: CM MADs (emu/cm/); IPv4 only so far (docs/cm.md)
         if (from.is_v6()) return counters_.drop(net::DropReason::kBadQp);
         return cm_.on_mad(from.v4, p);

@@ -3,6 +3,8 @@
 // IPv4-mapped GID (::ffff:224.0.0.0/4) is a real IPv4 multicast group: the device joins it on
 // its interface with a socket of its own (net/udp_uring.h), so the kernel hands every device
 // of the host (and of the link) that joined it a copy, and captures show the group address.
+// An IPv6 group (ff00::/8) is joined the same way (MLD) on the interface of the device's IPv6
+// address, where it has one.
 #include <arpa/inet.h>
 
 #include <algorithm>
@@ -50,8 +52,8 @@ int McastGroups::attach(Session& s, const abi::McastReq& r) {
         McastGroup ng;
         std::memcpy(ng.gid, r.gid, sizeof ng.gid);
         ng.ipv4_be = ipv4;
-        if (ipv4) {
-            int sock = dev_.wire_.io().open_group(ipv4);
+        if (ipv4 || (r.gid[0] == 0xff && dev_.wire_.io().has_ipv6())) {
+            int sock = ipv4 ? dev_.wire_.io().open_group(ipv4) : dev_.wire_.io().open_group6(r.gid);
             if (sock < 0) return -sock;
             ng.sock = sock;
         }
@@ -100,16 +102,18 @@ void McastGroups::detach_all(uint32_t qpn) {
 
 // A packet that came in on a group socket: one copy for each attached QP, each checked
 // (state, Q_Key, a posted receive) as a unicast UD packet to it would be.
-void McastGroups::receive(const net::Packet& p, const net::Endpoint& from, uint32_t group_be,
-                          size_t len) {
+void McastGroups::receive(const net::Packet& p, const net::Endpoint& from,
+                          const net::Endpoint& group, size_t len) {
     ++dev_.counters_.mcast_rx_pkts;
     // IBTA 9.6.1.1: a multicast packet names the multicast QP, and only UD sends are one.
     if (p.bth.dqpn != net::kMcastQpn) return dev_.counters_.drop(net::DropReason::kBadQp);
     if (net::op_info(p.bth.opcode)->cls != net::QpClass::UD)
         return dev_.counters_.drop(net::DropReason::kOpNotForQp);
+    uint8_t gid[16];
+    group.gid(gid);
     const McastGroup* g = nullptr;
     for (const McastGroup& x : groups_)
-        if (x.ipv4_be == group_be) g = &x;
+        if (std::memcmp(x.gid, gid, sizeof gid) == 0) g = &x;
     if (!g) return dev_.counters_.drop(net::DropReason::kNoMcastGroup);
     bool any = false;
     for (const auto& m : g->members) {
@@ -119,7 +123,7 @@ void McastGroups::receive(const net::Packet& p, const net::Endpoint& from, uint3
         ++dev_.counters_.mcast_deliveries;
         ++qp->rx_pkts;
         qp->rx_op.add(p.bth.opcode, len);
-        dev_.ud_.receive(*qp, p, from, net::Endpoint::ipv4(group_be, from.port()));
+        dev_.ud_.receive(*qp, p, from, group);
     }
     if (!any) dev_.counters_.drop(net::DropReason::kNoMcastGroup);
 }

@@ -26,7 +26,9 @@ public:
     int attach(Session& s, const abi::McastReq& r);
     int detach(Session& s, const abi::McastReq& r);
     void detach_all(uint32_t qpn);  // the QP is being destroyed
-    void receive(const net::Packet& p, const net::Endpoint& from, uint32_t group_be, size_t len);
+    // `group`: the address it was sent to (IPv4 or IPv6).
+    void receive(const net::Packet& p, const net::Endpoint& from, const net::Endpoint& group,
+                 size_t len);
     bool member(uint32_t group_be) const;
     size_t count() const { return groups_.size(); }
     std::string lines() const;  // the "mcast" lines of Device::dump()
