@@ -10,6 +10,17 @@
 #   rc_pingpong  ibv_rc_pingpong -g 0 (4096 and 65536-byte messages), captured and checked
 #   write_bw     ib_write_bw -x 0, 64 KiB messages (GSO trains over IPv6), captured and checked
 #   xsrq         ibv_xsrq_pingpong -g 0: XRC INI/TGT QPs and an XRC SRQ over IPv6
+#   rping        rping -s -a fd77::1 / rping -c -a fd77::1 -C 100 -V through librdmacm: the CM
+#                MADs (REQ with the RDMA CM header of IP version 6, REP, RTU, DREQ, DREP) and
+#                the data over IPv6, captured and checked; uroce res names the listener's
+#                IPv6 address
+#   ucmatose     ucmatose -b fd77::1 / -s fd77::1, 4 connections of 20 messages each, captured
+#                and checked
+#   rstream      rstream -b fd77::1 / -s fd77::1 -T v and riostream (riomap/riowrite): rsockets
+#                over IPv6 (rsocket(AF_INET6)), captured and checked
+#   linklocal    the devices on the hosts' eth0 link-local addresses (fe80::...%eth0, as the
+#                kernel gave them), rping -a fe80::...%eth0 through librdmacm, captured and
+#                checked
 . "$(dirname "$0")/lib.sh"
 TWOHOST_IPV6=1
 . "$(dirname "$0")/twohost_lib.sh"
@@ -56,6 +67,38 @@ need_capture_tools() {
     for ns in "$NS_A" "$NS_B"; do
         ip netns exec "$ns" ethtool -K eth0 tx off >/dev/null || fail "ethtool -K eth0 tx off"
     done
+}
+
+# The CM's part of the capture: the MADs of a connection and its end over IPv6 (SEQ: in that
+# order; "each": each kind at least once, for several connections), and the REQ naming the
+# client (CLIENT) and server (SERVER) by their IPv6 addresses, in its GIDs and in the RDMA CM
+# header (IP version 6) of its private data; data packets too.
+check_cm_capture() {
+    local client=$1 server=$2 want=${3:-REQ REP RTU data DREQ DREP } seq ts_ib m
+    ts_ib() { tshark -n -r "$PCAP" -d "udp.port==$UDP,infiniband" "$@" 2>/dev/null; }
+    seq=$(ts_ib -Y ipv6 -T fields -e infiniband.bth.opcode -e infiniband.mad.mgmtclass \
+        -e infiniband.mad.attributeid | cm_sequence)
+    echo "over IPv6: $seq"
+    if [ "$want" = each ]; then
+        for m in REQ REP RTU data DREQ DREP; do
+            echo " $seq" | grep -q " $m " || fail "no $m over IPv6"
+        done
+    else
+        [ "$seq" = "$want" ] || fail "unexpected CM sequence over IPv6: $seq"
+    fi
+    local req
+    req=$(ts_ib -Y 'infiniband.mad.attributeid == 0x0010' -T fields -e ipv6.src -e ipv6.dst \
+        -e infiniband.cm.req.prim_localgid -e infiniband.cm.req.prim_remotegid \
+        -e infiniband.cm.req.ip_cm.ipv -e infiniband.cm.req.ip_cm.sip6 -e infiniband.cm.req.ip_cm.dip6 | head -1)
+    echo "REQ (source, destination, its GIDs, IP CM version and addresses): $req"
+    [ "$req" = "$client	$server	$client	$server	0x06	$client	$server" ] ||
+        fail "the REQ does not name $client and $server over IPv6 (IP CM version 6)"
+}
+
+# PAIR_READY for a CM server on host A: a listener on $PORT, what uroce res says then kept.
+cm_listening_res() {
+    cm_listening "$1"
+    "${HOST_A[@]}" "$UROCE" res >"$UROCE_RUNTIME_DIR/res.out" 2>&1
 }
 
 twohost_setup
@@ -109,6 +152,97 @@ xsrq)
     n=$("${HOST_A[@]}" "$UROCE" counters uroce0 | awk '$1 == "counters_icrc" { for (i = 2; i < NF; i++) if ($i == "ipv6") print $(i + 1) }')
     echo "host A checked ${n:-0} ICRCs over IPv6"
     [ "${n:-0}" -gt 0 ] || fail "host A received nothing over IPv6"
+    ;;
+rping)
+    need rping
+    need_capture_tools
+    tap_start "$PCAP"
+    PAIR_READY=cm_listening_res run_pair "${HOST_A[@]}" rping -s -a "$ADDR6_A" -p "$PORT" -v -- \
+        "${HOST_B[@]}" rping -c -a "$ADDR6_A" -p "$PORT" -C 100 -v -V
+    tap_stop
+    expect "$c" 'rdma-ping-99: ' "the last ping is missing"
+    expect "$s" 'rdma-ping-99: ' "the server did not see ping 99"
+    grep "^cm_id" "$UROCE_RUNTIME_DIR/res.out"
+    expect "$UROCE_RUNTIME_DIR/res.out" "^cm_id .* state listen .* local \\[$ADDR6_A\\]:$PORT " \
+        "uroce res does not show the listener on [$ADDR6_A]:$PORT"
+    # 100 pings: each a SEND, an RDMA READ, a SEND, an RDMA WRITE and a SEND, and their ACKs.
+    check_capture 500
+    check_cm_capture "$ADDR6_B" "$ADDR6_A"
+    "${HOST_B[@]}" "$UROCE" trace uroce0 | grep -q "cm tx REQ to $ADDR6_A " ||
+        fail "host B's trace has no REQ to $ADDR6_A"
+    ;;
+ucmatose)
+    need ucmatose
+    need_capture_tools
+    tap_start "$PCAP"
+    PAIR_READY=cm_listening_res run_pair "${HOST_A[@]}" ucmatose -b "$ADDR6_A" -p "$PORT" -c 4 -C 20 -- \
+        "${HOST_B[@]}" ucmatose -s "$ADDR6_A" -p "$PORT" -c 4 -C 20
+    tap_stop
+    for f in "$s" "$c"; do
+        expect "$f" '^return status 0$' "ucmatose ($(basename "$f")) did not return 0"
+        expect "$f" '^data transfers complete$' "ucmatose ($(basename "$f")) moved no data"
+    done
+    expect "$UROCE_RUNTIME_DIR/res.out" "^cm_id .* state listen .* local \\[$ADDR6_A\\]:$PORT " \
+        "uroce res does not show the listener on [$ADDR6_A]:$PORT"
+    check_capture 160
+    check_cm_capture "$ADDR6_B" "$ADDR6_A" each
+    ;;
+rstream)
+    need rstream
+    need riostream
+    need_capture_tools
+    tap_start "$PCAP" 64
+    PAIR_READY=cm_listening run_pair "${HOST_A[@]}" rstream -b "$ADDR6_A" -p "$PORT" -S 65536 -C 100 -T v -- \
+        "${HOST_B[@]}" rstream -s "$ADDR6_A" -p "$PORT" -S 65536 -C 100 -T v
+    expect "$c" '^custom ' "rstream printed no result"
+    PAIR_READY=cm_listening run_pair "${HOST_A[@]}" riostream -b "$ADDR6_A" -p "$PORT" -S 65536 -C 100 -T v -- \
+        "${HOST_B[@]}" riostream -s "$ADDR6_A" -p "$PORT" -S 65536 -C 100 -T v
+    expect "$c" '^custom ' "riostream printed no result"
+    tap_stop
+    # 2 x 100 x 2 transfers of 64 KiB at the 1024-byte MTU each way.
+    [ "$TAP_DROPPED" = 0 ] && check_capture 25600 || check_capture 6400
+    check_cm_capture "$ADDR6_B" "$ADDR6_A" each
+    ;;
+linklocal)
+    need rping
+    need_capture_tools
+    # The link-local address the kernel gave each host's eth0, once duplicate address
+    # detection is done with it (a tentative address cannot be bound).
+    for h in A B; do
+        ns=$NS_A
+        [ $h = B ] && ns=$NS_B
+        ll=
+        for _ in $(seq 100); do
+            ll=$(ip -n "$ns" -6 -o addr show dev eth0 scope link -tentative | awk '{ sub("/.*", "", $4); print $4; exit }')
+            [ -n "$ll" ] && break
+            sleep 0.1
+        done
+        [ -n "$ll" ] || fail "host $h's eth0 has no link-local address"
+        if [ $h = A ]; then LL_A=$ll; else LL_B=$ll; fi
+    done
+    for h in A B; do
+        pre=("${HOST_A[@]}") ll=$LL_A
+        [ $h = B ] && pre=("${HOST_B[@]}") ll=$LL_B
+        "${pre[@]}" "$UROCE" stop uroce0 >/dev/null || fail "uroce stop on host $h"
+        "${pre[@]}" "$UROCE" start --name uroce0 --addr "$ll%eth0" >/dev/null ||
+            fail "uroce start --addr $ll%eth0 on host $h"
+    done
+    echo "host A: $LL_A%eth0, host B: $LL_B%eth0"
+    ADDR6_A=$LL_A ADDR6_B=$LL_B  # what check_capture expects on the link
+    tap_start "$PCAP"
+    PAIR_READY=cm_listening_res run_pair "${HOST_A[@]}" rping -s -a "$LL_A%eth0" -p "$PORT" -v -- \
+        "${HOST_B[@]}" rping -c -a "$LL_A%eth0" -p "$PORT" -C 100 -v -V
+    tap_stop
+    expect "$c" 'rdma-ping-99: ' "the last ping is missing"
+    expect "$UROCE_RUNTIME_DIR/res.out" "^cm_id .* state listen .* local \\[$LL_A%eth0\\]:$PORT " \
+        "uroce res does not show the listener on [$LL_A%eth0]:$PORT"
+    check_capture 500
+    check_cm_capture "$LL_B" "$LL_A"
+    # Without its scope a link-local address names no interface: rping cannot bind it
+    # (EINVAL, as the kernel's cma_check_linklocal).
+    out=$(on_host A timeout 10 rping -s -a "$LL_A" -p "$PORT" -v 2>&1) && fail "rping -s bound $LL_A without a scope"
+    echo "rping -s -a $LL_A: $out"
+    echo "$out" | grep -q "rdma_bind_addr: Invalid argument" || fail "rping -s -a $LL_A did not fail with EINVAL"
     ;;
 *) fail "unknown mode $mode" ;;
 esac

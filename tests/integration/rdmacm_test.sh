@@ -186,22 +186,8 @@ capture)
     [ "$bad" = 0 ] || { ts -Y '_ws.malformed || _ws.expert.severity >= error' -V | head -60; fail "$bad malformed frames"; }
     ib=$(ts -Y 'infiniband.bth.opcode && infiniband.invariant.crc' -T fields -e frame.number | wc -l)
     [ "$ib" = "$total" ] || fail "$ib of $total frames decode as InfiniBand"
-    # The sequence of events, one letter each: CM messages by name, D for data (RC).
-    seq=$(ts -T fields -e infiniband.bth.opcode -e infiniband.mad.mgmtclass -e infiniband.mad.attributeid |
-        awk -F'\t' '
-            BEGIN {
-                name["0x0010"] = "REQ"; name["0x0013"] = "REP"; name["0x0014"] = "RTU"
-                name["0x0015"] = "DREQ"; name["0x0016"] = "DREP"; name["0x0012"] = "REJ"
-                name["0x0011"] = "MRA"
-            }
-            $1 == 100 && $2 == "0x07" {
-                n = ($3 in name) ? name[$3] : ("MAD" $3)
-                if (n != last) printf "%s ", n
-                last = n
-                next
-            }
-            $1 < 32 { if (last != "data") printf "data "; last = "data"; next }
-            { printf "?%s ", $1; last = "" }')
+    # The sequence of events, one word each: CM messages by name, "data" for RC (lib.sh).
+    seq=$(ts -T fields -e infiniband.bth.opcode -e infiniband.mad.mgmtclass -e infiniband.mad.attributeid | cm_sequence)
     echo "sequence: $seq"
     [ "$seq" = "REQ REP RTU data DREQ DREP " ] || fail "unexpected CM sequence: $seq"
     # tshark names them as the CM dissector does.
