@@ -13,10 +13,11 @@ using CmAddr = std::array<uint8_t, 16>;  // all zero: none, or the wildcard
 
 bool cm_addr_any(const CmAddr& a);
 bool cm_addr_v4(const CmAddr& a);  // IPv4-mapped
-// "10.0.0.1:7174", "[fd77::1]:7174"; the wildcard as its family's ("0.0.0.0", "[::]").
-// port in network order.
-std::string cm_addr_port(const CmAddr& a, uint16_t port_be, bool wildcard_v6 = false);
-std::string cm_addr_str(const CmAddr& a);  // without the port
+// "10.0.0.1:7174", "[fd77::1]:7174", "[fe80::1%eth0]:7174" (a link-local address with the
+// interface `scope`); the wildcard as its family's ("0.0.0.0", "[::]"). port in network order.
+std::string cm_addr_port(const CmAddr& a, uint16_t port_be, bool wildcard_v6 = false,
+                         uint32_t scope = 0);
+std::string cm_addr_str(const CmAddr& a, uint32_t scope = 0);  // without the port
 
 // Does a listener bound to `bound` (zero: a wildcard of `family`, AF_INET or AF_INET6, only
 // that family's requests if `afonly`) take a request whose RDMA CM header names `dst` and IP

@@ -203,9 +203,9 @@ std::string CmAgent::dump() const {
         // IPv6 addresses in brackets ("[fd77::1]:7174"); a wildcard as its family's.
         const bool v6 = id->family == AF_INET6;
         o << "cm_id " << h << " state " << state_name(int(id->st)) << " ps 0x" << std::hex << id->ps
-          << std::dec << " local " << cm_addr_port(id->local_addr, id->local_port, v6) << " remote "
-          << cm_addr_port(id->remote_addr, id->remote_port, v6) << " qpn 0x" << std::hex
-          << id->local_qpn << " remote_qpn 0x" << id->remote_qpn << std::dec << " pid "
+          << std::dec << " local " << cm_addr_port(id->local_addr, id->local_port, v6, scope())
+          << " remote " << cm_addr_port(id->remote_addr, id->remote_port, v6, scope()) << " qpn 0x"
+          << std::hex << id->local_qpn << " remote_qpn 0x" << id->remote_qpn << std::dec << " pid "
           << (id->owner ? int(id->owner->pid) : 0) << "\n";
     }
     return o.str();

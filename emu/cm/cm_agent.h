@@ -98,6 +98,7 @@ private:
     void trace_request(const Session& s, const abi::CmReq& r, const abi::CmResp& out);
     void trace_mad(const char* dir, const char* prep, const CmAddr& peer, const uint8_t* mad);
     CmAddr own_addr() const;    // the device's address
+    uint32_t scope() const;     // its interface: link-local peers are on it (and print with it)
     void send_request(Id& id);  // id.mad, armed for retransmission
     void arm(Id& id, uint64_t deadline);
     void timeout(Id& id, uint64_t now);

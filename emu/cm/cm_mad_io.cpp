@@ -38,6 +38,11 @@ CmAddr CmAgent::own_addr() const {
     return a;
 }
 
+uint32_t CmAgent::scope() const {
+    const net::Endpoint self = dev_.cfg_.endpoint();
+    return self.is_v6() ? self.v6.sin6_scope_id : 0;
+}
+
 void CmAgent::send_mad(const CmAddr& to_addr, const uint8_t* mad, uint8_t tos) {
     uint32_t slot;
     uint8_t* buf = dev_.wire_.tx_begin(&slot);
@@ -53,9 +58,7 @@ void CmAgent::send_mad(const CmAddr& to_addr, const uint8_t* mad, uint8_t tos) {
     size_t h = net::encode_headers(p, buf);
     std::memcpy(buf + h, mad, cm::kMadLen);
     // A link-local peer is on the device's interface (its address's scope).
-    const net::Endpoint self = dev_.cfg_.endpoint();
-    net::Endpoint to = net::Endpoint::from_gid(to_addr.data(), dev_.cfg_.port,
-                                               self.is_v6() ? self.v6.sin6_scope_id : 0);
+    net::Endpoint to = net::Endpoint::from_gid(to_addr.data(), dev_.cfg_.port, scope());
     if (to.is_v6() && !IN6_IS_ADDR_LINKLOCAL(&to.v6.sin6_addr)) to.v6.sin6_scope_id = 0;
     ++mads_tx_;
     trace_mad("tx", "to", to_addr, mad);
@@ -69,7 +72,7 @@ void CmAgent::send_mad(const CmAddr& to_addr, const uint8_t* mad, uint8_t tos) {
 void CmAgent::trace_mad(const char* dir, const char* prep, const CmAddr& peer, const uint8_t* mad) {
     cm::MadHdr h;
     if (!cm::parse_hdr(mad, &h)) return;
-    const std::string s = cm_addr_str(peer);
+    const std::string s = cm_addr_str(peer, scope());
     const char* ip = s.c_str();
     uint32_t w[2];
     std::memcpy(w, mad + 24, sizeof w);

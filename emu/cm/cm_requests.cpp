@@ -171,12 +171,12 @@ void CmAgent::trace_request(const Session& s, const abi::CmReq& r, const abi::Cm
         auto it = table_.ids.find(handle);
         const Id* id = it == table_.ids.end() ? nullptr : it->second.get();
         const std::string a =
-            id ? cm_addr_port(id->local_addr, id->local_port, id->family == AF_INET6)
+            id ? cm_addr_port(id->local_addr, id->local_port, id->family == AF_INET6, scope())
                : cm_addr_port(addr_of(r.local_addr), 0, r.family == AF_INET6);
         dev_.trace_.add("cm pid %d %s id %u %s ps 0x%x", int(s.pid), what, handle, a.c_str(),
                         id ? id->ps : r.ps);
     } else if (r.cm_op == CmOp::kConnect) {
-        const std::string a = cm_addr_port(addr_of(r.remote_addr), r.remote_port);
+        const std::string a = cm_addr_port(addr_of(r.remote_addr), r.remote_port, false, scope());
         dev_.trace_.add("cm pid %d connect id %u to %s qp 0x%x", int(s.pid), handle, a.c_str(),
                         r.qpn);
     } else {

@@ -234,6 +234,7 @@ linklocal)
         "${HOST_B[@]}" rping -c -a "$LL_A%eth0" -p "$PORT" -C 100 -v -V
     tap_stop
     expect "$c" 'rdma-ping-99: ' "the last ping is missing"
+    grep "^cm_id" "$UROCE_RUNTIME_DIR/res.out"
     expect "$UROCE_RUNTIME_DIR/res.out" "^cm_id .* state listen .* local \\[$LL_A%eth0\\]:$PORT " \
         "uroce res does not show the listener on [$LL_A%eth0]:$PORT"
     check_capture 500

@@ -327,4 +327,7 @@ TEST(CmAddr, Printed) {
     EXPECT_EQ(cm_addr_port(v6("fd77::1"), htons(7174)), "[fd77::1]:7174");
     EXPECT_EQ(cm_addr_port({}, htons(1), false), "0.0.0.0:1");
     EXPECT_EQ(cm_addr_port({}, htons(1), true), "[::]:1");
+    // A link-local address with its interface (1: lo); the scope means nothing to others.
+    EXPECT_EQ(cm_addr_port(v6("fe80::1"), htons(1), false, 1), "[fe80::1%lo]:1");
+    EXPECT_EQ(cm_addr_port(v6("fd77::1"), htons(1), false, 1), "[fd77::1]:1");
 }
