@@ -18,6 +18,10 @@
 #                and checked
 #   rstream      rstream -b fd77::1 / -s fd77::1 -T v and riostream (riomap/riowrite): rsockets
 #                over IPv6 (rsocket(AF_INET6)), captured and checked
+#   wildcard     ucmatose -b ::0 on host A with a second device on 10.77.0.1: the IPv6
+#                wildcard listens on both (IPV6_V6ONLY off, as the kernel's), a client over
+#                IPv6 and one over IPv4 connect; with net.ipv6.bindv6only=1 the IPv4 one is
+#                rejected and the IPv6 one still connects
 #   linklocal    the devices on the hosts' eth0 link-local addresses (fe80::...%eth0, as the
 #                kernel gave them), rping -a fe80::...%eth0 through librdmacm, captured and
 #                checked
@@ -202,6 +206,48 @@ rstream)
     # 2 x 100 x 2 transfers of 64 KiB at the 1024-byte MTU each way.
     [ "$TAP_DROPPED" = 0 ] && check_capture 25600 || check_capture 6400
     check_cm_capture "$ADDR6_B" "$ADDR6_A" each
+    ;;
+wildcard)
+    need ucmatose
+    "${HOST_A[@]}" "$UROCE" start --name uroce1 --addr "$ADDR_A" >/dev/null || fail "uroce start $ADDR_A on host A"
+    "${HOST_B[@]}" "$UROCE" start --name uroce1 --addr "$ADDR_B" >/dev/null || fail "uroce start $ADDR_B on host B"
+    # One server of two connections, two clients of one each, one per IP version.
+    on_host A timeout 60 ucmatose -b ::0 -p "$PORT" -c 2 -C 10 >"$s" 2>&1 &
+    spid=$!
+    cm_listening $spid
+    "${HOST_A[@]}" "$UROCE" res uroce1 >"$UROCE_RUNTIME_DIR/res.out" 2>&1
+    on_host B timeout 60 ucmatose -s "$ADDR_A" -p "$PORT" -c 1 -C 10 >"$c.4" 2>&1 &
+    pid4=$!
+    on_host B timeout 60 ucmatose -s "$ADDR6_A" -p "$PORT" -c 1 -C 10 >"$c.6" 2>&1
+    rc6=$?
+    wait $pid4
+    rc4=$?
+    wait $spid
+    rc=$?
+    for f in "$s" "$c.4" "$c.6"; do
+        echo "--- $(basename "$f")"
+        cat "$f"
+    done
+    [ $rc = 0 ] && [ $rc4 = 0 ] && [ $rc6 = 0 ] || fail "server exit $rc, IPv4 client $rc4, IPv6 client $rc6"
+    expect "$s" '^data transfers complete$' "the server moved no data"
+    expect "$UROCE_RUNTIME_DIR/res.out" "^cm_id .* state listen .* local \\[::\\]:$PORT " \
+        "the IPv4 device has no [::]:$PORT listener"
+    # IPV6_V6ONLY: net.ipv6.bindv6only=1 makes the wildcard IPv6 only. The IPv4 client is
+    # refused (no listener for it: REJ, "invalid service ID"), the IPv6 one connects.
+    ip netns exec "$NS_A" sysctl -qw net.ipv6.bindv6only=1 || fail "sysctl net.ipv6.bindv6only"
+    # Once the server listens: the IPv4 device's listeners, and an IPv4 client, refused.
+    v6only_ready() {
+        cm_listening "$1"
+        "${HOST_A[@]}" "$UROCE" res uroce1 >"$UROCE_RUNTIME_DIR/res.out" 2>&1
+        on_host B timeout 20 ucmatose -s "$ADDR_A" -p "$PORT" -c 1 -C 10 >"$UROCE_RUNTIME_DIR/client4.out" 2>&1
+    }
+    PAIR_READY=v6only_ready run_pair "${HOST_A[@]}" ucmatose -b ::0 -p "$PORT" -c 1 -C 10 -- \
+        "${HOST_B[@]}" ucmatose -s "$ADDR6_A" -p "$PORT" -c 1 -C 10
+    expect "$c" '^data transfers complete$' "the IPv6 client moved no data under bindv6only=1"
+    echo "--- IPv4 client under bindv6only=1"
+    cat "$UROCE_RUNTIME_DIR/client4.out"
+    grep "^cm_id .* state listen" "$UROCE_RUNTIME_DIR/res.out" && fail "the IPv4 device listens under bindv6only=1"
+    expect "$UROCE_RUNTIME_DIR/client4.out" "RDMA_CM_EVENT_REJECTED" "the IPv4 client was not rejected"
     ;;
 linklocal)
     need rping
