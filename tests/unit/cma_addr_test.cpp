@@ -71,9 +71,13 @@ TEST(CmaAddr, ParsesEitherVersion) {
     EXPECT_FALSE(a.ep.is_v6());
     EXPECT_EQ(a.ep.addr_str(), "10.77.0.1");
     EXPECT_EQ(a.ep.port(), 9);
+    // ::1 is itself (a device may be on it), and 127.0.0.1 where none is.
     s6 = sin6("::1", 9);
     ASSERT_EQ(parse_addr(reinterpret_cast<sockaddr*>(&s6), &a), 0);
-    EXPECT_EQ(a.ep.addr_str(), "127.0.0.1");
+    EXPECT_EQ(a.ep.addr_str(), "::1");
+    EXPECT_EQ(v4_loopback_for(a.ep).addr_str(), "127.0.0.1");
+    EXPECT_EQ(v4_loopback_for(a.ep).port(), 9);
+    EXPECT_EQ(v4_loopback_for(ep("fd77::1")).addr_str(), "fd77::1");
     // Neither version (AF_IB is 27).
     sockaddr_storage ib{};
     ib.ss_family = 27;

@@ -20,16 +20,16 @@ int parse_addr(const sockaddr* sa, IpAddr* out) {
     if (sa->sa_family != AF_INET6) return EAFNOSUPPORT;
     const auto* s6 = reinterpret_cast<const sockaddr_in6*>(sa);
     const in6_addr& a = s6->sin6_addr;
-    if (IN6_IS_ADDR_LOOPBACK(&a)) {
-        // ::1 is the IPv4 loopback's device (docs/cm.md): devices on loopback are IPv4 ones.
-        out->ep = net::Endpoint::ipv4(htonl(INADDR_LOOPBACK), ntohs(s6->sin6_port));
-        return 0;
-    }
     // from_gid makes an IPv4-mapped address the IPv4 one.
     out->ep = net::Endpoint::from_gid(a.s6_addr, ntohs(s6->sin6_port), s6->sin6_scope_id);
     if (out->ep.is_v6() && !link_local(out->ep)) out->ep.v6.sin6_scope_id = 0;
     out->any = IN6_IS_ADDR_UNSPECIFIED(&a);
     return 0;
+}
+
+net::Endpoint v4_loopback_for(const net::Endpoint& e) {
+    if (!e.is_v6() || !IN6_IS_ADDR_LOOPBACK(&e.v6.sin6_addr)) return e;
+    return net::Endpoint::ipv4(htonl(INADDR_LOOPBACK), e.port());
 }
 
 bool link_local(const net::Endpoint& e) {

@@ -13,7 +13,7 @@
 namespace uroce::rdmacm {
 
 struct IpAddr {
-    net::Endpoint ep;  // address and port; IPv4-mapped (and ::1) forms as the IPv4 address
+    net::Endpoint ep;  // address and port; an IPv4-mapped one as the IPv4 address
     int family = 0;    // the family it was given in: AF_INET or AF_INET6
     bool any = false;  // the wildcard (0.0.0.0 or ::)
 };
@@ -23,6 +23,10 @@ struct IpAddr {
 int parse_addr(const sockaddr* sa, IpAddr* out);
 
 bool link_local(const net::Endpoint& e);  // an IPv6 fe80::/10 address
+
+// ::1 as 127.0.0.1 (same port), for when no device is on ::1: the IPv4 loopback's device
+// serves it (docs/cm.md). Any other address as it is.
+net::Endpoint v4_loopback_for(const net::Endpoint& e);
 
 // Does a device on `dev` have the address `want`? The same address, and for a link-local
 // one the same interface (scope id).

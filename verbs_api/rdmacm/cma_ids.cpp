@@ -276,6 +276,7 @@ int rdma_bind_addr(rdma_cm_id* idp, sockaddr* addr) {
     // A link-local address names its interface (the kernel's cma_check_linklocal).
     if (link_local(a.ep) && !a.ep.v6.sin6_scope_id) return fail(EINVAL);
     sync_devices();
+    if (!dev_by_addr(a.ep)) a.ep = v4_loopback_for(a.ep);
     uint16_t port = a.ep.is_v6() ? a.ep.v6.sin6_port : a.ep.v4.sin_port;
     // A loopback address no device has is a wildcard, as the kernel's cma_any_addr makes
     // every loopback address one (libfabric binds "localhost" when given no address). A
@@ -317,6 +318,8 @@ int rdma_resolve_addr(rdma_cm_id* idp, sockaddr* src_addr, sockaddr* dst_addr, i
     if (int e = parse_addr(dst_addr, &dst)) return fail(e);
     if (dst.any) return fail(EAFNOSUPPORT);
     if (id->listening || id->addr_resolved) return fail(EINVAL);
+    sync_devices();
+    if (!dev_by_addr(dst.ep)) dst.ep = v4_loopback_for(dst.ep);
     sockaddr_storage env_src{};
     if (!src_addr && !id->bound && default_source(&env_src) &&
         (env_src.ss_family == AF_INET6) == dst.ep.is_v6())
@@ -335,7 +338,6 @@ int rdma_resolve_addr(rdma_cm_id* idp, sockaddr* src_addr, sockaddr* dst_addr, i
     std::memcpy(&id->id.route.addr.dst_storage, dst_addr, addr_len(dst_addr));
     id->remote = dst.ep;
     id->remote.set_port(0);
-    sync_devices();
     if (!id->dev) {
         int why = ENODEV;
         DevConn* d = route_dev(dst.ep, &why);
