@@ -32,7 +32,8 @@
 #   events BINARY  tests/integration/rdmacm_events_tests.cpp (GoogleTest): an id's unread
 #                  events follow rdma_migrate_id and go with rdma_destroy_id, one device
 #   api BINARY     tests/integration/rdmacm_api.cpp: private data sizes, reject, a slow
-#                  server (MRA), rdma_init_qp_attr, destroy waiting for acks, ports
+#                  server (MRA), rdma_init_qp_attr, destroy waiting for acks, ports; IPv6
+#                  ids on a second device on ::1 (wildcards and afonly, link-local, GIDs)
 . "$(dirname "$0")/lib.sh"
 mode=${1:?usage: rdmacm_test.sh MODE}
 [ -e "$LIBDIR/librdmacm.so.1" ] || fail "$LIBDIR/librdmacm.so.1 is not built"
@@ -334,7 +335,8 @@ events)
     ;;
 api)
     start_device uroce0 127.0.0.1
-    run_alone "${2:?usage: rdmacm_test.sh api BINARY}" 127.0.0.1 || fail "rdmacm_api failed"
+    start_device uroce1 ::1  # IPv6 ids (test_ipv6)
+    run_alone "${2:?usage: rdmacm_test.sh api BINARY}" 127.0.0.1 ::1 || fail "rdmacm_api failed"
     expect "$UROCE_RUNTIME_DIR/alone.out" '^PASS$' "rdmacm_api did not pass"
     ;;
 *)
