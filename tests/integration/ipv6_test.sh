@@ -14,8 +14,8 @@
 #                MADs (REQ with the RDMA CM header of IP version 6, REP, RTU, DREQ, DREP) and
 #                the data over IPv6, captured and checked; uroce res names the listener's
 #                IPv6 address
-#   ucmatose     ucmatose -b fd77::1 / -s fd77::1, 4 connections of 20 messages each, captured
-#                and checked
+#   ucmatose     ucmatose -b fd77::1 / -s fd77::1 -t 32, 4 connections of 20 messages each,
+#                captured and checked, every packet with traffic class 0x20 (the client's TOS)
 #   rstream      rstream -b fd77::1 / -s fd77::1 -T v and riostream (riomap/riowrite): rsockets
 #                over IPv6 (rsocket(AF_INET6)), captured and checked
 #   wildcard     ucmatose -b ::0 on host A with a second device on 10.77.0.1: the IPv6
@@ -180,7 +180,7 @@ ucmatose)
     need_capture_tools
     tap_start "$PCAP"
     PAIR_READY=cm_listening_res run_pair "${HOST_A[@]}" ucmatose -b "$ADDR6_A" -p "$PORT" -c 4 -C 20 -- \
-        "${HOST_B[@]}" ucmatose -s "$ADDR6_A" -p "$PORT" -c 4 -C 20
+        "${HOST_B[@]}" ucmatose -s "$ADDR6_A" -p "$PORT" -c 4 -C 20 -t 32
     tap_stop
     for f in "$s" "$c"; do
         expect "$f" '^return status 0$' "ucmatose ($(basename "$f")) did not return 0"
@@ -190,6 +190,12 @@ ucmatose)
         "uroce res does not show the listener on [$ADDR6_A]:$PORT"
     check_capture 160
     check_cm_capture "$ADDR6_B" "$ADDR6_A" each
+    # The client's TOS (-t 32) is the connections' traffic class: every MAD and data packet
+    # of both sides carries it (the passive side's from the REQ), as over IPv4 (ip_marks.cm).
+    all=$(tshark -n -r "$PCAP" -Y "ipv6 && udp.dstport == $UDP" -T fields -e frame.number 2>/dev/null | wc -l)
+    marked=$(tshark -n -r "$PCAP" -Y "ipv6 && udp.dstport == $UDP && ipv6.tclass == 0x20" -T fields -e frame.number 2>/dev/null | wc -l)
+    echo "$marked of $all packets with traffic class 0x20"
+    [ "$all" -gt 0 ] && [ "$marked" = "$all" ] || fail "$((all - marked)) packets over IPv6 without traffic class 0x20"
     ;;
 rstream)
     need rstream
