@@ -20,10 +20,10 @@ enum class CmOp : uint32_t {
     kChannel = 1,   // register event channel `channel`; the request carries the write end of
                     // the pipe its events go into, each stamped with `dev_tag`
     kChannelClose,  // forget channel `channel`
-    kBind,          // new CM id bound to (local_ip, local_port) in port space `ps`; port 0
-                    // picks a free port. Resp: handle, port. local_ip 0 = wildcard.
+    kBind,          // new CM id bound to (local_addr, local_port) in port space `ps`; port 0
+                    // picks a free port. Resp: handle, port. local_addr zero = wildcard.
     kListen,        // `handle` listens, with `backlog` (<= 0: the default)
-    kConnect,       // `handle` sends a REQ (RC/UC) or SIDR_REQ (UD) to remote_ip:remote_port
+    kConnect,       // `handle` sends a REQ (RC/UC) or SIDR_REQ (UD) to remote_addr:remote_port
     kAccept,        // `handle` (a connection request) answers with REP or SIDR_REP
     kEstablish,     // active side: the QP is ready, send the RTU
     kReject,        // `handle` (a connection request) answers with REJ (consumer reject)
@@ -59,7 +59,9 @@ struct CmReq {
     uint32_t ps;       // enum rdma_port_space
     uint32_t qp_type;  // enum ibv_qp_type
     int32_t backlog;
-    uint32_t local_ip, remote_ip;      // network order
+    // Addresses in their 16-byte form: an IPv6 address, or an IPv4 one IPv4-mapped
+    // (::ffff:a.b.c.d); all zero: the wildcard (kBind).
+    uint8_t local_addr[16], remote_addr[16];
     uint16_t local_port, remote_port;  // network order
     uint32_t qpn;                      // local QP number (connect, accept)
     uint32_t psn;                      // local starting PSN (connect, accept)
@@ -68,7 +70,11 @@ struct CmReq {
     uint8_t responder_resources, initiator_depth, flow_control, retry_count;
     uint8_t rnr_retry_count, srq, mtu /* enum ibv_mtu */, private_data_len;
     uint8_t tos;  // connect: the id's TOS (RDMA_OPTION_ID_TOS), the REQ's traffic class
-    uint8_t reserved[3];
+    // kBind to a wildcard: the family it was given in (AF_INET, AF_INET6) and whether it
+    // takes requests of that family only (the kernel's afonly: RDMA_OPTION_ID_AFONLY,
+    // IPV6_V6ONLY); an AF_INET6 one that is not takes IPv4 requests too.
+    uint8_t family, afonly;
+    uint8_t reserved;
     uint8_t private_data[kCmPrivateMax];
 };
 
@@ -84,14 +90,14 @@ struct CmResp {
 struct CmEventRec {
     uint32_t event;  // enum rdma_cm_event_type
     int32_t status;
-    uint32_t dev_tag;              // which device connection of the library it came through
-    uint32_t handle;               // the id it is for; for CONNECT_REQUEST, the listening id
-    uint32_t new_handle;           // CONNECT_REQUEST: the new id, owned by the listener's session
-    uint32_t remote_qpn;           // the peer's QP (REQ/REP/SIDR_REP)
-    uint32_t remote_psn;           // the peer's starting PSN (REQ/REP)
-    uint32_t qkey;                 // UD
-    uint32_t local_ip, remote_ip;  // network order
-    uint16_t local_port, remote_port;  // network order
+    uint32_t dev_tag;     // which device connection of the library it came through
+    uint32_t handle;      // the id it is for; for CONNECT_REQUEST, the listening id
+    uint32_t new_handle;  // CONNECT_REQUEST: the new id, owned by the listener's session
+    uint32_t remote_qpn;  // the peer's QP (REQ/REP/SIDR_REP)
+    uint32_t remote_psn;  // the peer's starting PSN (REQ/REP)
+    uint32_t qkey;        // UD
+    uint8_t local_addr[16], remote_addr[16];  // as in CmReq (IPv4-mapped for IPv4)
+    uint16_t local_port, remote_port;         // network order
     uint8_t responder_resources, initiator_depth, flow_control, retry_count;
     uint8_t rnr_retry_count, srq, mtu, private_data_len;
     uint32_t ps;

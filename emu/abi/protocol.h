@@ -12,7 +12,7 @@
 
 namespace uroce::abi {
 
-constexpr uint32_t kProtocolVersion = 5;
+constexpr uint32_t kProtocolVersion = 6;
 
 enum class Op : uint32_t {
     kOpen = 1,

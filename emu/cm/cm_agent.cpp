@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstring>
 #include <sstream>
 
 #include "emu/cm/cm_mad.h"
@@ -73,7 +74,7 @@ void CmAgent::close_session(Session& s) {
 }
 
 void CmAgent::send_request(Id& id) {
-    send_mad(id.remote_ip, id.mad, id.tos);
+    send_mad(id.remote_addr, id.mad, id.tos);
     arm(id, now_ns() + id.wait_ns);
 }
 
@@ -111,7 +112,7 @@ void CmAgent::timeout(Id& id, uint64_t now) {
         if (id.retries_left > 0) {
             --id.retries_left;
             ++retransmits_;
-            send_mad(id.remote_ip, id.mad, id.tos);
+            send_mad(id.remote_addr, id.mad, id.tos);
             arm(id, now + id.wait_ns);
             return;
         }
@@ -150,8 +151,9 @@ abi::CmEventRec CmAgent::event_for(const Id& id, uint32_t type, int32_t status) 
     ev.remote_qpn = id.remote_qpn;
     ev.remote_psn = id.remote_psn;
     ev.qkey = id.qkey;
-    ev.local_ip = id.local_ip ? id.local_ip : dev_.cfg_.ipv4_be;
-    ev.remote_ip = id.remote_ip;
+    const CmAddr local = cm_addr_any(id.local_addr) ? own_addr() : id.local_addr;
+    std::memcpy(ev.local_addr, local.data(), 16);
+    std::memcpy(ev.remote_addr, id.remote_addr.data(), 16);
     ev.local_port = id.local_port;
     ev.remote_port = id.remote_port;
     ev.responder_resources = id.resp_res;
@@ -198,13 +200,12 @@ std::string CmAgent::dump() const {
       << mads_tx_ << " mads_rx " << mads_rx_ << " mads_bad " << mads_bad_ << " retransmits "
       << retransmits_ << "\n";
     for (auto& [h, id] : table_.ids) {
-        char lip[INET_ADDRSTRLEN], rip[INET_ADDRSTRLEN];
-        inet_ntop(AF_INET, &id->local_ip, lip, sizeof lip);
-        inet_ntop(AF_INET, &id->remote_ip, rip, sizeof rip);
+        // IPv6 addresses in brackets ("[fd77::1]:7174"); a wildcard as its family's.
+        const bool v6 = id->family == AF_INET6;
         o << "cm_id " << h << " state " << state_name(int(id->st)) << " ps 0x" << std::hex << id->ps
-          << std::dec << " local " << lip << ":" << ntohs(id->local_port) << " remote " << rip
-          << ":" << ntohs(id->remote_port) << " qpn 0x" << std::hex << id->local_qpn
-          << " remote_qpn 0x" << id->remote_qpn << std::dec << " pid "
+          << std::dec << " local " << cm_addr_port(id->local_addr, id->local_port, v6, scope())
+          << " remote " << cm_addr_port(id->remote_addr, id->remote_port, v6, scope()) << " qpn 0x"
+          << std::hex << id->local_qpn << " remote_qpn 0x" << id->remote_qpn << std::dec << " pid "
           << (id->owner ? int(id->owner->pid) : 0) << "\n";
     }
     return o.str();

@@ -17,6 +17,7 @@
 
 #include "emu/abi/cm_protocol.h"
 #include "emu/cm/cm_id_table.h"
+#include "net/endpoint.h"
 #include "net/headers.h"
 
 namespace uroce::emu {
@@ -59,7 +60,7 @@ public:
     // caller closes afterwards (kChannel keeps a copy).
     void request(Session& s, const abi::CmReq& r, abi::CmResp& out, int in_fd);
     // A packet for QP1 that passed the ICRC and P_Key checks.
-    void on_mad(const sockaddr_in& from, const net::Packet& p);
+    void on_mad(const net::Endpoint& from, const net::Packet& p);
     // The session is gone: its ids end as rdma_destroy_id would end them, its channels close.
     void close_session(Session& s);
     void run_timers(uint64_t now);
@@ -93,31 +94,34 @@ private:
 
     // `tos`: the IPv4 TOS it leaves with (an id's MADs: the id's; answers that no id
     // sends: rx_tos_, as the kernel answers with the traffic class of the request's GRH).
-    void send_mad(uint32_t ip_be, const uint8_t* mad, uint8_t tos);
+    void send_mad(const CmAddr& to, const uint8_t* mad, uint8_t tos);
     void trace_request(const Session& s, const abi::CmReq& r, const abi::CmResp& out);
-    void trace_mad(const char* dir, const char* prep, uint32_t peer_be, const uint8_t* mad);
+    void trace_mad(const char* dir, const char* prep, const CmAddr& peer, const uint8_t* mad);
+    CmAddr own_addr() const;    // the device's address
+    uint32_t scope() const;     // its interface: link-local peers are on it (and print with it)
     void send_request(Id& id);  // id.mad, armed for retransmission
     void arm(Id& id, uint64_t deadline);
     void timeout(Id& id, uint64_t now);
     void enter_timewait(Id& id);
 
-    void on_req(const sockaddr_in& from, const uint8_t* mad, uint64_t tid, bool may_park = true);
+    void on_req(const CmAddr& peer, const uint8_t* mad, uint64_t tid, bool may_park = true);
     void on_rep(const uint8_t* mad, uint64_t tid);
     void on_rtu(const uint8_t* mad);
     void on_rej(const uint8_t* mad);
     void on_mra(const uint8_t* mad);
-    void on_dreq(const sockaddr_in& from, const uint8_t* mad, uint64_t tid);
+    void on_dreq(const CmAddr& peer, const uint8_t* mad, uint64_t tid);
     void on_drep(const uint8_t* mad);
-    void on_sidr_req(const sockaddr_in& from, const uint8_t* mad, uint64_t tid,
-                     bool may_park = true);
+    void on_sidr_req(const CmAddr& peer, const uint8_t* mad, uint64_t tid, bool may_park = true);
     // The id a REQ or SIDR REQ from `peer` makes on `listener` (cm_connect.cpp).
-    std::unique_ptr<Id> child_of(const Id& listener, uint32_t peer, const cm::IpHdr& hdr,
+    std::unique_ptr<Id> child_of(const Id& listener, const CmAddr& peer, const cm::IpHdr& hdr,
                                  uint32_t qp_type, St st);
-    bool park(uint32_t peer, const uint8_t* mad, uint64_t tid, uint32_t ps, uint16_t port,
+    // The listener on (ps, port) that takes a request with this header (nullptr: none).
+    Id* listener_for(uint32_t ps, uint16_t port, const cm::IpHdr& hdr);
+    bool park(const CmAddr& peer, const uint8_t* mad, uint64_t tid, uint32_t ps, uint16_t port,
               uint32_t remote_id);
     void unpark(Id& id);
     void on_sidr_rep(const uint8_t* mad);
-    void send_rej(uint32_t ip, uint32_t local_comm, uint32_t remote_comm, uint8_t msg,
+    void send_rej(const CmAddr& to, uint32_t local_comm, uint32_t remote_comm, uint8_t msg,
                   uint16_t reason, uint64_t tid, const uint8_t* pd, size_t pd_len, bool ari_guid,
                   uint8_t tos);
 

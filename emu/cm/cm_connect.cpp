@@ -24,7 +24,7 @@ uint32_t req_qp_type(const cm::Req& m) {
 
 }  // namespace
 
-std::unique_ptr<CmAgent::Id> CmAgent::child_of(const Id& listener, uint32_t peer,
+std::unique_ptr<CmAgent::Id> CmAgent::child_of(const Id& listener, const CmAddr& peer,
                                                const cm::IpHdr& hdr, uint32_t qp_type, St st) {
     auto id = table_.make();
     id->owner = listener.owner;
@@ -32,18 +32,25 @@ std::unique_ptr<CmAgent::Id> CmAgent::child_of(const Id& listener, uint32_t peer
     id->ps = listener.ps;
     id->qp_type = qp_type;
     id->st = st;
-    id->local_ip = hdr.dst_ip;
+    id->local_addr = hdr.dst;
     id->local_port = listener.local_port;
-    id->remote_ip = peer;
+    id->remote_addr = peer;
     id->remote_port = hdr.src_port;
     id->listener = listener.handle;
     return id;
 }
 
-void CmAgent::on_req(const sockaddr_in& from, const uint8_t* mad, uint64_t tid, bool may_park) {
+CmAgent::Id* CmAgent::listener_for(uint32_t ps, uint16_t port, const cm::IpHdr& hdr) {
+    auto it = table_.ports.find({ps, port});
+    if (it == table_.ports.end()) return nullptr;
+    Id& l = *table_.ids[it->second];
+    if (l.st != St::kListen || !l.owner) return nullptr;
+    return listener_takes(l.local_addr, l.family, l.afonly, hdr.version, hdr.dst) ? &l : nullptr;
+}
+
+void CmAgent::on_req(const CmAddr& peer, const uint8_t* mad, uint64_t tid, bool may_park) {
     cm::Req m;
     cm::decode(mad, &m);
-    uint32_t peer = from.sin_addr.s_addr;
     // A repeated REQ: the answer was lost or is late.
     auto dup = table_.remote.find({peer, m.local_comm_id});
     if (dup != table_.remote.end()) {
@@ -68,15 +75,8 @@ void CmAgent::on_req(const sockaddr_in& from, const uint8_t* mad, uint64_t tid, 
     cm::IpHdr hdr;
     Id* listener = nullptr;
     bool ip_cm = cm::is_rdma_cm_service(m.service_id) && cm::get_ip_hdr(m.private_data, &hdr);
-    if (ip_cm) {
-        uint32_t ps = cm::service_ps(m.service_id);
-        auto it = table_.ports.find({ps, cm::service_port(m.service_id)});
-        if (it != table_.ports.end()) {
-            Id& l = *table_.ids[it->second];
-            if (l.st == St::kListen && l.owner && (!l.local_ip || l.local_ip == hdr.dst_ip))
-                listener = &l;
-        }
-    }
+    if (ip_cm)
+        listener = listener_for(cm::service_ps(m.service_id), cm::service_port(m.service_id), hdr);
     if (!listener && ip_cm && may_park &&
         park(peer, mad, tid, cm::service_ps(m.service_id), cm::service_port(m.service_id),
              m.local_comm_id))
@@ -146,9 +146,9 @@ void CmAgent::on_rep(const uint8_t* mad, uint64_t tid) {
         id->rnr_retry = m.rnr_retry_count;
         id->srq = m.srq;
         id->st = St::kRepRcvd;
-        table_.remote[{id->remote_ip, id->remote_comm_id}] = id->handle;
+        table_.remote[{id->remote_addr, id->remote_comm_id}] = id->handle;
         if (!id->owner) {  // destroyed meanwhile: refuse
-            send_rej(id->remote_ip, id->local_comm_id, id->remote_comm_id, cm::kMsgRep,
+            send_rej(id->remote_addr, id->local_comm_id, id->remote_comm_id, cm::kMsgRep,
                      cm::kRejConsumer, id->tid, nullptr, 0, false, id->tos);
             table_.erase(id->handle);
             return;
@@ -168,11 +168,11 @@ void CmAgent::on_rep(const uint8_t* mad, uint64_t tid) {
         mra.service_timeout = kMraServiceTimeout;
         uint8_t out[cm::kMadLen];
         cm::encode(mra, tid, out);
-        send_mad(id->remote_ip, out, id->tos);
+        send_mad(id->remote_addr, out, id->tos);
         break;
     }
     case St::kEstablished:
-        send_mad(id->remote_ip, id->mad, id->tos);  // our RTU was lost
+        send_mad(id->remote_addr, id->mad, id->tos);  // our RTU was lost
         break;
     default: break;
     }

@@ -32,7 +32,7 @@ int CmAgent::disconnect(Id& id) {
         m.local_comm_id = id.local_comm_id;
         m.remote_comm_id = id.remote_comm_id;
         cm::encode_drep(m, id.tid, id.mad);
-        send_mad(id.remote_ip, id.mad, id.tos);
+        send_mad(id.remote_addr, id.mad, id.tos);
         enter_timewait(id);
         return 0;
     }
@@ -45,7 +45,7 @@ void CmAgent::enter_timewait(Id& id) {
     arm(id, now_ns() + kTimewaitNs);
 }
 
-void CmAgent::on_dreq(const sockaddr_in& from, const uint8_t* mad, uint64_t tid) {
+void CmAgent::on_dreq(const CmAddr& peer, const uint8_t* mad, uint64_t tid) {
     cm::Short m;
     cm::decode_dreq(mad, &m);
     Id* id = table_.by_comm(m.remote_comm_id);
@@ -56,7 +56,7 @@ void CmAgent::on_dreq(const sockaddr_in& from, const uint8_t* mad, uint64_t tid)
         // No such connection (any more): answer, so the peer stops asking (as the kernel does).
         uint8_t out[cm::kMadLen];
         cm::encode_drep(rep, tid, out);
-        send_mad(from.sin_addr.s_addr, out, rx_tos_);
+        send_mad(peer, out, rx_tos_);
         return;
     }
     switch (id->st) {
@@ -74,7 +74,7 @@ void CmAgent::on_dreq(const sockaddr_in& from, const uint8_t* mad, uint64_t tid)
     case St::kDreqSent: {
         // Both sides disconnect at once: answer theirs, and ours is answered too.
         cm::encode_drep(rep, tid, id->mad);
-        send_mad(id->remote_ip, id->mad, id->tos);
+        send_mad(id->remote_addr, id->mad, id->tos);
         enter_timewait(*id);
         abi::CmEventRec ev = event_for(*id, RDMA_CM_EVENT_DISCONNECTED, 0);
         post(*id, ev);
@@ -83,7 +83,7 @@ void CmAgent::on_dreq(const sockaddr_in& from, const uint8_t* mad, uint64_t tid)
     case St::kTimewait: {
         uint8_t out[cm::kMadLen];
         cm::encode_drep(rep, tid, out);
-        send_mad(id->remote_ip, out, id->tos);
+        send_mad(id->remote_addr, out, id->tos);
         break;
     }
     default: break;

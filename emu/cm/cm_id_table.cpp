@@ -42,7 +42,7 @@ void CmIdTable::erase(uint32_t handle) {
         if (c != comm.end() && c->second == handle) comm.erase(c);
     }
     if (id.remote_comm_id) {
-        auto r = remote.find({id.remote_ip, id.remote_comm_id});
+        auto r = remote.find({id.remote_addr, id.remote_comm_id});
         if (r != remote.end() && r->second == handle) remote.erase(r);
     }
     ids.erase(it);

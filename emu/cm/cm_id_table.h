@@ -9,6 +9,8 @@
 #include <memory>
 #include <utility>
 
+#include "emu/cm/cm_addr.h"
+
 namespace uroce::emu {
 
 struct Session;
@@ -42,8 +44,12 @@ struct CmId {
     uint32_t ps = 0, qp_type = 0;
     CmState st = CmState::kIdle;
     bool bound = false;
-    uint32_t local_ip = 0, remote_ip = 0;      // network order
+    CmAddr local_addr{}, remote_addr{};        // local zero: the wildcard
     uint16_t local_port = 0, remote_port = 0;  // network order
+    // A wildcard listener: the family it was bound in and whether it takes only that
+    // family's requests (the kernel's afonly; cm::listener_takes).
+    uint8_t family = 0;
+    bool afonly = false;
     int backlog = 0;
     uint32_t pending = 0;   // listener: requests not yet established or failed
     uint32_t listener = 0;  // connection request: the listening id
@@ -77,10 +83,10 @@ public:
     void release_port(CmId& id);
     void leave_pending(CmId& id);
 
-    std::map<uint32_t, std::unique_ptr<CmId>> ids;             // handle -> id
-    std::map<uint32_t, uint32_t> comm;                         // local comm ID -> handle
-    std::map<std::pair<uint32_t, uint32_t>, uint32_t> remote;  // (peer IP, peer comm ID/request ID)
-    std::map<std::pair<uint32_t, uint16_t>, uint32_t> ports;   // (ps, port host order) -> handle
+    std::map<uint32_t, std::unique_ptr<CmId>> ids;            // handle -> id
+    std::map<uint32_t, uint32_t> comm;                        // local comm ID -> handle
+    std::map<std::pair<CmAddr, uint32_t>, uint32_t> remote;   // (peer, peer comm ID/request ID)
+    std::map<std::pair<uint32_t, uint16_t>, uint32_t> ports;  // (ps, port host order) -> handle
     uint32_t next_handle = 1;
     uint32_t next_comm = 0;
 };

@@ -55,18 +55,34 @@ void decode_short(const uint8_t* mad, Short* m, size_t pd_off, size_t pd_len) {
 
 void put_ip_hdr(const IpHdr& h, uint8_t* pd) {
     std::memset(pd, 0, kIpHdrLen);
-    pd[0] = 0;       // cma_version
-    pd[1] = 4 << 4;  // IP version in the high nibble
+    bool v4 = cm_addr_v4(h.src);
+    pd[0] = 0;                           // cma_version
+    pd[1] = uint8_t((v4 ? 4 : 6) << 4);  // IP version in the high nibble
     std::memcpy(pd + 2, &h.src_port, 2);
-    std::memcpy(pd + 4 + 12, &h.src_ip, 4);
-    std::memcpy(pd + 20 + 12, &h.dst_ip, 4);
+    if (v4) {
+        std::memcpy(pd + 4 + 12, h.src.data() + 12, 4);
+        std::memcpy(pd + 20 + 12, h.dst.data() + 12, 4);
+    } else {
+        std::memcpy(pd + 4, h.src.data(), 16);
+        std::memcpy(pd + 20, h.dst.data(), 16);
+    }
 }
 
 bool get_ip_hdr(const uint8_t* pd, IpHdr* h) {
-    if (pd[0] != 0 || (pd[1] >> 4) != 4) return false;
+    uint8_t version = pd[1] >> 4;
+    if (pd[0] != 0 || (version != 4 && version != 6)) return false;
+    h->version = version;
     std::memcpy(&h->src_port, pd + 2, 2);
-    std::memcpy(&h->src_ip, pd + 4 + 12, 4);
-    std::memcpy(&h->dst_ip, pd + 20 + 12, 4);
+    if (version == 4) {
+        static constexpr uint8_t kMapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+        std::memcpy(h->src.data(), kMapped, 12);
+        std::memcpy(h->dst.data(), kMapped, 12);
+        std::memcpy(h->src.data() + 12, pd + 4 + 12, 4);
+        std::memcpy(h->dst.data() + 12, pd + 20 + 12, 4);
+    } else {
+        std::memcpy(h->src.data(), pd + 4, 16);
+        std::memcpy(h->dst.data(), pd + 20, 16);
+    }
     return true;
 }
 

@@ -10,6 +10,8 @@
 #include <cstdint>
 #include <cstring>
 
+#include "emu/cm/cm_addr.h"
+
 namespace uroce::emu::cm {
 
 constexpr size_t kMadLen = 256;
@@ -51,14 +53,18 @@ enum MsgKind : uint8_t { kMsgReq = 0, kMsgRep = 1, kMsgOther = 2 };
 // SIDR_REP status.
 enum SidrStatus : uint8_t { kSidrOk = 0, kSidrNoService = 1, kSidrReject = 2 };
 
-// The RDMA CM IP header at the start of REQ / SIDR_REQ private data (36 bytes).
+// The RDMA CM IP header at the start of REQ / SIDR_REQ private data (36 bytes; the kernel's
+// struct cma_hdr): CMA version 0, the IP version in the high nibble of byte 1, the source
+// port, then the source and destination addresses in 16 bytes each (an IPv4 one in the
+// last 4, the rest zero).
 struct IpHdr {
-    uint16_t src_port = 0;            // network order
-    uint32_t src_ip = 0, dst_ip = 0;  // network order
+    uint16_t src_port = 0;  // network order
+    uint8_t version = 4;    // 4 or 6, from the addresses (put_ip_hdr)
+    CmAddr src{}, dst{};    // IPv4 ones IPv4-mapped
 };
 constexpr size_t kIpHdrLen = 36;
-void put_ip_hdr(const IpHdr& h, uint8_t* pd);
-bool get_ip_hdr(const uint8_t* pd, IpHdr* h);  // false: not an IPv4 RDMA CM header
+void put_ip_hdr(const IpHdr& h, uint8_t* pd);  // the version: IPv4 if src is IPv4-mapped
+bool get_ip_hdr(const uint8_t* pd, IpHdr* h);  // false: not an RDMA CM header of IPv4 or IPv6
 
 struct Req {
     uint32_t local_comm_id = 0;

@@ -32,7 +32,18 @@ const char* attr_name(uint16_t attr) {
 
 // ---- packets ---------------------------------------------------------------------------------
 
-void CmAgent::send_mad(uint32_t ip_be, const uint8_t* mad, uint8_t tos) {
+CmAddr CmAgent::own_addr() const {
+    CmAddr a;
+    dev_.cfg_.endpoint().gid(a.data());
+    return a;
+}
+
+uint32_t CmAgent::scope() const {
+    const net::Endpoint self = dev_.cfg_.endpoint();
+    return self.is_v6() ? self.v6.sin6_scope_id : 0;
+}
+
+void CmAgent::send_mad(const CmAddr& to_addr, const uint8_t* mad, uint8_t tos) {
     uint32_t slot;
     uint8_t* buf = dev_.wire_.tx_begin(&slot);
     if (!buf) return;  // every transmit buffer is in flight: the retransmit timer covers it
@@ -46,12 +57,11 @@ void CmAgent::send_mad(uint32_t ip_be, const uint8_t* mad, uint8_t tos) {
     p.deth.src_qpn = cm::kGsiQpn;
     size_t h = net::encode_headers(p, buf);
     std::memcpy(buf + h, mad, cm::kMadLen);
-    sockaddr_in to{};
-    to.sin_family = AF_INET;
-    to.sin_addr.s_addr = ip_be;
-    to.sin_port = htons(dev_.cfg_.port);
+    // A link-local peer is on the device's interface (its address's scope).
+    net::Endpoint to = net::Endpoint::from_gid(to_addr.data(), dev_.cfg_.port, scope());
+    if (to.is_v6() && !IN6_IS_ADDR_LINKLOCAL(&to.v6.sin6_addr)) to.v6.sin6_scope_id = 0;
     ++mads_tx_;
-    trace_mad("tx", "to", ip_be, mad);
+    trace_mad("tx", "to", to_addr, mad);
     // TOS: the connection's (the id's, or the REQ's on the passive side), as the kernel's CM
     // sends with the path's traffic class; TTL: the path's hop limit, 64.
     dev_.wire_.transmit(slot, h + cm::kMadLen, to, nullptr, net::IpMarks{tos, net::kDefaultTtl});
@@ -59,11 +69,11 @@ void CmAgent::send_mad(uint32_t ip_be, const uint8_t* mad, uint8_t tos) {
 
 // "cm tx REQ to 127.0.0.3 comm 0x... 0x..." (the first two words after the MAD header are
 // the local and remote communication IDs, or a SIDR request ID); a REJ adds its reason.
-void CmAgent::trace_mad(const char* dir, const char* prep, uint32_t peer_be, const uint8_t* mad) {
+void CmAgent::trace_mad(const char* dir, const char* prep, const CmAddr& peer, const uint8_t* mad) {
     cm::MadHdr h;
     if (!cm::parse_hdr(mad, &h)) return;
-    char ip[INET_ADDRSTRLEN];
-    inet_ntop(AF_INET, &peer_be, ip, sizeof ip);
+    const std::string s = cm_addr_str(peer, scope());
+    const char* ip = s.c_str();
     uint32_t w[2];
     std::memcpy(w, mad + 24, sizeof w);
     if (h.attr_id == cm::kAttrRej) {
@@ -77,7 +87,7 @@ void CmAgent::trace_mad(const char* dir, const char* prep, uint32_t peer_be, con
                     ntohl(w[0]), ntohl(w[1]));
 }
 
-void CmAgent::send_rej(uint32_t ip, uint32_t local_comm, uint32_t remote_comm, uint8_t msg,
+void CmAgent::send_rej(const CmAddr& to, uint32_t local_comm, uint32_t remote_comm, uint8_t msg,
                        uint16_t reason, uint64_t tid, const uint8_t* pd, size_t pd_len,
                        bool ari_guid, uint8_t tos) {
     cm::Rej m;
@@ -93,10 +103,10 @@ void CmAgent::send_rej(uint32_t ip, uint32_t local_comm, uint32_t remote_comm, u
     if (pd && pd_len) std::memcpy(m.private_data, pd, std::min(pd_len, sizeof m.private_data));
     uint8_t mad[cm::kMadLen];
     cm::encode(m, tid, mad);
-    send_mad(ip, mad, tos);
+    send_mad(to, mad, tos);
 }
 
-void CmAgent::on_mad(const sockaddr_in& from, const net::Packet& p) {
+void CmAgent::on_mad(const net::Endpoint& from, const net::Packet& p) {
     ++mads_rx_;
     if (p.bth.opcode != net::kUdSendOnly) {
         ++mads_bad_;
@@ -113,16 +123,18 @@ void CmAgent::on_mad(const sockaddr_in& from, const net::Packet& p) {
     }
     const uint8_t* mad = p.payload;
     rx_tos_ = p.ip.tos;
-    trace_mad("rx", "from", from.sin_addr.s_addr, mad);
+    CmAddr peer;
+    from.gid(peer.data());
+    trace_mad("rx", "from", peer, mad);
     switch (h.attr_id) {
-    case cm::kAttrReq: return on_req(from, mad, h.tid);
+    case cm::kAttrReq: return on_req(peer, mad, h.tid);
     case cm::kAttrRep: return on_rep(mad, h.tid);
     case cm::kAttrRtu: return on_rtu(mad);
     case cm::kAttrRej: return on_rej(mad);
     case cm::kAttrMra: return on_mra(mad);
-    case cm::kAttrDreq: return on_dreq(from, mad, h.tid);
+    case cm::kAttrDreq: return on_dreq(peer, mad, h.tid);
     case cm::kAttrDrep: return on_drep(mad);
-    case cm::kAttrSidrReq: return on_sidr_req(from, mad, h.tid);
+    case cm::kAttrSidrReq: return on_sidr_req(peer, mad, h.tid);
     case cm::kAttrSidrRep: return on_sidr_rep(mad);
     default: ++mads_bad_; return;  // LAP/APR/ClassPortInfo: not supported, ignored
     }
@@ -131,14 +143,14 @@ void CmAgent::on_mad(const sockaddr_in& from, const net::Packet& p) {
 // Keeps a request for a port with no listener (as an id in state kParked, so duplicates of
 // it are recognised and its timer runs with the others) until a listener comes or kParkNs
 // pass. False when too many are waiting already.
-bool CmAgent::park(uint32_t peer, const uint8_t* mad, uint64_t tid, uint32_t ps, uint16_t port,
+bool CmAgent::park(const CmAddr& peer, const uint8_t* mad, uint64_t tid, uint32_t ps, uint16_t port,
                    uint32_t remote_id) {
     if (parked_ >= kMaxParked) return false;
     auto p = table_.make();
     p->st = St::kParked;
     p->ps = ps;
     p->local_port = htons(port);
-    p->remote_ip = peer;
+    p->remote_addr = peer;
     p->remote_comm_id = remote_id;
     p->tid = tid;
     p->tos = rx_tos_;
@@ -155,9 +167,7 @@ bool CmAgent::park(uint32_t peer, const uint8_t* mad, uint64_t tid, uint32_t ps,
 void CmAgent::unpark(Id& id) {
     uint8_t mad[cm::kMadLen];
     std::memcpy(mad, id.mad, sizeof mad);
-    sockaddr_in from{};
-    from.sin_family = AF_INET;
-    from.sin_addr.s_addr = id.remote_ip;
+    const CmAddr from = id.remote_addr;
     uint64_t tid = id.tid;
     rx_tos_ = id.tos;  // answers go with the TOS the request came with
     --parked_;

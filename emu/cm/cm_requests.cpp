@@ -21,11 +21,10 @@ bool known_ps(uint32_t ps) {
     return ps == RDMA_PS_TCP || ps == RDMA_PS_UDP || ps == RDMA_PS_IB || ps == RDMA_PS_IPOIB;
 }
 
-void v4_gid(uint32_t ip_be, uint8_t* gid) {
-    std::memset(gid, 0, 16);
-    gid[10] = 0xff;
-    gid[11] = 0xff;
-    std::memcpy(gid + 12, &ip_be, 4);
+CmAddr addr_of(const uint8_t* a16) {
+    CmAddr a;
+    std::memcpy(a.data(), a16, 16);
+    return a;
 }
 
 }  // namespace
@@ -104,7 +103,7 @@ void CmAgent::request(Session& s, const abi::CmReq& r, abi::CmResp& out, int in_
             rtu.local_comm_id = id->local_comm_id;
             rtu.remote_comm_id = id->remote_comm_id;
             cm::encode_rtu(rtu, id->tid, id->mad);
-            send_mad(id->remote_ip, id->mad, id->tos);
+            send_mad(id->remote_addr, id->mad, id->tos);
             id->st = St::kEstablished;  // the RTU is kept in id->mad for a repeated REP
         }
         break;
@@ -165,20 +164,21 @@ void CmAgent::trace_request(const Session& s, const abi::CmReq& r, const abi::Cm
         what = "request";
     }
     const uint32_t handle = r.cm_op == CmOp::kBind ? out.handle : r.handle;
-    char ip[INET_ADDRSTRLEN];
     if (out.err) {
         dev_.trace_.add("cm pid %d %s id %u failed: %s", int(s.pid), what, handle,
                         strerrorname_np(out.err) ? strerrorname_np(out.err) : "?");
     } else if (r.cm_op == CmOp::kBind || r.cm_op == CmOp::kListen) {
         auto it = table_.ids.find(handle);
         const Id* id = it == table_.ids.end() ? nullptr : it->second.get();
-        inet_ntop(AF_INET, id ? &id->local_ip : &r.local_ip, ip, sizeof ip);
-        dev_.trace_.add("cm pid %d %s id %u %s:%u ps 0x%x", int(s.pid), what, handle, ip,
-                        id ? ntohs(id->local_port) : 0u, id ? id->ps : r.ps);
+        const std::string a =
+            id ? cm_addr_port(id->local_addr, id->local_port, id->family == AF_INET6, scope())
+               : cm_addr_port(addr_of(r.local_addr), 0, r.family == AF_INET6);
+        dev_.trace_.add("cm pid %d %s id %u %s ps 0x%x", int(s.pid), what, handle, a.c_str(),
+                        id ? id->ps : r.ps);
     } else if (r.cm_op == CmOp::kConnect) {
-        inet_ntop(AF_INET, &r.remote_ip, ip, sizeof ip);
-        dev_.trace_.add("cm pid %d connect id %u to %s:%u qp 0x%x", int(s.pid), handle, ip,
-                        ntohs(r.remote_port), r.qpn);
+        const std::string a = cm_addr_port(addr_of(r.remote_addr), r.remote_port, false, scope());
+        dev_.trace_.add("cm pid %d connect id %u to %s qp 0x%x", int(s.pid), handle, a.c_str(),
+                        r.qpn);
     } else {
         dev_.trace_.add("cm pid %d %s id %u", int(s.pid), what, handle);
     }
@@ -187,7 +187,8 @@ void CmAgent::trace_request(const Session& s, const abi::CmReq& r, const abi::Cm
 int CmAgent::bind(Session& s, const abi::CmReq& r, abi::CmResp& out) {
     if (!known_ps(r.ps)) return EINVAL;
     if (!channels_.count({&s, r.channel})) return EINVAL;
-    if (r.local_ip && r.local_ip != dev_.cfg_.ipv4_be) return EADDRNOTAVAIL;
+    const CmAddr local = addr_of(r.local_addr);
+    if (!cm_addr_any(local) && local != own_addr()) return EADDRNOTAVAIL;
     uint16_t port = ntohs(r.local_port);
     if (port == 0) {
         // An ephemeral port, as the kernel picks them (ip_local_port_range's default).
@@ -210,7 +211,11 @@ int CmAgent::bind(Session& s, const abi::CmReq& r, abi::CmResp& out) {
     id->ps = r.ps;
     id->qp_type = r.qp_type;
     id->bound = true;
-    id->local_ip = r.local_ip;
+    id->local_addr = local;
+    // A wildcard's family (a bound address's is its own) and afonly (the library sends
+    // the kernel's: always for AF_INET).
+    id->family = cm_addr_any(local) ? r.family : cm_addr_v4(local) ? AF_INET : AF_INET6;
+    id->afonly = r.afonly;
     id->local_port = htons(port);
     table_.ports[{r.ps, port}] = id->handle;
     out.handle = id->handle;
@@ -220,12 +225,17 @@ int CmAgent::bind(Session& s, const abi::CmReq& r, abi::CmResp& out) {
 }
 
 int CmAgent::connect(Id& id, const abi::CmReq& r) {
-    if (id.st != St::kIdle || !id.bound || !r.remote_ip) return EINVAL;
+    const CmAddr remote = addr_of(r.remote_addr);
+    // The peer is of the device's IP version (the library resolved it so; the kernel
+    // refuses a path between versions).
+    if (id.st != St::kIdle || !id.bound || cm_addr_any(remote) ||
+        cm_addr_v4(remote) != cm_addr_v4(own_addr()))
+        return EINVAL;
     if (r.private_data_len >
         (r.qp_type == IBV_QPT_UD ? abi::kCmSidrReqUserPrivate : abi::kCmReqUserPrivate))
         return EINVAL;
     id.qp_type = r.qp_type;
-    id.remote_ip = r.remote_ip;
+    id.remote_addr = remote;
     id.remote_port = r.remote_port;
     id.local_qpn = r.qpn & 0xffffff;
     id.local_psn = r.psn & 0xffffff;
@@ -237,8 +247,11 @@ int CmAgent::connect(Id& id, const abi::CmReq& r) {
     id.srq = r.srq;
     id.tos = r.tos;
     id.mtu = r.mtu >= IBV_MTU_256 && r.mtu <= IBV_MTU_4096 ? r.mtu : uint8_t(IBV_MTU_1024);
-    uint32_t src_ip = id.local_ip ? id.local_ip : dev_.cfg_.ipv4_be;
-    cm::IpHdr hdr{id.local_port, src_ip, r.remote_ip};
+    // The CMA header names the id's addresses, IPv4 or IPv6 (the kernel's cma_format_hdr).
+    cm::IpHdr hdr;
+    hdr.src_port = id.local_port;
+    hdr.src = cm_addr_any(id.local_addr) ? own_addr() : id.local_addr;
+    hdr.dst = remote;
     id.tid = new_tid();
     uint64_t sid = cm::service_id(id.ps, ntohs(r.remote_port));
     if (id.qp_type == IBV_QPT_UD) {
@@ -278,8 +291,8 @@ int CmAgent::connect(Id& id, const abi::CmReq& r) {
             m.rnr_retry_count = id.rnr_retry;
             m.srq = id.srq;
         }
-        v4_gid(src_ip, m.local_gid);
-        v4_gid(r.remote_ip, m.remote_gid);
+        std::memcpy(m.local_gid, hdr.src.data(), 16);
+        std::memcpy(m.remote_gid, remote.data(), 16);
         m.packet_rate = 16;  // 100 Gb/s, what the port reports
         m.traffic_class = id.tos;
         m.hop_limit = 64;
@@ -306,7 +319,7 @@ int CmAgent::accept(Id& id, const abi::CmReq& r) {
         m.qkey = r.qkey;
         std::memcpy(m.private_data, r.private_data, r.private_data_len);
         cm::encode(m, id.tid, id.mad);
-        send_mad(id.remote_ip, id.mad, id.tos);
+        send_mad(id.remote_addr, id.mad, id.tos);
         id.st = St::kSidrDone;  // id.mad answers a repeated SIDR_REQ
         table_.leave_pending(id);
         return 0;
@@ -355,14 +368,14 @@ int CmAgent::reject(Id& id, const abi::CmReq& r) {
         m.service_id = cm::service_id(id.ps, ntohs(id.local_port));
         std::memcpy(m.private_data, r.private_data, r.private_data_len);
         cm::encode(m, id.tid, id.mad);
-        send_mad(id.remote_ip, id.mad, id.tos);
+        send_mad(id.remote_addr, id.mad, id.tos);
         id.st = St::kSidrDone;
         table_.leave_pending(id);
         return 0;
     }
     if (id.st != St::kReqRcvd) return EINVAL;
     if (r.private_data_len > abi::kCmRejPrivate) return EINVAL;
-    send_rej(id.remote_ip, id.local_comm_id, id.remote_comm_id, cm::kMsgReq, cm::kRejConsumer,
+    send_rej(id.remote_addr, id.local_comm_id, id.remote_comm_id, cm::kMsgReq, cm::kRejConsumer,
              id.tid, r.private_data, r.private_data_len, false, id.tos);
     id.st = St::kIdle;
     table_.leave_pending(id);
@@ -377,19 +390,19 @@ void CmAgent::destroy(Id& id) {
     switch (id.st) {
     case St::kReqSent:
     case St::kMraReqRcvd:
-        send_rej(id.remote_ip, id.local_comm_id, id.remote_comm_id, cm::kMsgReq, cm::kRejTimeout,
+        send_rej(id.remote_addr, id.local_comm_id, id.remote_comm_id, cm::kMsgReq, cm::kRejTimeout,
                  id.tid, nullptr, 0, true, id.tos);
         break;
     case St::kReqRcvd:
-        send_rej(id.remote_ip, id.local_comm_id, id.remote_comm_id, cm::kMsgReq, cm::kRejConsumer,
+        send_rej(id.remote_addr, id.local_comm_id, id.remote_comm_id, cm::kMsgReq, cm::kRejConsumer,
                  id.tid, nullptr, 0, false, id.tos);
         break;
     case St::kRepSent:
-        send_rej(id.remote_ip, id.local_comm_id, id.remote_comm_id, cm::kMsgRep, cm::kRejConsumer,
+        send_rej(id.remote_addr, id.local_comm_id, id.remote_comm_id, cm::kMsgRep, cm::kRejConsumer,
                  id.tid, nullptr, 0, false, id.tos);
         break;
     case St::kRepRcvd:
-        send_rej(id.remote_ip, id.local_comm_id, id.remote_comm_id, cm::kMsgRep, cm::kRejConsumer,
+        send_rej(id.remote_addr, id.local_comm_id, id.remote_comm_id, cm::kMsgRep, cm::kRejConsumer,
                  id.tid, nullptr, 0, false, id.tos);
         break;
     case St::kSidrReqRcvd: {
@@ -398,7 +411,7 @@ void CmAgent::destroy(Id& id) {
         m.status = cm::kSidrReject;
         m.service_id = cm::service_id(id.ps, ntohs(id.local_port));
         cm::encode(m, id.tid, id.mad);
-        send_mad(id.remote_ip, id.mad, id.tos);
+        send_mad(id.remote_addr, id.mad, id.tos);
         break;
     }
     case St::kEstablished:

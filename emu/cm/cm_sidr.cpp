@@ -10,11 +10,9 @@
 
 namespace uroce::emu {
 
-void CmAgent::on_sidr_req(const sockaddr_in& from, const uint8_t* mad, uint64_t tid,
-                          bool may_park) {
+void CmAgent::on_sidr_req(const CmAddr& peer, const uint8_t* mad, uint64_t tid, bool may_park) {
     cm::SidrReq m;
     cm::decode(mad, &m);
-    uint32_t peer = from.sin_addr.s_addr;
     auto dup = table_.remote.find({peer, m.request_id});
     if (dup != table_.remote.end()) {
         auto it = table_.ids.find(dup->second);
@@ -25,14 +23,8 @@ void CmAgent::on_sidr_req(const sockaddr_in& from, const uint8_t* mad, uint64_t 
     cm::IpHdr hdr;
     Id* listener = nullptr;
     bool ip_cm = cm::is_rdma_cm_service(m.service_id) && cm::get_ip_hdr(m.private_data, &hdr);
-    if (ip_cm) {
-        auto it = table_.ports.find({cm::service_ps(m.service_id), cm::service_port(m.service_id)});
-        if (it != table_.ports.end()) {
-            Id& l = *table_.ids[it->second];
-            if (l.st == St::kListen && l.owner && (!l.local_ip || l.local_ip == hdr.dst_ip))
-                listener = &l;
-        }
-    }
+    if (ip_cm)
+        listener = listener_for(cm::service_ps(m.service_id), cm::service_port(m.service_id), hdr);
     if (!listener && ip_cm && may_park &&
         park(peer, mad, tid, cm::service_ps(m.service_id), cm::service_port(m.service_id),
              m.request_id))

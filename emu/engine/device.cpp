@@ -343,10 +343,7 @@ void Device::dispatch(const net::Packet& p, const net::Endpoint& from, const net
                       size_t len) {
     // Only group sockets receive datagrams sent to another address than the device's own.
     if (to.multicast()) return mcast_.receive(p, from, to, len);  // mcast.cpp
-    if (p.bth.dqpn == 1) {  // the GSI QP: CM MADs (emu/cm/); IPv4 only so far (docs/cm.md)
-        if (from.is_v6()) return counters_.drop(net::DropReason::kBadQp);
-        return cm_.on_mad(from.v4, p);
-    }
+    if (p.bth.dqpn == 1) return cm_.on_mad(from, p);              // the GSI QP: CM MADs (emu/cm/)
     Qp* qp = qps_.get(p.bth.dqpn);
     if (!qp || qp->owner->dead) return counters_.drop(net::DropReason::kBadQp);
     const net::OpInfo* info = net::op_info(p.bth.opcode);

@@ -71,6 +71,12 @@ const uint32_t kSelf = inet_addr("127.0.0.1");
 const uint32_t kDests[] = {kSelf, inet_addr("127.0.0.254"), inet_addr("239.1.2.3"),
                            inet_addr("239.1.2.4"), inet_addr("127.0.0.2")};
 uint32_t dest(uint8_t sel) { return kDests[sel % std::size(kDests)]; }
+// An IPv4 address in the CM's 16-byte form (IPv4-mapped).
+void mapped(uint32_t ip, uint8_t* out) {
+    std::memset(out, 0, 16);
+    out[10] = out[11] = 0xff;
+    std::memcpy(out + 12, &ip, 4);
+}
 
 // The input, read front to back; past its end every field reads as zero.
 class Reader {
@@ -818,8 +824,10 @@ private:
         c.qp_type = r_.u8();
         c.backlog = int8_t(r_.u8());
         uint8_t l = r_.u8();
-        c.local_ip = l == 0 ? kSelf : l == 1 ? 0 : dest(l);
-        c.remote_ip = dest(r_.u8());
+        if (l != 1) mapped(l == 0 ? kSelf : dest(l), c.local_addr);  // 1: the wildcard
+        mapped(dest(r_.u8()), c.remote_addr);
+        c.family = l & 0x40 ? AF_INET6 : AF_INET;  // (from bits of l: the inputs read as before)
+        c.afonly = (l >> 7) & 1;
         c.local_port = htons(r_.u8() % 4 * 1000);
         c.remote_port = htons(r_.u8() % 4 * 1000);
         c.qpn = pick(qpns());

@@ -20,6 +20,21 @@
 #                order: IPv4 before IPv6), each RoCE v2 on eth0; host B has a device on its
 #                IPv4 address and one on its IPv6 address, and two ibv_rc_pingpong pairs run
 #                against host A's device at once, one over each version
+#   rping        rping -s -a fd77::1 / rping -c -a fd77::1 -C 100 -V through librdmacm: the CM
+#                MADs (REQ with the RDMA CM header of IP version 6, REP, RTU, DREQ, DREP) and
+#                the data over IPv6, captured and checked; uroce res names the listener's
+#                IPv6 address
+#   ucmatose     ucmatose -b fd77::1 / -s fd77::1 -t 32, 4 connections of 20 messages each,
+#                captured and checked, every packet with traffic class 0x20 (the client's TOS)
+#   rstream      rstream -b fd77::1 / -s fd77::1 -T v and riostream (riomap/riowrite): rsockets
+#                over IPv6 (rsocket(AF_INET6)), captured and checked
+#   wildcard     ucmatose -b ::0 on host A with a second device on 10.77.0.1: the IPv6
+#                wildcard listens on both (IPV6_V6ONLY off, as the kernel's), a client over
+#                IPv6 and one over IPv4 connect; with net.ipv6.bindv6only=1 the IPv4 one is
+#                rejected and the IPv6 one still connects
+#   linklocal    the devices on the hosts' eth0 link-local addresses (fe80::...%eth0, as the
+#                kernel gave them), rping -a fe80::...%eth0 through librdmacm, captured and
+#                checked
 . "$(dirname "$0")/lib.sh"
 TWOHOST_IPV6=1
 . "$(dirname "$0")/twohost_lib.sh"
@@ -66,6 +81,38 @@ need_capture_tools() {
     for ns in "$NS_A" "$NS_B"; do
         ip netns exec "$ns" ethtool -K eth0 tx off >/dev/null || fail "ethtool -K eth0 tx off"
     done
+}
+
+# The CM's part of the capture: the MADs of a connection and its end over IPv6 (SEQ: in that
+# order; "each": each kind at least once, for several connections), and the REQ naming the
+# client (CLIENT) and server (SERVER) by their IPv6 addresses, in its GIDs and in the RDMA CM
+# header (IP version 6) of its private data; data packets too.
+check_cm_capture() {
+    local client=$1 server=$2 want=${3:-REQ REP RTU data DREQ DREP } seq ts_ib m
+    ts_ib() { tshark -n -r "$PCAP" -d "udp.port==$UDP,infiniband" "$@" 2>/dev/null; }
+    seq=$(ts_ib -Y ipv6 -T fields -e infiniband.bth.opcode -e infiniband.mad.mgmtclass \
+        -e infiniband.mad.attributeid | cm_sequence)
+    echo "over IPv6: $seq"
+    if [ "$want" = each ]; then
+        for m in REQ REP RTU data DREQ DREP; do
+            echo " $seq" | grep -q " $m " || fail "no $m over IPv6"
+        done
+    else
+        [ "$seq" = "$want" ] || fail "unexpected CM sequence over IPv6: $seq"
+    fi
+    local req
+    req=$(ts_ib -Y 'infiniband.mad.attributeid == 0x0010' -T fields -e ipv6.src -e ipv6.dst \
+        -e infiniband.cm.req.prim_localgid -e infiniband.cm.req.prim_remotegid \
+        -e infiniband.cm.req.ip_cm.ipv -e infiniband.cm.req.ip_cm.sip6 -e infiniband.cm.req.ip_cm.dip6 | head -1)
+    echo "REQ (source, destination, its GIDs, IP CM version and addresses): $req"
+    [ "$req" = "$client	$server	$client	$server	0x06	$client	$server" ] ||
+        fail "the REQ does not name $client and $server over IPv6 (IP CM version 6)"
+}
+
+# PAIR_READY for a CM server on host A: a listener on $PORT, what uroce res says then kept.
+cm_listening_res() {
+    cm_listening "$1"
+    "${HOST_A[@]}" "$UROCE" res >"$UROCE_RUNTIME_DIR/res.out" 2>&1
 }
 
 twohost_setup
@@ -205,6 +252,146 @@ for e in ctx.query_gid_table(16):
     n=$("${HOST_A[@]}" "$UROCE" counters uroce0 | awk '$1 == "counters_icrc" { for (i = 2; i < NF; i++) if ($i == "ipv6") print $(i + 1) }')
     echo "host A checked ${n:-0} ICRCs over IPv6"
     [ "${n:-0}" -gt 0 ] || fail "host A's device received nothing over IPv6"
+    ;;
+rping)
+    need rping
+    need_capture_tools
+    tap_start "$PCAP"
+    PAIR_READY=cm_listening_res run_pair "${HOST_A[@]}" rping -s -a "$ADDR6_A" -p "$PORT" -v -- \
+        "${HOST_B[@]}" rping -c -a "$ADDR6_A" -p "$PORT" -C 100 -v -V
+    tap_stop
+    expect "$c" 'rdma-ping-99: ' "the last ping is missing"
+    expect "$s" 'rdma-ping-99: ' "the server did not see ping 99"
+    grep "^cm_id" "$UROCE_RUNTIME_DIR/res.out"
+    expect "$UROCE_RUNTIME_DIR/res.out" "^cm_id .* state listen .* local \\[$ADDR6_A\\]:$PORT " \
+        "uroce res does not show the listener on [$ADDR6_A]:$PORT"
+    # 100 pings: each a SEND, an RDMA READ, a SEND, an RDMA WRITE and a SEND, and their ACKs.
+    check_capture 500
+    check_cm_capture "$ADDR6_B" "$ADDR6_A"
+    "${HOST_B[@]}" "$UROCE" trace uroce0 | grep -q "cm tx REQ to $ADDR6_A " ||
+        fail "host B's trace has no REQ to $ADDR6_A"
+    ;;
+ucmatose)
+    need ucmatose
+    need_capture_tools
+    tap_start "$PCAP"
+    PAIR_READY=cm_listening_res run_pair "${HOST_A[@]}" ucmatose -b "$ADDR6_A" -p "$PORT" -c 4 -C 20 -- \
+        "${HOST_B[@]}" ucmatose -s "$ADDR6_A" -p "$PORT" -c 4 -C 20 -t 32
+    tap_stop
+    for f in "$s" "$c"; do
+        expect "$f" '^return status 0$' "ucmatose ($(basename "$f")) did not return 0"
+        expect "$f" '^data transfers complete$' "ucmatose ($(basename "$f")) moved no data"
+    done
+    expect "$UROCE_RUNTIME_DIR/res.out" "^cm_id .* state listen .* local \\[$ADDR6_A\\]:$PORT " \
+        "uroce res does not show the listener on [$ADDR6_A]:$PORT"
+    check_capture 160
+    check_cm_capture "$ADDR6_B" "$ADDR6_A" each
+    # The client's TOS (-t 32) is the connections' traffic class: every MAD and data packet
+    # of both sides carries it (the passive side's from the REQ), as over IPv4 (ip_marks.cm).
+    all=$(tshark -n -r "$PCAP" -Y "ipv6 && udp.dstport == $UDP" -T fields -e frame.number 2>/dev/null | wc -l)
+    marked=$(tshark -n -r "$PCAP" -Y "ipv6 && udp.dstport == $UDP && ipv6.tclass == 0x20" -T fields -e frame.number 2>/dev/null | wc -l)
+    echo "$marked of $all packets with traffic class 0x20"
+    [ "$all" -gt 0 ] && [ "$marked" = "$all" ] || fail "$((all - marked)) packets over IPv6 without traffic class 0x20"
+    ;;
+rstream)
+    need rstream
+    need riostream
+    need_capture_tools
+    tap_start "$PCAP" 64
+    PAIR_READY=cm_listening run_pair "${HOST_A[@]}" rstream -b "$ADDR6_A" -p "$PORT" -S 65536 -C 100 -T v -- \
+        "${HOST_B[@]}" rstream -s "$ADDR6_A" -p "$PORT" -S 65536 -C 100 -T v
+    expect "$c" '^custom ' "rstream printed no result"
+    PAIR_READY=cm_listening run_pair "${HOST_A[@]}" riostream -b "$ADDR6_A" -p "$PORT" -S 65536 -C 100 -T v -- \
+        "${HOST_B[@]}" riostream -s "$ADDR6_A" -p "$PORT" -S 65536 -C 100 -T v
+    expect "$c" '^custom ' "riostream printed no result"
+    tap_stop
+    # 2 x 100 x 2 transfers of 64 KiB at the 1024-byte MTU each way.
+    [ "$TAP_DROPPED" = 0 ] && check_capture 25600 || check_capture 6400
+    check_cm_capture "$ADDR6_B" "$ADDR6_A" each
+    ;;
+wildcard)
+    need ucmatose
+    "${HOST_A[@]}" "$UROCE" start --name uroce1 --addr "$ADDR_A" >/dev/null || fail "uroce start $ADDR_A on host A"
+    "${HOST_B[@]}" "$UROCE" start --name uroce1 --addr "$ADDR_B" >/dev/null || fail "uroce start $ADDR_B on host B"
+    # One server of two connections, two clients of one each, one per IP version.
+    on_host A timeout 60 ucmatose -b ::0 -p "$PORT" -c 2 -C 10 >"$s" 2>&1 &
+    spid=$!
+    cm_listening $spid
+    "${HOST_A[@]}" "$UROCE" res uroce1 >"$UROCE_RUNTIME_DIR/res.out" 2>&1
+    on_host B timeout 60 ucmatose -s "$ADDR_A" -p "$PORT" -c 1 -C 10 >"$c.4" 2>&1 &
+    pid4=$!
+    on_host B timeout 60 ucmatose -s "$ADDR6_A" -p "$PORT" -c 1 -C 10 >"$c.6" 2>&1
+    rc6=$?
+    wait $pid4
+    rc4=$?
+    wait $spid
+    rc=$?
+    for f in "$s" "$c.4" "$c.6"; do
+        echo "--- $(basename "$f")"
+        cat "$f"
+    done
+    [ $rc = 0 ] && [ $rc4 = 0 ] && [ $rc6 = 0 ] || fail "server exit $rc, IPv4 client $rc4, IPv6 client $rc6"
+    expect "$s" '^data transfers complete$' "the server moved no data"
+    expect "$UROCE_RUNTIME_DIR/res.out" "^cm_id .* state listen .* local \\[::\\]:$PORT " \
+        "the IPv4 device has no [::]:$PORT listener"
+    # IPV6_V6ONLY: net.ipv6.bindv6only=1 makes the wildcard IPv6 only. The IPv4 client is
+    # refused (no listener for it: REJ, "invalid service ID"), the IPv6 one connects.
+    ip netns exec "$NS_A" sysctl -qw net.ipv6.bindv6only=1 || fail "sysctl net.ipv6.bindv6only"
+    # Once the server listens: the IPv4 device's listeners, and an IPv4 client, refused.
+    v6only_ready() {
+        cm_listening "$1"
+        "${HOST_A[@]}" "$UROCE" res uroce1 >"$UROCE_RUNTIME_DIR/res.out" 2>&1
+        on_host B timeout 20 ucmatose -s "$ADDR_A" -p "$PORT" -c 1 -C 10 >"$UROCE_RUNTIME_DIR/client4.out" 2>&1
+    }
+    PAIR_READY=v6only_ready run_pair "${HOST_A[@]}" ucmatose -b ::0 -p "$PORT" -c 1 -C 10 -- \
+        "${HOST_B[@]}" ucmatose -s "$ADDR6_A" -p "$PORT" -c 1 -C 10
+    expect "$c" '^data transfers complete$' "the IPv6 client moved no data under bindv6only=1"
+    echo "--- IPv4 client under bindv6only=1"
+    cat "$UROCE_RUNTIME_DIR/client4.out"
+    grep "^cm_id .* state listen" "$UROCE_RUNTIME_DIR/res.out" && fail "the IPv4 device listens under bindv6only=1"
+    expect "$UROCE_RUNTIME_DIR/client4.out" "RDMA_CM_EVENT_REJECTED" "the IPv4 client was not rejected"
+    ;;
+linklocal)
+    need rping
+    need_capture_tools
+    # The link-local address the kernel gave each host's eth0, once duplicate address
+    # detection is done with it (a tentative address cannot be bound).
+    for h in A B; do
+        ns=$NS_A
+        [ $h = B ] && ns=$NS_B
+        ll=
+        for _ in $(seq 100); do
+            ll=$(ip -n "$ns" -6 -o addr show dev eth0 scope link -tentative | awk '{ sub("/.*", "", $4); print $4; exit }')
+            [ -n "$ll" ] && break
+            sleep 0.1
+        done
+        [ -n "$ll" ] || fail "host $h's eth0 has no link-local address"
+        if [ $h = A ]; then LL_A=$ll; else LL_B=$ll; fi
+    done
+    for h in A B; do
+        pre=("${HOST_A[@]}") ll=$LL_A
+        [ $h = B ] && pre=("${HOST_B[@]}") ll=$LL_B
+        "${pre[@]}" "$UROCE" stop uroce0 >/dev/null || fail "uroce stop on host $h"
+        "${pre[@]}" "$UROCE" start --name uroce0 --addr "$ll%eth0" >/dev/null ||
+            fail "uroce start --addr $ll%eth0 on host $h"
+    done
+    echo "host A: $LL_A%eth0, host B: $LL_B%eth0"
+    ADDR6_A=$LL_A ADDR6_B=$LL_B  # what check_capture expects on the link
+    tap_start "$PCAP"
+    PAIR_READY=cm_listening_res run_pair "${HOST_A[@]}" rping -s -a "$LL_A%eth0" -p "$PORT" -v -- \
+        "${HOST_B[@]}" rping -c -a "$LL_A%eth0" -p "$PORT" -C 100 -v -V
+    tap_stop
+    expect "$c" 'rdma-ping-99: ' "the last ping is missing"
+    grep "^cm_id" "$UROCE_RUNTIME_DIR/res.out"
+    expect "$UROCE_RUNTIME_DIR/res.out" "^cm_id .* state listen .* local \\[$LL_A%eth0\\]:$PORT " \
+        "uroce res does not show the listener on [$LL_A%eth0]:$PORT"
+    check_capture 500
+    check_cm_capture "$LL_B" "$LL_A"
+    # Without its scope a link-local address names no interface: rping cannot bind it
+    # (EINVAL, as the kernel's cma_check_linklocal).
+    out=$(on_host A timeout 10 rping -s -a "$LL_A" -p "$PORT" -v 2>&1) && fail "rping -s bound $LL_A without a scope"
+    echo "rping -s -a $LL_A: $out"
+    echo "$out" | grep -q "rdma_bind_addr: Invalid argument" || fail "rping -s -a $LL_A did not fail with EINVAL"
     ;;
 *) fail "unknown mode $mode" ;;
 esac

@@ -175,6 +175,26 @@ cm_listening_on() {
 # check_perftest_results PROGRAM CLIENT_LOG: the client printed its results table (the line
 # under the "#bytes" header, all numbers) with a positive BW average (MB/s, 4th column)
 # for the _bw programs or t_min (usec, 3rd) for the _lat ones. The row is left in $row.
+# cm_sequence: reads tshark's "-e infiniband.bth.opcode -e infiniband.mad.mgmtclass -e
+# infiniband.mad.attributeid" lines and prints what happened, one word per run of packets: CM
+# messages by name (REQ REP RTU DREQ DREP REJ MRA), "data" for RC packets, ?OPCODE otherwise.
+cm_sequence() {
+    awk -F'\t' '
+        BEGIN {
+            name["0x0010"] = "REQ"; name["0x0013"] = "REP"; name["0x0014"] = "RTU"
+            name["0x0015"] = "DREQ"; name["0x0016"] = "DREP"; name["0x0012"] = "REJ"
+            name["0x0011"] = "MRA"
+        }
+        $1 == 100 && $2 == "0x07" {
+            n = ($3 in name) ? name[$3] : ("MAD" $3)
+            if (n != last) printf "%s ", n
+            last = n
+            next
+        }
+        $1 < 32 { if (last != "data") printf "data "; last = "data"; next }
+        { printf "?%s ", $1; last = "" }'
+}
+
 check_perftest_results() {
     local prog=$1 clog=$2 col=3
     row=$(awk '/^ *#bytes +#iterations/ { hdr = 1; next }

@@ -22,7 +22,12 @@
 //   - librpma 1.3's native atomic write: device_cap_flags_ex has IB_UVERBS_DEVICE_ATOMIC_WRITE
 //     (bit 40), rdma_create_qp_ex with IBV_QP_EX_WITH_ATOMIC_WRITE gives a QP whose
 //     ibv_qp_to_qp_ex has wr_atomic_write, and ibv_wr_atomic_write over the connection lands.
-// usage: rdmacm_api ADDR
+//   - with a second device on ::1 (ADDR6): IPv6 ids; the path's and the AV's GIDs are the
+//     IPv6 addresses; an IPv6 wildcard listener takes an IPv4 request (its id then has IPv4
+//     addresses, as the kernel's cma_save_ip_info) unless RDMA_OPTION_ID_AFONLY, which is
+//     EINVAL once listening; a link-local address without a scope is EINVAL; a source of the
+//     other IP version than the destination is EINVAL.
+// usage: rdmacm_api ADDR [ADDR6]
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netdb.h>
@@ -462,6 +467,20 @@ void test_channel_fd() {
 // The kernel makes every loopback address a wildcard (cma_any_addr): libfabric binds
 // "localhost" when given no address. A loopback address that no device has binds with no
 // device and listens on every device; rdma_getaddrinfo fails as rdma-core's does.
+// The connection request client c's REQ made on sch is rejected (c gets REJECTED on cch);
+// then the request's id, c's QP and c go.
+void reject_request(rdma_event_channel* sch, rdma_event_channel* cch, rdma_cm_id* c) {
+    rdma_cm_event* ev = expect(sch, RDMA_CM_EVENT_CONNECT_REQUEST);
+    rdma_cm_id* child = ev->id;
+    CHECK(child->verbs != nullptr);
+    rdma_ack_cm_event(ev);
+    CHECK(rdma_reject(child, nullptr, 0) == 0);
+    rdma_ack_cm_event(expect(cch, RDMA_CM_EVENT_REJECTED));
+    CHECK(rdma_destroy_id(child) == 0);
+    rdma_destroy_qp(c);
+    CHECK(rdma_destroy_id(c) == 0);
+}
+
 void test_loopback_wildcard() {
     std::printf("loopback bind as a wildcard; rdma_getaddrinfo failure\n");
     rdma_event_channel* sch = rdma_create_event_channel();
@@ -484,15 +503,7 @@ void test_loopback_wildcard() {
     rdma_cm_id* c = resolved_client(cch, port);
     make_qp(c);
     CHECK(rdma_connect(c, nullptr) == 0);
-    rdma_cm_event* ev = expect(sch, RDMA_CM_EVENT_CONNECT_REQUEST);
-    rdma_cm_id* child = ev->id;
-    CHECK(child->verbs != nullptr);
-    rdma_ack_cm_event(ev);
-    CHECK(rdma_reject(child, nullptr, 0) == 0);
-    rdma_ack_cm_event(expect(cch, RDMA_CM_EVENT_REJECTED));
-    CHECK(rdma_destroy_id(child) == 0);
-    rdma_destroy_qp(c);
-    CHECK(rdma_destroy_id(c) == 0);
+    reject_request(sch, cch, c);
     CHECK(rdma_destroy_id(l) == 0);
     rdma_destroy_event_channel(cch);
     rdma_destroy_event_channel(sch);
@@ -615,10 +626,124 @@ void test_native_atomic_write() {
 
 }  // namespace
 
+// A client from the device on `dst` (IPv4 or IPv6) to `port` of it: REQ sent.
+rdma_cm_id* connecting_client(rdma_event_channel* ch, const sockaddr* dst, uint16_t port) {
+    rdma_cm_id* id;
+    CHECK(rdma_create_id(ch, &id, nullptr, RDMA_PS_TCP) == 0);
+    sockaddr_storage d{};
+    std::memcpy(&d, dst, dst->sa_family == AF_INET6 ? sizeof(sockaddr_in6) : sizeof(sockaddr_in));
+    if (d.ss_family == AF_INET6)
+        reinterpret_cast<sockaddr_in6*>(&d)->sin6_port = htons(port);
+    else
+        reinterpret_cast<sockaddr_in*>(&d)->sin_port = htons(port);
+    CHECK(rdma_resolve_addr(id, nullptr, reinterpret_cast<sockaddr*>(&d), 2000) == 0);
+    rdma_ack_cm_event(expect(ch, RDMA_CM_EVENT_ADDR_RESOLVED));
+    CHECK(rdma_resolve_route(id, 2000) == 0);
+    rdma_ack_cm_event(expect(ch, RDMA_CM_EVENT_ROUTE_RESOLVED));
+    make_qp(id);
+    CHECK(rdma_connect(id, nullptr) == 0);
+    return id;
+}
+
+// An IPv6 wildcard listener on a free port; afonly -1: the default.
+rdma_cm_id* v6_wildcard_listener(rdma_event_channel* ch, int afonly, uint16_t* port) {
+    rdma_cm_id* l;
+    CHECK(rdma_create_id(ch, &l, nullptr, RDMA_PS_TCP) == 0);
+    sockaddr_in6 any{};
+    any.sin6_family = AF_INET6;
+    CHECK(rdma_bind_addr(l, reinterpret_cast<sockaddr*>(&any)) == 0);
+    if (afonly >= 0)
+        CHECK(rdma_set_option(l, RDMA_OPTION_ID, RDMA_OPTION_ID_AFONLY, &afonly, sizeof afonly) ==
+              0);
+    CHECK(rdma_listen(l, 4) == 0);
+    *port = ntohs(rdma_get_src_port(l));
+    return l;
+}
+
+void test_ipv6(const char* addr6) {
+    std::printf("IPv6: GIDs, wildcard listeners and afonly, link-local, one IP version\n");
+    sockaddr_in6 a6{};
+    a6.sin6_family = AF_INET6;
+    CHECK(inet_pton(AF_INET6, addr6, &a6.sin6_addr) == 1);
+    rdma_event_channel* sch = rdma_create_event_channel();
+    rdma_event_channel* cch = rdma_create_event_channel();
+    CHECK(sch && cch);
+
+    // IPv6 wildcard, IPV6_V6ONLY off: an IPv6 and an IPv4 request, each with its addresses.
+    uint16_t port;
+    rdma_cm_id* l = v6_wildcard_listener(sch, 0, &port);
+    rdma_cm_id* c6 = connecting_client(cch, reinterpret_cast<sockaddr*>(&a6), port);
+    CHECK(c6->route.path_rec && std::memcmp(c6->route.path_rec->dgid.raw, &a6.sin6_addr, 16) == 0 &&
+          std::memcmp(c6->route.path_rec->sgid.raw, &a6.sin6_addr, 16) == 0);
+    rdma_cm_event* ev = expect(sch, RDMA_CM_EVENT_CONNECT_REQUEST);
+    rdma_cm_id* child = ev->id;
+    CHECK(rdma_get_local_addr(child)->sa_family == AF_INET6);
+    CHECK(rdma_get_peer_addr(child)->sa_family == AF_INET6);
+    CHECK(std::memcmp(&reinterpret_cast<sockaddr_in6*>(rdma_get_peer_addr(child))->sin6_addr,
+                      &a6.sin6_addr, 16) == 0);
+    rdma_ack_cm_event(ev);
+    make_qp(child);
+    CHECK(rdma_accept(child, nullptr) == 0);
+    rdma_ack_cm_event(expect(cch, RDMA_CM_EVENT_ESTABLISHED));
+    ibv_qp_attr qa{};
+    int mask = 0;
+    qa.qp_state = IBV_QPS_RTR;
+    CHECK(rdma_init_qp_attr(c6, &qa, &mask) == 0);
+    CHECK(std::memcmp(qa.ah_attr.grh.dgid.raw, &a6.sin6_addr, 16) == 0);  // the AV's DGID
+    rdma_ack_cm_event(expect(sch, RDMA_CM_EVENT_ESTABLISHED));
+    rdma_cm_id* c4 = connecting_client(cch, reinterpret_cast<sockaddr*>(&g_addr), port);
+    ev = expect(sch, RDMA_CM_EVENT_CONNECT_REQUEST);
+    rdma_cm_id* child4 = ev->id;
+    CHECK(rdma_get_local_addr(child4)->sa_family == AF_INET);
+    CHECK(rdma_get_peer_addr(child4)->sa_family == AF_INET);
+    rdma_ack_cm_event(ev);
+    CHECK(rdma_reject(child4, nullptr, 0) == 0);
+    rdma_ack_cm_event(expect(cch, RDMA_CM_EVENT_REJECTED));
+    int one = 1;
+    errno = 0;
+    CHECK(rdma_set_option(l, RDMA_OPTION_ID, RDMA_OPTION_ID_AFONLY, &one, sizeof one) == -1 &&
+          errno == EINVAL);  // too late once listening (the kernel's rdma_set_afonly)
+    for (rdma_cm_id* id : {child4, c4}) {
+        if (id->qp) rdma_destroy_qp(id);
+        CHECK(rdma_destroy_id(id) == 0);
+    }
+    CHECK(rdma_destroy_id(l) == 0);  // (c6 and its peer stay connected until the end)
+
+    // afonly: the IPv4 device has no listener, its request is refused (reason 8 after the
+    // wait for a listener); the IPv6 one is taken.
+    l = v6_wildcard_listener(sch, 1, &port);
+    c4 = connecting_client(cch, reinterpret_cast<sockaddr*>(&g_addr), port);
+    ev = expect(cch, RDMA_CM_EVENT_REJECTED);
+    CHECK(ev->status == 8);
+    rdma_ack_cm_event(ev);
+    rdma_destroy_qp(c4);
+    CHECK(rdma_destroy_id(c4) == 0);
+    reject_request(sch, cch, connecting_client(cch, reinterpret_cast<sockaddr*>(&a6), port));
+    CHECK(rdma_destroy_id(l) == 0);
+
+    // A link-local address names its interface; without a scope it is EINVAL.
+    rdma_cm_id* id;
+    CHECK(rdma_create_id(sch, &id, nullptr, RDMA_PS_TCP) == 0);
+    sockaddr_in6 ll{};
+    ll.sin6_family = AF_INET6;
+    CHECK(inet_pton(AF_INET6, "fe80::1", &ll.sin6_addr) == 1);
+    errno = 0;
+    CHECK(rdma_bind_addr(id, reinterpret_cast<sockaddr*>(&ll)) == -1 && errno == EINVAL);
+    // Bound to the IPv6 device, an IPv4 destination is EINVAL.
+    CHECK(rdma_bind_addr(id, reinterpret_cast<sockaddr*>(&a6)) == 0);
+    CHECK(rdma_get_local_addr(id)->sa_family == AF_INET6);
+    errno = 0;
+    CHECK(rdma_resolve_addr(id, nullptr, reinterpret_cast<sockaddr*>(&g_addr), 2000) == -1 &&
+          errno == EINVAL);
+    CHECK(rdma_destroy_id(id) == 0);
+    rdma_destroy_event_channel(cch);
+    rdma_destroy_event_channel(sch);
+}
+
 int main(int argc, char** argv) {
     setvbuf(stdout, nullptr, _IONBF, 0);
-    if (argc != 2) {
-        std::fprintf(stderr, "usage: rdmacm_api ADDR\n");
+    if (argc != 2 && argc != 3) {
+        std::fprintf(stderr, "usage: rdmacm_api ADDR [ADDR6]\n");
         return 2;
     }
     g_addr.sin_family = AF_INET;
@@ -630,6 +755,7 @@ int main(int argc, char** argv) {
     test_reject_and_slow_accept();
     test_late_listener();
     test_native_atomic_write();
+    if (argc == 3) test_ipv6(argv[2]);
     std::printf("PASS\n");
     return 0;
 }

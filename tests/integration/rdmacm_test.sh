@@ -9,6 +9,9 @@
 #                  thread is blocked in rdma_get_cm_event, or about to call it again: nothing
 #                  may wake or fail; docs/cm.md), and the device holds no object afterwards
 #   rping_two      rping between two devices: server on 127.0.0.2, client on 127.0.0.3
+#   ipv6_loopback  rping -a ::1 over a device on ::1 (RoCEv2 over IPv6 without root),
+#                  captured: the CM MADs and the data over IPv6, the REQ's IP CM header of
+#                  IP version 6
 #   rdma_server    rdma_server / rdma_client (synchronous ids, rdma_create_ep, get_request)
 #   ucmatose       ucmatose -c 10 server and client (10 connections on one event channel)
 #   udaddy         udaddy (UD QPs, SIDR_REQ/SIDR_REP)
@@ -29,7 +32,8 @@
 #   events BINARY  tests/integration/rdmacm_events_tests.cpp (GoogleTest): an id's unread
 #                  events follow rdma_migrate_id and go with rdma_destroy_id, one device
 #   api BINARY     tests/integration/rdmacm_api.cpp: private data sizes, reject, a slow
-#                  server (MRA), rdma_init_qp_attr, destroy waiting for acks, ports
+#                  server (MRA), rdma_init_qp_attr, destroy waiting for acks, ports; IPv6
+#                  ids on a second device on ::1 (wildcards and afonly, link-local, GIDs)
 . "$(dirname "$0")/lib.sh"
 mode=${1:?usage: rdmacm_test.sh MODE}
 [ -e "$LIBDIR/librdmacm.so.1" ] || fail "$LIBDIR/librdmacm.so.1 is not built"
@@ -168,6 +172,27 @@ unreachable)
     [ "$ms" -ge 2000 ] || fail "UNREACHABLE after $ms ms: the REQ was not retried"
     [ "$ms" -le 10000 ] || fail "UNREACHABLE only after $ms ms (documented: 2.5 s)"
     ;;
+ipv6_loopback)
+    need rping
+    need tshark
+    pcap=$UROCE_RUNTIME_DIR/cm6.pcap
+    start_device uroce0 ::1 --pcap "$pcap"
+    cm_pair "$PORT" rping -s -a ::1 -p "$PORT" -v -V -- rping -c -a ::1 -p "$PORT" -C 100 -v -V
+    expect "$UROCE_RUNTIME_DIR/client.out" 'rdma-ping-99: ' "the last ping is missing"
+    "$UROCE" capture stop uroce0 >/dev/null || fail "uroce capture stop"
+    ts() { tshark -n -r "$pcap" -d "udp.port==$UDP,infiniband" "$@" 2>/dev/null; }
+    total=$(ts -T fields -e frame.number | wc -l)
+    v6=$(ts -Y "ipv6 && infiniband" -T fields -e frame.number | wc -l)
+    echo "$v6 of $total captured packets are RoCEv2 over IPv6"
+    [ "$total" -gt 0 ] && [ "$v6" = "$total" ] || fail "$v6 of $total packets over IPv6"
+    seq=$(ts -T fields -e infiniband.bth.opcode -e infiniband.mad.mgmtclass -e infiniband.mad.attributeid | cm_sequence)
+    echo "sequence: $seq"
+    # (one device: every packet is recorded twice, sent and received)
+    [ "$seq" = "REQ REP RTU data DREQ DREP " ] || fail "unexpected CM sequence: $seq"
+    hdr=$(ts -Y 'infiniband.mad.attributeid == 0x0010' -T fields -e infiniband.cm.req.ip_cm.ipv \
+        -e infiniband.cm.req.ip_cm.sip6 -e infiniband.cm.req.ip_cm.dip6 | head -1)
+    [ "$hdr" = "0x06	::1	::1" ] || fail "the REQ's IP CM header is $hdr, not IP version 6 from ::1 to ::1"
+    ;;
 capture)
     need rping
     need tshark
@@ -186,22 +211,8 @@ capture)
     [ "$bad" = 0 ] || { ts -Y '_ws.malformed || _ws.expert.severity >= error' -V | head -60; fail "$bad malformed frames"; }
     ib=$(ts -Y 'infiniband.bth.opcode && infiniband.invariant.crc' -T fields -e frame.number | wc -l)
     [ "$ib" = "$total" ] || fail "$ib of $total frames decode as InfiniBand"
-    # The sequence of events, one letter each: CM messages by name, D for data (RC).
-    seq=$(ts -T fields -e infiniband.bth.opcode -e infiniband.mad.mgmtclass -e infiniband.mad.attributeid |
-        awk -F'\t' '
-            BEGIN {
-                name["0x0010"] = "REQ"; name["0x0013"] = "REP"; name["0x0014"] = "RTU"
-                name["0x0015"] = "DREQ"; name["0x0016"] = "DREP"; name["0x0012"] = "REJ"
-                name["0x0011"] = "MRA"
-            }
-            $1 == 100 && $2 == "0x07" {
-                n = ($3 in name) ? name[$3] : ("MAD" $3)
-                if (n != last) printf "%s ", n
-                last = n
-                next
-            }
-            $1 < 32 { if (last != "data") printf "data "; last = "data"; next }
-            { printf "?%s ", $1; last = "" }')
+    # The sequence of events, one word each: CM messages by name, "data" for RC (lib.sh).
+    seq=$(ts -T fields -e infiniband.bth.opcode -e infiniband.mad.mgmtclass -e infiniband.mad.attributeid | cm_sequence)
     echo "sequence: $seq"
     [ "$seq" = "REQ REP RTU data DREQ DREP " ] || fail "unexpected CM sequence: $seq"
     # tshark names them as the CM dissector does.
@@ -324,7 +335,8 @@ events)
     ;;
 api)
     start_device uroce0 127.0.0.1
-    run_alone "${2:?usage: rdmacm_test.sh api BINARY}" 127.0.0.1 || fail "rdmacm_api failed"
+    start_device uroce1 ::1  # IPv6 ids (test_ipv6)
+    run_alone "${2:?usage: rdmacm_test.sh api BINARY}" 127.0.0.1 ::1 || fail "rdmacm_api failed"
     expect "$UROCE_RUNTIME_DIR/alone.out" '^PASS$' "rdmacm_api did not pass"
     ;;
 *)

@@ -7,6 +7,8 @@
 #include <gtest/gtest.h>
 #include <rdma/rdma_cma.h>
 
+#include <cstring>
+
 using namespace uroce::emu::cm;
 
 namespace {
@@ -223,20 +225,109 @@ TEST(CmMad, XrcReqAndRep) {
     EXPECT_TRUE(rep2.srq);
 }
 
+namespace {
+
+uroce::emu::CmAddr v4(uint32_t ip_host) {
+    uroce::emu::CmAddr a{};
+    a[10] = a[11] = 0xff;
+    uint32_t be_ip = htonl(ip_host);
+    std::memcpy(a.data() + 12, &be_ip, 4);
+    return a;
+}
+
+uroce::emu::CmAddr v6(const char* s) {
+    uroce::emu::CmAddr a{};
+    EXPECT_EQ(inet_pton(AF_INET6, s, a.data()), 1) << s;
+    return a;
+}
+
+}  // namespace
+
+// The kernel's struct cma_hdr: version 0, IP version 4 in the high nibble, the port, each
+// IPv4 address in the last 4 bytes of its 16 with the 12 before them zero.
 TEST(CmMad, IpHeader) {
-    uint8_t pd[kIpHdrLen + 4] = {};
-    IpHdr h{htons(4000), htonl(0x7f000002), htonl(0x7f000003)};
+    uint8_t pd[kIpHdrLen + 4];
+    std::memset(pd, 0xee, sizeof pd);
+    IpHdr h;
+    h.src_port = htons(4000);
+    h.src = v4(0x7f000002);
+    h.dst = v4(0x7f000003);
     put_ip_hdr(h, pd);
     EXPECT_EQ(pd[0], 0);
     EXPECT_EQ(pd[1], 0x40);
     EXPECT_EQ(be(pd + 2, 2), 4000u);
+    for (int i = 4; i < 16; ++i) EXPECT_EQ(pd[i], 0) << i;
     EXPECT_EQ(be(pd + 16, 4), 0x7f000002u);
+    for (int i = 20; i < 32; ++i) EXPECT_EQ(pd[i], 0) << i;
     EXPECT_EQ(be(pd + 32, 4), 0x7f000003u);
+    EXPECT_EQ(pd[kIpHdrLen], 0xee);  // the application's private data is not touched
     IpHdr g;
     ASSERT_TRUE(get_ip_hdr(pd, &g));
-    EXPECT_EQ(g.src_ip, h.src_ip);
-    EXPECT_EQ(g.dst_ip, h.dst_ip);
+    EXPECT_EQ(g.version, 4);
+    EXPECT_EQ(g.src, h.src);
+    EXPECT_EQ(g.dst, h.dst);
     EXPECT_EQ(g.src_port, h.src_port);
-    pd[1] = 0x60;  // IPv6: not what uroce speaks
+    pd[1] = 0x50;  // neither IPv4 nor IPv6
     EXPECT_FALSE(get_ip_hdr(pd, &g));
+    pd[1] = 0x40;
+    pd[0] = 1;  // a CMA version we do not know
+    EXPECT_FALSE(get_ip_hdr(pd, &g));
+}
+
+// IPv6: IP version 6 and the two 16-byte addresses as they are (cma_format_hdr's ip6).
+TEST(CmMad, IpHeaderIpv6) {
+    uint8_t pd[kIpHdrLen];
+    IpHdr h;
+    h.src_port = htons(7174);
+    h.src = v6("fd77::2");
+    h.dst = v6("fe80::1:2:3:4");
+    put_ip_hdr(h, pd);
+    EXPECT_EQ(pd[0], 0);
+    EXPECT_EQ(pd[1], 0x60);
+    EXPECT_EQ(be(pd + 2, 2), 7174u);
+    EXPECT_EQ(std::memcmp(pd + 4, h.src.data(), 16), 0);
+    EXPECT_EQ(std::memcmp(pd + 20, h.dst.data(), 16), 0);
+    EXPECT_EQ(be(pd + 4, 2), 0xfd77u);
+    EXPECT_EQ(be(pd + 34, 2), 4u);
+    IpHdr g;
+    ASSERT_TRUE(get_ip_hdr(pd, &g));
+    EXPECT_EQ(g.version, 6);
+    EXPECT_EQ(g.src, h.src);
+    EXPECT_EQ(g.dst, h.dst);
+    EXPECT_EQ(g.src_port, h.src_port);
+}
+
+// Which listener takes a request, as the kernel's cma_match_private_data.
+TEST(CmAddr, ListenerTakes) {
+    using uroce::emu::CmAddr;
+    using uroce::emu::listener_takes;
+    const CmAddr any{}, a4 = v4(0x0a4d0001), b4 = v4(0x0a4d0002), a6 = v6("fd77::1"),
+                        b6 = v6("fd77::2");
+    // An IPv6 wildcard with IPV6_V6ONLY off takes both versions; with it, IPv6 only.
+    EXPECT_TRUE(listener_takes(any, AF_INET6, false, 6, a6));
+    EXPECT_TRUE(listener_takes(any, AF_INET6, false, 4, a4));
+    EXPECT_TRUE(listener_takes(any, AF_INET6, true, 6, a6));
+    EXPECT_FALSE(listener_takes(any, AF_INET6, true, 4, a4));
+    // An IPv4 wildcard is always afonly.
+    EXPECT_TRUE(listener_takes(any, AF_INET, true, 4, a4));
+    EXPECT_FALSE(listener_takes(any, AF_INET, true, 6, a6));
+    // A bound address: its version and itself.
+    EXPECT_TRUE(listener_takes(a6, AF_INET6, false, 6, a6));
+    EXPECT_FALSE(listener_takes(a6, AF_INET6, false, 6, b6));
+    EXPECT_FALSE(listener_takes(a6, AF_INET6, false, 4, a4));
+    EXPECT_TRUE(listener_takes(a4, AF_INET, true, 4, a4));
+    EXPECT_FALSE(listener_takes(a4, AF_INET, true, 4, b4));
+    EXPECT_FALSE(listener_takes(a4, AF_INET, true, 6, a6));
+    EXPECT_FALSE(listener_takes(any, AF_INET6, false, 5, a6));
+}
+
+TEST(CmAddr, Printed) {
+    using uroce::emu::cm_addr_port;
+    EXPECT_EQ(cm_addr_port(v4(0x0a4d0001), htons(7174)), "10.77.0.1:7174");
+    EXPECT_EQ(cm_addr_port(v6("fd77::1"), htons(7174)), "[fd77::1]:7174");
+    EXPECT_EQ(cm_addr_port({}, htons(1), false), "0.0.0.0:1");
+    EXPECT_EQ(cm_addr_port({}, htons(1), true), "[::]:1");
+    // A link-local address with its interface (1: lo); the scope means nothing to others.
+    EXPECT_EQ(cm_addr_port(v6("fe80::1"), htons(1), false, 1), "[fe80::1%lo]:1");
+    EXPECT_EQ(cm_addr_port(v6("fd77::1"), htons(1), false, 1), "[fd77::1]:1");
 }

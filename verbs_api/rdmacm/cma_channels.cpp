@@ -274,7 +274,7 @@ void fill_ud(Event* e, Id* id, const abi::CmEventRec& rec) {
         u.private_data = e->private_data;
     }
     u.ah_attr.is_global = 1;
-    v4_gid(rec.remote_ip, &u.ah_attr.grh.dgid);
+    std::memcpy(u.ah_attr.grh.dgid.raw, rec.remote_addr, 16);
     u.ah_attr.grh.sgid_index = 0;
     u.ah_attr.grh.hop_limit = kHopLimit;
     u.ah_attr.grh.traffic_class = id->tos;
@@ -311,14 +311,17 @@ Id* make_child(Id* l, const abi::CmEventRec& rec) {
     c->conn_req = true;
     c->have_conn = true;
     c->port = rec.local_port;
-    set_sin(&c->id.route.addr.src_storage, rec.local_ip, rec.local_port);
-    set_sin(&c->id.route.addr.dst_storage, rec.remote_ip, rec.remote_port);
+    // The request's addresses, of its IP version (the kernel's cma_save_ip_info): an IPv4
+    // request to an IPv6 wildcard listener makes an id with IPv4 addresses.
+    const net::Endpoint local = on_dev(rec.local_addr, d), remote = on_dev(rec.remote_addr, d);
+    to_sockaddr(local, rec.local_port, &c->id.route.addr.src_storage);
+    to_sockaddr(remote, rec.remote_port, &c->id.route.addr.dst_storage);
     c->id.pd = nullptr;
     attach(c, d);
     c->mtu = std::min<uint8_t>(rec.mtu ? rec.mtu : uint8_t(IBV_MTU_1024), d->mtu);
-    v4_gid(rec.remote_ip, &c->id.route.addr.addr.ibaddr.dgid);
-    set_path(c, rec.local_ip, rec.remote_ip);
-    c->remote_ip = rec.remote_ip;
+    set_gid(remote, &c->id.route.addr.addr.ibaddr.dgid);
+    set_path(c, local, remote);
+    c->remote = remote;
     c->remote_qpn = rec.remote_qpn;
     c->remote_psn = rec.remote_psn;
     // The passive side's path is the REQ's (the kernel's cma_ib_new_conn_id): its QP's

@@ -62,11 +62,8 @@ int rdma_connect(rdma_cm_id* idp, rdma_conn_param* p) {
     id->retry_count = p ? p->retry_count & 7 : 7;
     abi::CmReq r = cm_req(abi::CmOp::kConnect, id->handle);
     r.qp_type = idp->qp_type;
-    r.remote_ip = id->remote_ip;
-    uint16_t dport = 0;
-    uint32_t ignored;
-    to_ipv4(&idp->route.addr.dst_addr, &ignored, &dport);
-    r.remote_port = dport;
+    id->remote.gid(r.remote_addr);
+    r.remote_port = port_of(&idp->route.addr.dst_addr);
     r.qpn = idp->qp ? idp->qp->qp_num : (p ? p->qp_num : 0);
     r.srq = idp->qp ? idp->qp->srq != nullptr : (p ? p->srq : 0);
     r.psn = id->local_psn;
@@ -94,11 +91,15 @@ int rdma_establish(rdma_cm_id* idp) {
     return 0;
 }
 
-// Binds and listens on id->port on every device (a wildcard listener). On failure nothing
-// is left registered and the errno is returned.
+// Binds and listens on id->port on every device of the families the wildcard listener
+// takes (an IPv4 one: IPv4 devices; an IPv6 one: all, or IPv6 ones with IPV6_V6ONLY). On
+// failure nothing is left registered and the errno is returned.
 static int listen_everywhere(Id* id, int backlog) {
     sync_devices();
-    std::vector<DevConn*> devs = all_devs();
+    const bool afonly = effective_afonly(id);
+    std::vector<DevConn*> devs;
+    for (DevConn* d : all_devs())
+        if (listens_on(id->bind_family, afonly, d->addr)) devs.push_back(d);
     if (devs.empty()) return ENODEV;
     int err = 0;
     for (DevConn* d : devs) {
@@ -115,6 +116,8 @@ static int listen_everywhere(Id* id, int backlog) {
         r.ps = id->id.ps;
         r.qp_type = id->id.qp_type;
         r.local_port = id->port;
+        r.family = uint8_t(id->bind_family);
+        r.afonly = afonly;
         abi::CmResp resp{};
         if (int e = cm_call(*d, r, &resp)) {
             err = e;

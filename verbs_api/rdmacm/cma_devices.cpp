@@ -49,10 +49,10 @@ DevConn* dev_by_tag(uint32_t tag) {
 // A device entry ids can be placed on: running, as far as we know.
 bool usable(const DevConn& d) { return d.ibdev && !d.gone; }
 
-DevConn* dev_by_ip(uint32_t ip) {
+DevConn* dev_by_addr(const net::Endpoint& a) {
     std::lock_guard<std::mutex> g(g_mu);
     for (auto& d : g_devs)
-        if (d->ipv4 == ip && usable(*d)) return d.get();
+        if (device_has(d->addr, a) && usable(*d)) return d.get();
     return nullptr;
 }
 
@@ -163,7 +163,8 @@ bool sync_devices() {
         }
         auto d = std::make_unique<DevConn>();
         d->name = info.name;
-        inet_pton(AF_INET, info.addr.c_str(), &d->ipv4);
+        // "10.0.0.1", "fd77::1" or "fe80::1%eth0", as `uroce start --addr` took it.
+        net::parse_address(info.addr, 0, &d->addr);
         d->ibdev = dev;
         d->tag = uint32_t(g_devs.size());
         g_devs.push_back(std::move(d));

@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
@@ -55,32 +56,11 @@ Id* new_id(Channel* chan, void* context, rdma_port_space ps, ibv_qp_type qp_type
     return id;
 }
 
-bool to_ipv4(const sockaddr* sa, uint32_t* ip, uint16_t* port) {
-    if (!sa) return false;
-    if (sa->sa_family == AF_INET) {
-        auto* s = reinterpret_cast<const sockaddr_in*>(sa);
-        *ip = s->sin_addr.s_addr;
-        *port = s->sin_port;
-        return true;
-    }
-    if (sa->sa_family == AF_INET6) {
-        auto* s = reinterpret_cast<const sockaddr_in6*>(sa);
-        const in6_addr& a = s->sin6_addr;
-        *port = s->sin6_port;
-        if (IN6_IS_ADDR_UNSPECIFIED(&a)) {
-            *ip = 0;
-            return true;
-        }
-        if (IN6_IS_ADDR_V4MAPPED(&a)) {
-            std::memcpy(ip, &a.s6_addr[12], 4);
-            return true;
-        }
-        if (IN6_IS_ADDR_LOOPBACK(&a)) {
-            *ip = htonl(INADDR_LOOPBACK);
-            return true;
-        }
-    }
-    return false;
+uint16_t port_of(const sockaddr* sa) {
+    if (!sa) return 0;
+    if (sa->sa_family == AF_INET) return reinterpret_cast<const sockaddr_in*>(sa)->sin_port;
+    if (sa->sa_family == AF_INET6) return reinterpret_cast<const sockaddr_in6*>(sa)->sin6_port;
+    return 0;
 }
 
 socklen_t addr_len(const sockaddr* sa) {
@@ -88,14 +68,6 @@ socklen_t addr_len(const sockaddr* sa) {
     if (sa->sa_family == AF_INET) return sizeof(sockaddr_in);
     if (sa->sa_family == AF_INET6) return sizeof(sockaddr_in6);
     return 0;
-}
-
-void set_sin(sockaddr_storage* ss, uint32_t ip, uint16_t port) {
-    std::memset(ss, 0, sizeof *ss);
-    auto* s = reinterpret_cast<sockaddr_in*>(ss);
-    s->sin_family = AF_INET;
-    s->sin_addr.s_addr = ip;
-    s->sin_port = port;
 }
 
 // The port of a bound address, whichever family it was given in (network order).
@@ -106,11 +78,11 @@ void set_port(sockaddr_storage* ss, uint16_t port) {
         reinterpret_cast<sockaddr_in*>(ss)->sin_port = port;
 }
 
-void v4_gid(uint32_t ip, ibv_gid* gid) {
-    std::memset(gid, 0, sizeof *gid);
-    gid->raw[10] = 0xff;
-    gid->raw[11] = 0xff;
-    std::memcpy(&gid->raw[12], &ip, 4);
+void set_gid(const net::Endpoint& a, ibv_gid* gid) { a.gid(gid->raw); }
+void v4_gid(uint32_t ip, ibv_gid* gid) { set_gid(net::Endpoint::ipv4(ip, 0), gid); }
+
+net::Endpoint on_dev(const uint8_t* addr16, const DevConn* d) {
+    return from_addr16(addr16, d && d->addr.is_v6() ? d->addr.v6.sin6_scope_id : 0);
 }
 
 // The id now lives on device d: its verbs context, default PD and port.
@@ -120,17 +92,18 @@ void attach(Id* id, DevConn* d) {
     if (!id->id.pd) id->id.pd = d->pd;
     id->id.port_num = 1;
     id->mtu = d->mtu;
-    v4_gid(d->ipv4, &id->id.route.addr.addr.ibaddr.sgid);
+    set_gid(d->addr, &id->id.route.addr.addr.ibaddr.sgid);
     id->id.route.addr.addr.ibaddr.pkey = htobe16(0xffff);
 }
 
-void set_path(Id* id, uint32_t local_ip, uint32_t remote_ip) {
+// The path record: the GIDs are the two addresses (IPv6 ones, or IPv4-mapped).
+void set_path(Id* id, const net::Endpoint& local, const net::Endpoint& remote) {
     auto* p = id->id.route.path_rec;
     if (!p) p = static_cast<ibv_sa_path_rec*>(calloc(1, sizeof *p));
     if (!p) return;
     std::memset(p, 0, sizeof *p);
-    v4_gid(remote_ip, &p->dgid);
-    v4_gid(local_ip, &p->sgid);
+    set_gid(remote, &p->dgid);
+    set_gid(local, &p->sgid);
     p->hop_limit = kHopLimit;
     p->traffic_class = id->tos;
     p->reversible = 1;
@@ -146,15 +119,31 @@ void set_path(Id* id, uint32_t local_ip, uint32_t remote_ip) {
     id->id.route.num_paths = 1;
 }
 
-// Binds the id on device d (the device's CM id is created here).
-int bind_on(Id* id, DevConn* d, uint32_t ip, uint16_t port) {
+// The kernel's afonly for a wildcard bound in `family`: RDMA_OPTION_ID_AFONLY if set, else
+// always for AF_INET and the namespace's net.ipv6.bindv6only (0 by default) for AF_INET6.
+bool effective_afonly(const Id* id) {
+    if (id->afonly >= 0) return id->afonly != 0;
+    if (id->bind_family != AF_INET6) return true;
+    int v = 0;
+    if (FILE* f = fopen("/proc/sys/net/ipv6/bindv6only", "r")) {
+        if (fscanf(f, "%d", &v) != 1) v = 0;
+        fclose(f);
+    }
+    return v != 0;
+}
+
+// Binds the id on device d (the device's CM id is created here) to its address, or with
+// addr nullptr to the wildcard (a listener of the id's bind family).
+int bind_on(Id* id, DevConn* d, const net::Endpoint* addr, uint16_t port) {
     if (int e = ensure_open(*d)) return e;
     if (int e = ensure_channel(id->chan, d)) return e;
     abi::CmReq r = cm_req(abi::CmOp::kBind);
     r.channel = id->chan->id;
     r.ps = id->id.ps;
     r.qp_type = id->id.qp_type;
-    r.local_ip = ip;
+    if (addr) addr->gid(r.local_addr);
+    r.family = uint8_t(id->bind_family ? id->bind_family : AF_INET);
+    r.afonly = effective_afonly(id);
     r.local_port = port;
     abi::CmResp resp{};
     if (int e = cm_call(*d, r, &resp)) return e;
@@ -171,56 +160,56 @@ uint16_t random_port() {
     return htons(uint16_t(32768 + rng() % (60999 - 32768 + 1)));
 }
 
-// 127.0.0.0/8 (ip in network order).
-bool is_loopback(uint32_t ip) { return (ntohl(ip) >> 24) == 127; }
+// 127.0.0.0/8.
+bool is_loopback(const net::Endpoint& a) { return !a.is_v6() && (ntohl(a.v4_be()) >> 24) == 127; }
 
-// Is ip an address of this host? (bind() of a UDP socket answers it.)
-bool local_address(uint32_t ip) {
-    int s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+// Is a an address of this host (on its interface, for a link-local one)? bind() of a UDP
+// socket answers it.
+bool local_address(const net::Endpoint& a) {
+    int s = socket(a.family(), SOCK_DGRAM | SOCK_CLOEXEC, 0);
     if (s < 0) return false;
-    sockaddr_in sa{};
-    sa.sin_family = AF_INET;
-    sa.sin_addr.s_addr = ip;
-    bool ok = ::bind(s, reinterpret_cast<sockaddr*>(&sa), sizeof sa) == 0 || errno == EADDRINUSE;
+    net::Endpoint e = a;
+    e.set_port(0);
+    bool ok = ::bind(s, &e.sa, e.len()) == 0 || errno == EADDRINUSE;
     close(s);
     return ok;
 }
 
 // The device that reaches dst: the one on dst itself (loopback on one device), else the one
-// on the source address the host routes dst from. nullptr with *why set when there is none.
-DevConn* route_dev(uint32_t dst, int* why) {
-    if (DevConn* d = dev_by_ip(dst)) return d;
-    int s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+// on the source address the host routes dst from (a link-local dst: through its interface).
+// nullptr with *why set when there is none.
+DevConn* route_dev(const net::Endpoint& dst, int* why) {
+    if (DevConn* d = dev_by_addr(dst)) return d;
+    int s = socket(dst.family(), SOCK_DGRAM | SOCK_CLOEXEC, 0);
     if (s < 0) {
         *why = errno;
         return nullptr;
     }
-    sockaddr_in sa{};
-    sa.sin_family = AF_INET;
-    sa.sin_addr.s_addr = dst;
-    sa.sin_port = htons(4791);
-    sockaddr_in src{};
-    socklen_t len = sizeof src;
-    if (connect(s, reinterpret_cast<sockaddr*>(&sa), sizeof sa) != 0 ||
-        getsockname(s, reinterpret_cast<sockaddr*>(&src), &len) != 0) {
+    net::Endpoint to = dst;
+    to.set_port(4791);
+    net::Endpoint src;
+    socklen_t len = sizeof src.v6;
+    if (connect(s, &to.sa, to.len()) != 0 || getsockname(s, &src.sa, &len) != 0) {
         *why = errno;
         close(s);
         return nullptr;
     }
     close(s);
-    if (DevConn* d = dev_by_ip(src.sin_addr.s_addr)) return d;
+    if (DevConn* d = dev_by_addr(src)) return d;
     *why = ENODEV;
     return nullptr;
 }
 
 // UROCE_RDMACM_SRC_ADDR: the source address rdma_resolve_addr uses when the application
 // names none, as if the process ran on a host with that address (docs/cm.md): it lets a
-// program with no source option use one of several devices on this host.
-bool default_source(sockaddr_in* sa) {
+// program with no source option use one of several devices on this host. IPv4 or IPv6
+// (a link-local one as fe80::1%eth0).
+bool default_source(sockaddr_storage* sa) {
     const char* s = std::getenv("UROCE_RDMACM_SRC_ADDR");
-    if (!s || !*s) return false;
-    sa->sin_family = AF_INET;
-    return inet_pton(AF_INET, s, &sa->sin_addr) == 1;
+    net::Endpoint e;
+    if (!s || !*s || !net::parse_address(s, 0, &e)) return false;
+    to_sockaddr(e, 0, sa);
+    return true;
 }
 
 }  // namespace uroce::rdmacm
@@ -279,19 +268,22 @@ int rdma_destroy_id(rdma_cm_id* idp) {
 
 int rdma_bind_addr(rdma_cm_id* idp, sockaddr* addr) {
     Id* id = id_of(idp);
-    uint32_t ip;
-    uint16_t port;
     socklen_t len = addr_len(addr);
+    IpAddr a;
     if (!len) return fail(EINVAL);
-    if (!to_ipv4(addr, &ip, &port)) return fail(EAFNOSUPPORT);
+    if (int e = parse_addr(addr, &a)) return fail(e);
     if (id->bound || id->listening) return fail(EINVAL);
+    // A link-local address names its interface (the kernel's cma_check_linklocal).
+    if (link_local(a.ep) && !a.ep.v6.sin6_scope_id) return fail(EINVAL);
     sync_devices();
+    if (!dev_by_addr(a.ep)) a.ep = v4_loopback_for(a.ep);
+    uint16_t port = a.ep.is_v6() ? a.ep.v6.sin6_port : a.ep.v4.sin_port;
     // A loopback address no device has is a wildcard, as the kernel's cma_any_addr makes
     // every loopback address one (libfabric binds "localhost" when given no address). A
     // device on a loopback address (127.0.0.2 for a second device on one host) is that
     // device's, as a bind to its address.
-    if (ip == 0 || (is_loopback(ip) && !dev_by_ip(ip))) {
-        // Wildcard: no device yet; rdma_listen registers on every device.
+    if (a.any || (is_loopback(a.ep) && !dev_by_addr(a.ep))) {
+        // Wildcard: no device yet; rdma_listen registers on every device of its family.
         if (port == 0) {
             port = random_port();
             id->any_port = true;
@@ -303,48 +295,64 @@ int rdma_bind_addr(rdma_cm_id* idp, sockaddr* addr) {
         else
             id->id.route.addr.src_sin6.sin6_port = port;
         id->port = port;
+        id->bind_family = addr->sa_family;
         id->bound = true;
         return 0;
     }
-    DevConn* d = dev_by_ip(ip);
-    if (!d) return fail(local_address(ip) ? ENODEV : EADDRNOTAVAIL);
-    if (int e = bind_on(id, d, ip, port)) return fail(e);
-    set_sin(&id->id.route.addr.src_storage, ip, id->port);
+    DevConn* d = dev_by_addr(a.ep);
+    // No device: ENODEV for an address of this host (a link-local one names an interface
+    // whose address has no device, the kernel's cma_acquire_dev), else EADDRNOTAVAIL.
+    if (!d) return fail(link_local(a.ep) || local_address(a.ep) ? ENODEV : EADDRNOTAVAIL);
+    id->bind_family = a.ep.family();
+    if (int e = bind_on(id, d, &d->addr, port)) return fail(e);
+    to_sockaddr(a.ep, id->port, &id->id.route.addr.src_storage);
     id->bound = true;
     return 0;
 }
 
 int rdma_resolve_addr(rdma_cm_id* idp, sockaddr* src_addr, sockaddr* dst_addr, int timeout_ms) {
     Id* id = id_of(idp);
-    uint32_t dst, sip;
-    uint16_t dport, sport;
     if (!addr_len(dst_addr)) return fail(EINVAL);
     if (src_addr && !addr_len(src_addr)) return fail(EINVAL);
-    if (!to_ipv4(dst_addr, &dst, &dport) || dst == 0) return fail(EAFNOSUPPORT);
+    IpAddr dst;
+    if (int e = parse_addr(dst_addr, &dst)) return fail(e);
+    if (dst.any) return fail(EAFNOSUPPORT);
     if (id->listening || id->addr_resolved) return fail(EINVAL);
-    sockaddr_in env_src{};
-    if (!src_addr && !id->bound && default_source(&env_src))
+    sync_devices();
+    if (!dev_by_addr(dst.ep)) dst.ep = v4_loopback_for(dst.ep);
+    sockaddr_storage env_src{};
+    if (!src_addr && !id->bound && default_source(&env_src) &&
+        (env_src.ss_family == AF_INET6) == dst.ep.is_v6())
         src_addr = reinterpret_cast<sockaddr*>(&env_src);
     if (src_addr && !id->bound) {
-        if (!to_ipv4(src_addr, &sip, &sport)) return fail(EAFNOSUPPORT);
+        IpAddr src;
+        if (int e = parse_addr(src_addr, &src)) return fail(e);
         if (rdma_bind_addr(idp, src_addr)) return -1;
     }
+    // The source is of the destination's IP version (the kernel: EINVAL when the bound
+    // family is not the destination's; a wildcard's is the family it was given in).
+    if (id->bound &&
+        (id->dev ? id->dev->addr.is_v6() != dst.ep.is_v6() : id->bind_family != dst.family))
+        return fail(EINVAL);
     std::memset(&id->id.route.addr.dst_storage, 0, sizeof id->id.route.addr.dst_storage);
     std::memcpy(&id->id.route.addr.dst_storage, dst_addr, addr_len(dst_addr));
-    id->remote_ip = dst;
-    sync_devices();
+    id->remote = dst.ep;
+    id->remote.set_port(0);
     if (!id->dev) {
         int why = ENODEV;
-        DevConn* d = route_dev(dst, &why);
-        int e = d ? bind_on(id, d, d->ipv4, id->port) : why;
+        DevConn* d = route_dev(dst.ep, &why);
+        int e = d ? bind_on(id, d, &d->addr, id->port) : why;
         if (e) {
             post_local(id, RDMA_CM_EVENT_ADDR_ERROR, -e);
             return complete(id);
         }
         id->bound = true;
     }
-    set_sin(&id->id.route.addr.src_storage, id->dev->ipv4, id->port);
-    v4_gid(dst, &id->id.route.addr.addr.ibaddr.dgid);
+    // A link-local peer is on the device's interface.
+    if (link_local(id->remote) && !id->remote.v6.sin6_scope_id)
+        id->remote.v6.sin6_scope_id = id->dev->addr.v6.sin6_scope_id;
+    to_sockaddr(id->dev->addr, id->port, &id->id.route.addr.src_storage);
+    set_gid(id->remote, &id->id.route.addr.addr.ibaddr.dgid);
     id->addr_resolved = true;
     post_local(id, RDMA_CM_EVENT_ADDR_RESOLVED, 0);
     (void)timeout_ms;
@@ -355,7 +363,7 @@ int rdma_resolve_route(rdma_cm_id* idp, int timeout_ms) {
     Id* id = id_of(idp);
     (void)timeout_ms;
     if (!id->addr_resolved || !id->dev) return fail(EINVAL);
-    set_path(id, id->dev->ipv4, id->remote_ip);
+    set_path(id, id->dev->addr, id->remote);
     id->route_resolved = true;
     post_local(id, RDMA_CM_EVENT_ROUTE_RESOLVED, 0);
     return complete(id);
@@ -371,9 +379,15 @@ int rdma_set_option(rdma_cm_id* idp, int level, int optname, void* optval, size_
             id->tos = *static_cast<uint8_t*>(optval);
             return 0;
         case RDMA_OPTION_ID_REUSEADDR:
-        case RDMA_OPTION_ID_AFONLY:
             if (optlen != sizeof(int)) return fail(EINVAL);
             return 0;  // accepted; port reuse rules are the device's (docs/cm.md)
+        case RDMA_OPTION_ID_AFONLY:
+            // Which families a wildcard listener takes; before it listens or resolves, as
+            // the kernel's rdma_set_afonly (idle or bound).
+            if (optlen != sizeof(int)) return fail(EINVAL);
+            if (id->listening || id->addr_resolved || id->conn_req) return fail(EINVAL);
+            id->afonly = *static_cast<int*>(optval) ? 1 : 0;
+            return 0;
         case RDMA_OPTION_ID_ACK_TIMEOUT:
             if (optlen != sizeof(uint8_t)) return fail(EINVAL);
             id->ack_timeout = std::min<uint8_t>(*static_cast<uint8_t*>(optval), 31);
@@ -385,7 +399,7 @@ int rdma_set_option(rdma_cm_id* idp, int level, int optname, void* optval, size_
         // A path from ibacm: RoCE routes come from IP, so the path is taken as given.
         if (optlen % sizeof(ibv_path_data)) return fail(EINVAL);
         if (id->addr_resolved && id->dev) {
-            set_path(id, id->dev->ipv4, id->remote_ip);
+            set_path(id, id->dev->addr, id->remote);
             id->route_resolved = true;
             post_local(id, RDMA_CM_EVENT_ROUTE_RESOLVED, 0);
         }

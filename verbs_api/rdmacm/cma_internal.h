@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "emu/abi/cm_protocol.h"
+#include "verbs_api/rdmacm/cma_addr.h"
 #include "verbs_api/rdmacm/internal.h"
 
 namespace uroce::rdmacm {
@@ -43,7 +44,7 @@ uint32_t random_psn();
 
 // Devices (cma_devices.cpp).
 DevConn* dev_by_tag(uint32_t tag);
-DevConn* dev_by_ip(uint32_t ip);
+DevConn* dev_by_addr(const net::Endpoint& a);
 std::vector<DevConn*> all_devs();
 int ensure_open(DevConn& d);
 ibv_xrcd* dev_xrcd(DevConn& d);
@@ -69,18 +70,21 @@ Id* make_child(Id* l, const abi::CmEventRec& rec);
 // Ids and addresses (cma_ids.cpp).
 void register_key(uint32_t tag, uint32_t handle, Id* id);
 Id* new_id(Channel* chan, void* context, rdma_port_space ps, ibv_qp_type qp_type);
-bool to_ipv4(const sockaddr* sa, uint32_t* ip, uint16_t* port);
+uint16_t port_of(const sockaddr* sa);  // network order; 0 for a family we do not know
 socklen_t addr_len(const sockaddr* sa);
-void set_sin(sockaddr_storage* ss, uint32_t ip, uint16_t port);
 void set_port(sockaddr_storage* ss, uint16_t port);
-void v4_gid(uint32_t ip, ibv_gid* gid);
+void set_gid(const net::Endpoint& a, ibv_gid* gid);
+void v4_gid(uint32_t ip, ibv_gid* gid);  // ::ffff:ip (ip in network order)
 void attach(Id* id, DevConn* d);
-void set_path(Id* id, uint32_t local_ip, uint32_t remote_ip);
-int bind_on(Id* id, DevConn* d, uint32_t ip, uint16_t port);
+void set_path(Id* id, const net::Endpoint& local, const net::Endpoint& remote);
+int bind_on(Id* id, DevConn* d, const net::Endpoint* addr, uint16_t port);
+bool effective_afonly(const Id* id);
 uint16_t random_port();
-bool local_address(uint32_t ip);
-DevConn* route_dev(uint32_t dst, int* why);
-bool default_source(sockaddr_in* sa);
+bool local_address(const net::Endpoint& a);
+DevConn* route_dev(const net::Endpoint& dst, int* why);
+bool default_source(sockaddr_storage* sa);
+// A link-local address from the CM (no scope on the wire) on device d: d's interface.
+net::Endpoint on_dev(const uint8_t* addr16, const DevConn* d);
 
 // QP transitions (cma_qp.cpp).
 int modify_to(Id* id, ibv_qp_state st, uint8_t resp_res, uint8_t init_depth);

@@ -94,19 +94,9 @@ extern "C" {
 
 // ---- small accessors, multicast, ECE -----------------------------------------------------
 
-__be16 rdma_get_src_port(rdma_cm_id* id) {
-    uint32_t ip;
-    uint16_t port = 0;
-    to_ipv4(&id->route.addr.src_addr, &ip, &port);
-    return port;
-}
+__be16 rdma_get_src_port(rdma_cm_id* id) { return port_of(&id->route.addr.src_addr); }
 
-__be16 rdma_get_dst_port(rdma_cm_id* id) {
-    uint32_t ip;
-    uint16_t port = 0;
-    to_ipv4(&id->route.addr.dst_addr, &ip, &port);
-    return port;
-}
+__be16 rdma_get_dst_port(rdma_cm_id* id) { return port_of(&id->route.addr.dst_addr); }
 
 int rdma_join_multicast(rdma_cm_id* idp, sockaddr* addr, void* context) {
     socklen_t len = addr_len(addr);

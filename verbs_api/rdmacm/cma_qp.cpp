@@ -133,7 +133,7 @@ int rdma_init_qp_attr(rdma_cm_id* idp, ibv_qp_attr* a, int* mask) {
         a->dest_qp_num = id->remote_qpn;
         a->rq_psn = id->remote_psn;
         a->ah_attr.is_global = 1;
-        v4_gid(id->remote_ip, &a->ah_attr.grh.dgid);
+        set_gid(id->remote, &a->ah_attr.grh.dgid);
         a->ah_attr.grh.sgid_index = 0;
         a->ah_attr.grh.hop_limit = kHopLimit;
         a->ah_attr.grh.traffic_class = id->tos;

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "emu/abi/cm_protocol.h"
+#include "net/endpoint.h"
 
 namespace uroce::rdmacm {
 
@@ -27,8 +28,8 @@ namespace uroce::rdmacm {
 // the library's own for CM requests.
 struct DevConn {
     std::string name;
-    uint32_t ipv4 = 0;  // network order
-    uint32_t tag = 0;   // index in the device table; devices stamp it on their events
+    net::Endpoint addr;  // the device's address (IPv4 or IPv6, a link-local one with its scope)
+    uint32_t tag = 0;    // index in the device table; devices stamp it on their events
     ibv_device* ibdev = nullptr;
     ibv_context* verbs = nullptr;
     ibv_pd* pd = nullptr;
@@ -103,9 +104,11 @@ struct Id {
     bool srq_cq = false;    // id.recv_cq and its channel were made for the XRC SRQ
     uint16_t port = 0;      // bound port, network order
     bool any_port = false;  // a wildcard bind to port 0: rdma_listen may pick another port
+    int bind_family = 0;    // a wildcard bind: the family it was given in (which devices it is on)
+    int afonly = -1;        // RDMA_OPTION_ID_AFONLY (IPV6_V6ONLY); -1: the kernel's default
     // Connection parameters (docs/cm.md: which MAD field each comes from).
     uint32_t local_psn = 0, remote_qpn = 0, remote_psn = 0, qkey = 0;
-    uint32_t remote_ip = 0;  // network order
+    net::Endpoint remote;  // the peer's address (port not kept here)
     uint8_t resp_res = 0, init_depth = 0, retry_count = 7, rnr_retry_count = 7;
     uint8_t mtu = IBV_MTU_1024;
     uint8_t ack_timeout = 14;  // local ACK timeout for the QP (RDMA_OPTION_ID_ACK_TIMEOUT)
