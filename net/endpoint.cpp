@@ -32,10 +32,10 @@ uint32_t interface_of(const Endpoint& e) {
     for (ifaddrs* i = all; i && !idx; i = i->ifa_next) {
         if (!i->ifa_addr || i->ifa_addr->sa_family != e.family()) continue;
         const bool same =
-            e.is_v6() ? std::memcmp(&reinterpret_cast<const sockaddr_in6*>(i->ifa_addr)->sin6_addr,
-                                    e.addr6(), 16) == 0
-                      : reinterpret_cast<const sockaddr_in*>(i->ifa_addr)->sin_addr.s_addr ==
-                            e.v4_be();
+            e.is_v6()
+                ? std::memcmp(&reinterpret_cast<const sockaddr_in6*>(i->ifa_addr)->sin6_addr,
+                              e.addr6(), 16) == 0
+                : reinterpret_cast<const sockaddr_in*>(i->ifa_addr)->sin_addr.s_addr == e.v4_be();
         if (same) idx = if_nametoindex(i->ifa_name);
     }
     freeifaddrs(all);

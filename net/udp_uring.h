@@ -237,8 +237,9 @@ private:
     void sender_done(uint16_t sender);  // a train through it completed
     void set_udp_csum_zero();  // SO_NO_CHECK on every send socket, once they send no trains
     static bool no_udp_csum(int fd, bool v6);  // SO_NO_CHECK, or UDP_NO_CHECK6_TX over IPv6
-    void send_options(int fd, const Endpoint& at);  // DF, default TOS and TTL, multicast: every send socket's
-    void close_train();                  // the open train's sendmsg is queued
+    void send_options(
+        int fd, const Endpoint& at);  // DF, default TOS and TTL, multicast: every send socket's
+    void close_train();               // the open train's sendmsg is queued
     void sent(uint32_t train, int res, Handler& h);
     uint32_t deliver(const Endpoint& from, const Endpoint& to, uint8_t* data, size_t len,
                      uint32_t seg, IpMarks marks, Handler& h);  // returns the packets
