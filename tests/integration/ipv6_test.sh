@@ -15,6 +15,9 @@
 #                GRH area (ibv_create_ah_from_wc), captured and checked
 #   ucx          ucx_perftest -t tag_bw under `uroce run` on each host (UCX_TLS=rc_verbs,
 #                ud_verbs,self): UCX picks the IPv6 GID itself; RC and UD over IPv6 only
+#   ifname       host A's device started with --addr eth0: every address eth0 has (its link-local
+#                one, 10.77.0.1, fd77::1) in rxe's order (ibv_devinfo -v); ibv_rc_pingpong -g 2
+#                from host B's fd77::2 against it
 #   multi        host A's device with three addresses, given as fd77::1,10.77.0.1,fd77::11:
 #                ibv_query_gid_table (pyverbs) lists ::ffff:10.77.0.1, fd77::1, fd77::11 (rxe's
 #                order: IPv4 before IPv6), each RoCE v2 on eth0; host B has a device on its
@@ -73,6 +76,20 @@ check_capture() {
 
 # The tap's tools, and each packet on its own on the link: with the veth's transmit checksum
 # offload off the kernel cuts GSO trains before the link (wire_icrc_test.sh says why).
+# The link-local address the kernel gave host $1's eth0, once duplicate address detection is
+# done with it (a tentative address cannot be bound).
+link_local() {
+    local ns=$NS_A ll=
+    [ "$1" = B ] && ns=$NS_B
+    for _ in $(seq 100); do
+        ll=$(ip -n "$ns" -6 -o addr show dev eth0 scope link -tentative | awk '{ sub("/.*", "", $4); print $4; exit }')
+        [ -n "$ll" ] && break
+        sleep 0.1
+    done
+    [ -n "$ll" ] || fail "host $1's eth0 has no link-local address"
+    echo "$ll"
+}
+
 need_capture_tools() {
     need tshark
     need ethtool
@@ -200,6 +217,22 @@ ucx)
     [ "$v4" = 0 ] || fail "RoCEv2 over IPv4"
     [ "$v6" -gt 0 ] || fail "no UD SEND over IPv6: UCX did not use ud_verbs over IPv6"
     check_capture 1000
+    ;;
+ifname)
+    need ibv_rc_pingpong
+    need ibv_devinfo
+    ll=$(link_local A)
+    "${HOST_A[@]}" "$UROCE" stop uroce0 >/dev/null
+    "${HOST_A[@]}" "$UROCE" start --name uroce0 --addr eth0 >/dev/null || fail "uroce start --addr eth0"
+    gids=$(on_host A ibv_devinfo -v -d uroce0 | grep 'GID\[') || fail "ibv_devinfo failed"
+    echo "$gids"
+    want=$(printf '%s\n' "GID[  0]: $ll, RoCE v2" "GID[  1]: ::ffff:$ADDR_A, RoCE v2" "GID[  2]: $ADDR6_A, RoCE v2")
+    [ "$(echo "$gids" | sed 's/^[[:space:]]*//; s/:[[:space:]]*/: /')" = "$want" ] ||
+        fail "the GID table is not eth0's link-local, IPv4 and IPv6 addresses in that order"
+    PAIR_READY=tcp_listening run_pair "${HOST_A[@]}" ibv_rc_pingpong -g 2 -p "$PORT" -n 200 -- \
+        "${HOST_B[@]}" ibv_rc_pingpong -g 0 -p "$PORT" -n 200 "$ADDR_A"
+    expect "$c" "remote address: .*GID $ADDR6_A\$" "the client did not talk to $ADDR6_A"
+    expect "$c" "200 iters in" "the client did not finish"
     ;;
 multi)
     need ibv_rc_pingpong
@@ -354,18 +387,8 @@ wildcard)
 linklocal)
     need rping
     need_capture_tools
-    # The link-local address the kernel gave each host's eth0, once duplicate address
-    # detection is done with it (a tentative address cannot be bound).
     for h in A B; do
-        ns=$NS_A
-        [ $h = B ] && ns=$NS_B
-        ll=
-        for _ in $(seq 100); do
-            ll=$(ip -n "$ns" -6 -o addr show dev eth0 scope link -tentative | awk '{ sub("/.*", "", $4); print $4; exit }')
-            [ -n "$ll" ] && break
-            sleep 0.1
-        done
-        [ -n "$ll" ] || fail "host $h's eth0 has no link-local address"
+        ll=$(link_local $h)
         if [ $h = A ]; then LL_A=$ll; else LL_B=$ll; fi
     done
     for h in A B; do
