@@ -130,7 +130,9 @@ int UdpUring::open(const Endpoint& local, bool offload) {
         rx_mem_ = nullptr;
         return ENOMEM;
     }
-    rx_msg_.msg_namelen = sizeof(sockaddr_in6);  // room for either version's address
+    // Room for either version's address, rounded up to 8: the multishot receive puts the
+    // control messages right after the name, and a cmsghdr must be 8-aligned.
+    rx_msg_.msg_namelen = (sizeof(sockaddr_in6) + 7) & ~size_t(7);
     rx_msg_.msg_controllen = kRxCtlBytes;
     if (!ring_ok_) return 0;  // the sockets are polled: nothing to arm
     br_bytes_ = rx_bufs_ * sizeof(io_uring_buf);
