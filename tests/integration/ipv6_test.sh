@@ -35,6 +35,12 @@
 #                wildcard listens on both (IPV6_V6ONLY off, as the kernel's), a client over
 #                IPv6 and one over IPv4 connect; with net.ipv6.bindv6only=1 the IPv4 one is
 #                rejected and the IPv6 one still connects
+#   mckey        mckey -m ff0e::77:1 (rdma_join_multicast with an IPv6 group): a receiver on
+#                host A, a sender on host B, every message received; the datagrams to the
+#                group over IPv6 only, captured and checked; no membership left afterwards
+#                (uroce res, ip -6 maddr)
+#   udaddy       udaddy -b fd77::1 / -s fd77::1: UD ids over IPv6 (SIDR_REQ/SIDR_REP, then UD
+#                SENDs to the AH from the ESTABLISHED event's IPv6 DGID), captured and checked
 #   linklocal    the devices on the hosts' eth0 link-local addresses (fe80::...%eth0, as the
 #                kernel gave them), rping -a fe80::...%eth0 through librdmacm, captured and
 #                checked
@@ -51,6 +57,11 @@ PCAP=$UROCE_RUNTIME_DIR/wire.pcap
 
 expect() {  # expect FILE REGEX WHAT
     grep -Eq "$2" "$1" || fail "$3 (no /$2/ in $(basename "$1"))"
+}
+
+# frames FILTER: how many of the tap's packets (RoCEv2 decoded as InfiniBand) FILTER matches.
+frames() {
+    tshark -n -r "$PCAP" -d "udp.port==$UDP,infiniband" -Y "$1" -T fields -e frame.number 2>/dev/null | wc -l
 }
 
 # The tap's packets: all RoCEv2 over IPv6 between the two addresses, decoded as InfiniBand,
@@ -383,6 +394,69 @@ wildcard)
     cat "$UROCE_RUNTIME_DIR/client4.out"
     grep "^cm_id .* state listen" "$UROCE_RUNTIME_DIR/res.out" && fail "the IPv4 device listens under bindv6only=1"
     expect "$UROCE_RUNTIME_DIR/client4.out" "RDMA_CM_EVENT_REJECTED" "the IPv4 client was not rejected"
+    ;;
+mckey)
+    need mckey
+    need_capture_tools
+    GROUP6=$(printf 'ff0e::77:%x' "$PORT")  # a group of this run's own
+    # The device's membership: its uroce res mcast line (GID as it prints it) and eth0's.
+    attached6() {
+        "${HOST_A[@]}" "$UROCE" res uroce0 2>/dev/null | awk -v g="$GROUP6" '$1 == "mcast" && $2 == g { print NF - 5 }' |
+            grep . || echo 0
+    }
+    maddr_has() { ip -n "$NS_A" -6 maddr show dev eth0 | grep -qw "$GROUP6"; }
+    tap_start "$PCAP"
+    on_host A timeout 60 mckey -m "$GROUP6" -b "$ADDR6_A" -C 100 >"$s" 2>&1 &
+    rpid=$!
+    for _ in $(seq 200); do
+        [ "$(attached6)" = 1 ] && break
+        sleep 0.05
+    done
+    "${HOST_A[@]}" "$UROCE" res uroce0 | grep "^mcast"
+    [ "$(attached6)" = 1 ] || fail "host A's receiver QP is not attached to $GROUP6"
+    maddr_has || fail "host A's eth0 is no member of $GROUP6 (ip -6 maddr)"
+    on_host B timeout 60 mckey -m "$GROUP6" -b "$ADDR6_B" -s -C 100 >"$c" 2>&1 || {
+        cat "$c"
+        fail "the sender failed"
+    }
+    wait "$rpid" || { cat "$s"; fail "the receiver failed"; }
+    tap_stop
+    cat "$s" "$c"
+    expect "$c" "joined dgid: $GROUP6 mlid 0x0" "the sender's MULTICAST_JOIN did not carry $GROUP6"
+    expect "$s" '^data transfers complete$' "the receiver did not receive every message"
+    v4=$(frames "ip && udp.dstport == $UDP")
+    n=$(frames "ipv6.dst == $GROUP6 && ipv6.src == $ADDR6_B && infiniband")
+    echo "on the link: $n datagrams from $ADDR6_B to $GROUP6 decoded as InfiniBand, $v4 RoCEv2 packets over IPv4"
+    [ "$v4" = 0 ] || fail "$v4 RoCEv2 packets went over IPv4"
+    [ "$n" -ge 100 ] || fail "only $n datagrams to $GROUP6 over IPv6"
+    out=$(/usr/bin/python3 "$SCAPY_CHECK" "$PCAP" --port "$UDP" 2>&1) || fail "ICRC check: $out"
+    echo "$out"
+    sleep 0.2  # the device closes a session when it sees the socket hang up
+    [ "$(attached6)" = 0 ] || fail "host A's device still has $GROUP6"
+    "${HOST_A[@]}" "$UROCE" res | grep '^mcast ' && fail "a device on host A still has multicast groups"
+    "${HOST_B[@]}" "$UROCE" res | grep '^mcast ' && fail "a device on host B still has multicast groups"
+    if maddr_has; then fail "host A's eth0 is still a member of $GROUP6"; fi
+    ;;
+udaddy)
+    need udaddy
+    need_capture_tools
+    PORT=7174  # udaddy has no port option (the devices are this test's alone)
+    tap_start "$PCAP"
+    PAIR_READY=cm_listening_res PAIR_TIMEOUT=60 run_pair "${HOST_A[@]}" udaddy -b "$ADDR6_A" -- \
+        "${HOST_B[@]}" udaddy -s "$ADDR6_A" -b "$ADDR6_B"
+    tap_stop
+    for f in "$s" "$c"; do
+        expect "$f" '^return status 0$' "udaddy ($(basename "$f")) did not return 0"
+        expect "$f" '^data transfers complete$' "udaddy ($(basename "$f")) moved no data"
+    done
+    expect "$UROCE_RUNTIME_DIR/res.out" "^cm_id .* state listen .* local \\[$ADDR6_A\\]:$PORT " \
+        "uroce res does not show the listener on [$ADDR6_A]:$PORT"
+    # SIDR_REQ (attribute 0x0017) and SIDR_REP (0x0018), then the datagrams both ways.
+    for a in 0x0017 0x0018; do
+        n=$(frames "ipv6 && infiniband.mad.attributeid == $a")
+        [ "$n" -ge 1 ] || fail "no MAD of attribute $a over IPv6"
+    done
+    check_capture 4
     ;;
 linklocal)
     need rping

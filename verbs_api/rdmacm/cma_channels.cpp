@@ -275,7 +275,7 @@ void fill_ud(Event* e, Id* id, const abi::CmEventRec& rec) {
     }
     u.ah_attr.is_global = 1;
     std::memcpy(u.ah_attr.grh.dgid.raw, rec.remote_addr, 16);
-    u.ah_attr.grh.sgid_index = 0;
+    u.ah_attr.grh.sgid_index = sgid_index(id);
     u.ah_attr.grh.hop_limit = kHopLimit;
     u.ah_attr.grh.traffic_class = id->tos;
     u.ah_attr.port_num = 1;

@@ -81,6 +81,16 @@ void set_port(sockaddr_storage* ss, uint16_t port) {
 void set_gid(const net::Endpoint& a, ibv_gid* gid) { a.gid(gid->raw); }
 void v4_gid(uint32_t ip, ibv_gid* gid) { set_gid(net::Endpoint::ipv4(ip, 0), gid); }
 
+// The GID-table index of the id's source GID (its device may have several addresses); 0 when
+// it is in none, as for a device of one address.
+uint8_t sgid_index(const Id* id) {
+    const ibv_gid& want = id->id.route.addr.addr.ibaddr.sgid;
+    ibv_gid g;
+    for (int i = 0; id->id.verbs && i < 256 && ibv_query_gid(id->id.verbs, 1, i, &g) == 0; ++i)
+        if (std::memcmp(g.raw, want.raw, 16) == 0) return uint8_t(i);
+    return 0;
+}
+
 net::Endpoint on_dev(const uint8_t* addr16, const DevConn* d) {
     return from_addr16(addr16, d && d->addr.is_v6() ? d->addr.v6.sin6_scope_id : 0);
 }

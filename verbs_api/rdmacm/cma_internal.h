@@ -75,6 +75,7 @@ socklen_t addr_len(const sockaddr* sa);
 void set_port(sockaddr_storage* ss, uint16_t port);
 void set_gid(const net::Endpoint& a, ibv_gid* gid);
 void v4_gid(uint32_t ip, ibv_gid* gid);  // ::ffff:ip (ip in network order)
+uint8_t sgid_index(const Id* id);        // the GID-table index of the id's source GID
 void attach(Id* id, DevConn* d);
 void set_path(Id* id, const net::Endpoint& local, const net::Endpoint& remote);
 int bind_on(Id* id, DevConn* d, const net::Endpoint* addr, uint16_t port);

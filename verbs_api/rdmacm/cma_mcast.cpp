@@ -22,28 +22,34 @@
 namespace uroce::rdmacm {
 
 // rdma_join_multicast(_ex): what the kernel's RDMA CM does for RoCEv2 (cma_iboe_join_multicast),
-// then rdma-core's wait on a synchronous id. The group's GID is the IPv4-mapped address; the
-// QP is attached when the application reads the MULTICAST_JOIN event, as rdma-core does.
+// then rdma-core's wait on a synchronous id. An IPv4 group's GID is the IPv4-mapped address, an
+// IPv6 group's the address itself (cma_iboe_set_mgid); the kernel stops there for IPv6 with
+// ENOTSUPP, uroce joins it as ibv_attach_mcast does (docs/multicast.md). The QP is attached
+// when the application reads the MULTICAST_JOIN event, as rdma-core does.
 int join_multicast(Id* id, const sockaddr* addr, socklen_t len, uint16_t flags, void* context) {
     // The id must sit on a device, bound or address-resolved and no further, and be UD.
     if (!id->dev || id->listening || id->route_resolved || id->have_conn || !is_ud(id))
         return fail(EINVAL);
-    uint32_t ip = 0;
+    ibv_gid mgid{};
     if (addr->sa_family == AF_INET) {
-        ip = reinterpret_cast<const sockaddr_in*>(addr)->sin_addr.s_addr;
+        uint32_t ip = reinterpret_cast<const sockaddr_in*>(addr)->sin_addr.s_addr;
+        if (ip == 0) return fail(EINVAL);  // no SA to assign a group on RoCE
+        v4_gid(ip, &mgid);
     } else if (addr->sa_family == AF_INET6) {
         const in6_addr& a = reinterpret_cast<const sockaddr_in6*>(addr)->sin6_addr;
-        if (!IN6_IS_ADDR_UNSPECIFIED(&a) && !IN6_IS_ADDR_V4MAPPED(&a))
-            return fail(EOPNOTSUPP);  // an IPv6 group: RoCEv2 over IPv6 is not supported
-        std::memcpy(&ip, &a.s6_addr[12], 4);
+        if (IN6_IS_ADDR_UNSPECIFIED(&a)) return fail(EINVAL);
+        if (IN6_IS_ADDR_V4MAPPED(&a) && std::memcmp(&a.s6_addr[12], "\0\0\0\0", 4) == 0)
+            return fail(EINVAL);
+        std::memcpy(mgid.raw, a.s6_addr, 16);
+        // RoCEv2 has no path between IP versions: an IPv6 group from an IPv6 source only.
+        if (!IN6_IS_ADDR_V4MAPPED(&a) && !id->dev->addr.is_v6()) return fail(EINVAL);
     } else {
         return fail(EINVAL);
     }
-    if (ip == 0) return fail(EINVAL);  // no SA to assign a group on RoCE
     auto mc = std::make_unique<Mcast>();
     std::memcpy(&mc->addr, addr, len);
     mc->addr_len = len;
-    v4_gid(ip, &mc->mgid);
+    mc->mgid = mgid;
     mc->join_flags = flags;
     mc->context = context;
     abi::CmEventRec rec{};
@@ -78,8 +84,8 @@ void fill_mcast(Event* e, const Id* id, const Mcast& mc) {
     u.ah_attr.is_global = 1;
     u.ah_attr.dlid = mc.mlid;  // no multicast LIDs on RoCE
     u.ah_attr.grh.dgid = mc.mgid;
-    u.ah_attr.grh.sgid_index = 0;
-    u.ah_attr.grh.hop_limit = kHopLimit;  // the kernel's for RoCEv2 over IPv4
+    u.ah_attr.grh.sgid_index = sgid_index(id);
+    u.ah_attr.grh.hop_limit = kHopLimit;  // the kernel's for RoCEv2
     u.ah_attr.port_num = 1;
     u.qp_num = kMcastQpn;
     u.qkey = id->qkey ? id->qkey : RDMA_UDP_QKEY;

@@ -134,7 +134,7 @@ int rdma_init_qp_attr(rdma_cm_id* idp, ibv_qp_attr* a, int* mask) {
         a->rq_psn = id->remote_psn;
         a->ah_attr.is_global = 1;
         set_gid(id->remote, &a->ah_attr.grh.dgid);
-        a->ah_attr.grh.sgid_index = 0;
+        a->ah_attr.grh.sgid_index = sgid_index(id);
         a->ah_attr.grh.hop_limit = kHopLimit;
         a->ah_attr.grh.traffic_class = id->tos;
         a->ah_attr.port_num = 1;
