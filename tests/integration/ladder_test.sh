@@ -9,7 +9,8 @@
 #   loss   ibv_rc_pingpong, the server's device losing 4% and corrupting 2% of its first 300
 #          packets both ways (seeded): lost and bad-ICRC packets end short, retransmissions
 #          link to their originals
-#   rnr    ib_send_bw -r 1 (one receive posted at a time): RNR NAKs, and the sends again
+#   rnr    ib_send_bw -r 1 -e (one receive posted at a time, the server sleeping on CQ events):
+#          RNR NAKs, and the sends again
 #   xsrq   ibv_xsrq_pingpong: XRC SENDs from the client's INI QP through the server's TGT QP
 #          to its XRC SRQ; with `uroce trace`, the lanes name their processes
 #   rping  rping -C 3: the CM exchange (REQ, REP, RTU, DREQ, DREP) on the CM lanes
@@ -76,7 +77,10 @@ loss)
     ;;
 rnr)
     need ib_send_bw
-    run_pair ib_send_bw -d server -p "$port" -r 1 -n 200 -s 64 -- \
+    # The server sleeps on CQ events (-e): each repost of its one receive waits for a
+    # wake-up, while the sends keep coming, so RNR NAKs follow. Polling, it kept up with an
+    # ASan-built device now and then (no RNR NAK in 200 sends).
+    run_pair ib_send_bw -d server -p "$port" -r 1 -n 200 -s 64 -e -- \
         ib_send_bw -d client -p "$port" -r 1 -n 200 -s 64 127.0.0.1
     rnr=$("$UROCE" counters client | awk '$1 == "counters_retx" { print $9 }')
     echo "RNR NAKs the client's device received: $rnr"
