@@ -269,8 +269,8 @@ std::string Wire::icrc_line() const {
     return "counters_icrc id0 " + std::to_string(c.icrc_id0) + " train " +
            std::to_string(c.icrc_train) + " solved " + std::to_string(c.icrc_solved) +
            " solved_nodf " + std::to_string(c.icrc_solved_nodf) + " unchecked " +
-           std::to_string(c.icrc_unchecked) + " nodf " + (cfg_.icrc_nodf ? "on" : "off") +
-           " ipv6 " + std::to_string(c.icrc_ipv6) + "\n";
+           std::to_string(c.icrc_unchecked) + " ipv6 " + std::to_string(c.icrc_ipv6) + " nodf " +
+           (cfg_.icrc_nodf ? "on" : "off") + "\n";
 }
 
 }  // namespace uroce::emu

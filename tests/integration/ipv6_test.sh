@@ -64,29 +64,41 @@ frames() {
     tshark -n -r "$PCAP" -d "udp.port==$UDP,infiniband" -Y "$1" -T fields -e frame.number 2>/dev/null | wc -l
 }
 
-# The tap's packets: all RoCEv2 over IPv6 between the two addresses, decoded as InfiniBand,
-# each ICRC right. MIN: the fewest packets the run must have put on the link.
+# The tap's packets (or FILE's: a device's own capture): all RoCEv2 over IPv6 between the two
+# addresses, decoded as InfiniBand, each ICRC right. MIN: the fewest packets there must be.
 check_capture() {
-    local min=$1 v4 v6 ib out n
-    v4=$(tshark -r "$PCAP" -Y "ip && udp.dstport == $UDP" -T fields -e frame.number 2>/dev/null | wc -l)
-    v6=$(tshark -r "$PCAP" -Y "ipv6 && udp.dstport == $UDP" -T fields -e frame.number 2>/dev/null | wc -l)
-    ib=$(tshark -r "$PCAP" -d "udp.port==$UDP,infiniband" -Y "ipv6 && infiniband" -T fields -e frame.number 2>/dev/null | wc -l)
-    echo "on the link: $v6 RoCEv2 packets over IPv6 ($ib decoded as InfiniBand), $v4 over IPv4"
+    local min=$1 f=${2:-$PCAP} v4 v6 ib out n
+    v4=$(tshark -r "$f" -Y "ip && udp.dstport == $UDP" -T fields -e frame.number 2>/dev/null | wc -l)
+    v6=$(tshark -r "$f" -Y "ipv6 && udp.dstport == $UDP" -T fields -e frame.number 2>/dev/null | wc -l)
+    ib=$(tshark -r "$f" -d "udp.port==$UDP,infiniband" -Y "ipv6 && infiniband" -T fields -e frame.number 2>/dev/null | wc -l)
+    echo "$(basename "$f"): $v6 RoCEv2 packets over IPv6 ($ib decoded as InfiniBand), $v4 over IPv4"
     [ "$v4" = 0 ] || fail "$v4 RoCEv2 packets went over IPv4"
     [ "$v6" -ge "$min" ] || fail "only $v6 RoCEv2 packets over IPv6 (expected $min or more)"
     [ "$ib" = "$v6" ] || fail "tshark decoded $ib of the $v6 packets as InfiniBand"
-    tshark -r "$PCAP" -d "udp.port==$UDP,infiniband" -Y "ipv6 && infiniband" -T fields -e ipv6.src -e ipv6.dst 2>/dev/null |
+    tshark -r "$f" -d "udp.port==$UDP,infiniband" -Y "ipv6 && infiniband" -T fields -e ipv6.src -e ipv6.dst 2>/dev/null |
         sort -u | grep -Evq "^($ADDR6_A	$ADDR6_B|$ADDR6_B	$ADDR6_A)\$" &&
         fail "packets between other addresses than $ADDR6_A and $ADDR6_B"
-    out=$(/usr/bin/python3 "$SCAPY_CHECK" "$PCAP" --port "$UDP" 2>&1) || fail "ICRC check: $out"
+    out=$(/usr/bin/python3 "$SCAPY_CHECK" "$f" --port "$UDP" 2>&1) || fail "ICRC check: $out"
     echo "$out"
     n=$(echo "$out" | awk '/^checked/ { print $2 }')
     [ "${n:-0}" = "$v6" ] || fail "the ICRC check saw ${n:-0} of $v6 packets"
     echo "$out" | grep -q "over IPv6" || fail "no packet was checked over IPv6"
 }
 
-# The tap's tools, and each packet on its own on the link: with the veth's transmit checksum
-# offload off the kernel cuts GSO trains before the link (wire_icrc_test.sh says why).
+# Both devices' own captures (uroce capture, docs/capture.md), with the IPv6 framing they
+# write: dev_captures_start before a run, dev_captures_check MIN after it.
+dev_captures_start() {
+    "${HOST_A[@]}" "$UROCE" capture start "$UROCE_RUNTIME_DIR/device-a.pcap" uroce0 >/dev/null &&
+        "${HOST_B[@]}" "$UROCE" capture start "$UROCE_RUNTIME_DIR/device-b.pcap" uroce0 >/dev/null ||
+        fail "uroce capture start"
+}
+dev_captures_check() {
+    "${HOST_A[@]}" "$UROCE" capture stop uroce0 >/dev/null &&
+        "${HOST_B[@]}" "$UROCE" capture stop uroce0 >/dev/null || fail "uroce capture stop"
+    check_capture "$1" "$UROCE_RUNTIME_DIR/device-a.pcap"
+    check_capture "$1" "$UROCE_RUNTIME_DIR/device-b.pcap"
+}
+
 # The link-local address the kernel gave host $1's eth0, once duplicate address detection is
 # done with it (a tentative address cannot be bound).
 link_local() {
@@ -101,6 +113,8 @@ link_local() {
     echo "$ll"
 }
 
+# The tap's tools, and each packet on its own on the link: with the veth's transmit checksum
+# offload off the kernel cuts GSO trains before the link (wire_icrc_test.sh says why).
 need_capture_tools() {
     need tshark
     need ethtool
@@ -160,6 +174,7 @@ devinfo)
 rc_pingpong)
     need ibv_rc_pingpong
     need_capture_tools
+    dev_captures_start
     tap_start "$PCAP"
     PAIR_READY=tcp_listening run_pair "${HOST_A[@]}" ibv_rc_pingpong -g 0 -p "$PORT" -n 200 -- \
         "${HOST_B[@]}" ibv_rc_pingpong -g 0 -p "$PORT" -n 200 "$ADDR_A"
@@ -170,13 +185,15 @@ rc_pingpong)
     tap_stop
     # 200 x 2 messages of 4 KiB and 20 x 2 of 64 KiB at the 1024-byte MTU, and their ACKs.
     check_capture 4000
+    dev_captures_check 4000
     ;;
 write_bw)
     need ib_write_bw
     need_capture_tools
+    dev_captures_start
     tap_start "$PCAP" 128
     PAIR_TIMEOUT=60 PAIR_READY=tcp_listening run_pair "${HOST_A[@]}" ib_write_bw -x 0 -s 65536 \
-        -p "$PORT" -n 200 -- "${HOST_B[@]}" ib_write_bw -x 0 -s 65536 -p "$PORT" -n 200 "$ADDR_A"
+        -p "$PORT" -n 50 -- "${HOST_B[@]}" ib_write_bw -x 0 -s 65536 -p "$PORT" -n 50 "$ADDR_A"
     check_perftest_results ib_write_bw "$c"
     tap_stop
     trains=$("${HOST_B[@]}" "$UROCE" counters uroce0 | offload_field tx_trains)
@@ -184,13 +201,24 @@ write_bw)
     if [ "$("${HOST_B[@]}" "$UROCE" counters uroce0 | offload_field gso)" != "off (ENOPROTOOPT)" ]; then
         [ "${trains:-0}" -gt 0 ] || fail "host B sent no GSO train"
     fi
-    [ "$TAP_DROPPED" = 0 ] && check_capture 12800 || check_capture 6400
+    # 50 WRITEs of 64 packets at the 1024-byte MTU (the tap may drop some on a busy host).
+    [ "$TAP_DROPPED" = 0 ] && check_capture 3200 || check_capture 1600
+    dev_captures_check 3200
     ;;
 xsrq)
     need ibv_xsrq_pingpong
+    need_capture_tools
+    dev_captures_start
+    tap_start "$PCAP"
     PAIR_READY=tcp_listening run_pair "${HOST_A[@]}" ibv_xsrq_pingpong -g 0 -p "$PORT" -- \
         "${HOST_B[@]}" ibv_xsrq_pingpong -g 0 -p "$PORT" "$ADDR_A"
     expect "$c" "^success" "the client did not finish"
+    tap_stop
+    check_capture 20
+    dev_captures_check 20
+    # XRC opcodes (0xa0..: the XRC SENDs through the TGT QPs) crossed over IPv6.
+    [ "$(frames "ipv6 && infiniband.bth.opcode >= 0xa0 && infiniband.bth.opcode <= 0xb7")" -gt 0 ] ||
+        fail "no XRC packet on the link"
     n=$("${HOST_A[@]}" "$UROCE" counters uroce0 | awk '$1 == "counters_icrc" { for (i = 2; i < NF; i++) if ($i == "ipv6") print $(i + 1) }')
     echo "host A checked ${n:-0} ICRCs over IPv6"
     [ "${n:-0}" -gt 0 ] || fail "host A received nothing over IPv6"
@@ -198,12 +226,14 @@ xsrq)
 ud_pingpong)
     need ibv_ud_pingpong
     need_capture_tools
+    dev_captures_start
     tap_start "$PCAP"
     PAIR_READY=tcp_listening run_pair "${HOST_A[@]}" ibv_ud_pingpong -g 0 -p "$PORT" -n 500 -- \
         "${HOST_B[@]}" ibv_ud_pingpong -g 0 -p "$PORT" -n 500 "$ADDR_A"
     expect "$c" "^1024000 bytes in" "the client did not exchange 500 x 2 messages of 1024 bytes"
     tap_stop
     check_capture 1000
+    dev_captures_check 1000
     ;;
 ucx)
     need ucx_perftest
