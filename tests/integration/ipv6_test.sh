@@ -68,6 +68,9 @@ frames() {
 # addresses, decoded as InfiniBand, each ICRC right. MIN: the fewest packets there must be.
 check_capture() {
     local min=$1 f=${2:-$PCAP} v4 v6 ib out n
+    # What the tap lost (its buffer full on a busy host: not the devices' doing, and tshark
+    # says how many; the devices' own captures have every packet) is not there to check.
+    [ "$f" = "$PCAP" ] && min=$((min - ${TAP_DROPPED:-0}))
     v4=$(tshark -r "$f" -Y "ip && udp.dstport == $UDP" -T fields -e frame.number 2>/dev/null | wc -l)
     v6=$(tshark -r "$f" -Y "ipv6 && udp.dstport == $UDP" -T fields -e frame.number 2>/dev/null | wc -l)
     ib=$(tshark -r "$f" -d "udp.port==$UDP,infiniband" -Y "ipv6 && infiniband" -T fields -e frame.number 2>/dev/null | wc -l)
@@ -201,8 +204,8 @@ write_bw)
     if [ "$("${HOST_B[@]}" "$UROCE" counters uroce0 | offload_field gso)" != "off (ENOPROTOOPT)" ]; then
         [ "${trains:-0}" -gt 0 ] || fail "host B sent no GSO train"
     fi
-    # 50 WRITEs of 64 packets at the 1024-byte MTU (the tap may drop some on a busy host).
-    [ "$TAP_DROPPED" = 0 ] && check_capture 3200 || check_capture 1600
+    # 50 WRITEs of 64 packets at the 1024-byte MTU.
+    check_capture 3200
     dev_captures_check 3200
     ;;
 xsrq)
