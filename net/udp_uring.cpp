@@ -81,7 +81,6 @@ int UdpUring::open(const Endpoint& local, bool offload) {
     ring_ok_ = r >= 0;
     if (!ring_ok_) uring_errno_ = forced ? 0 : -r;
 
-    local_ = local;
     port_ = local.port();
     sock_ = new_socket(local.is_v6());
     if (sock_ < 0) return errno;
@@ -91,7 +90,7 @@ int UdpUring::open(const Endpoint& local, bool offload) {
     set_buffers(sock_);
     recv_marks(sock_, local.is_v6());
     send_options(sock_, local);
-    if (bind(sock_, &local_.sa, local_.len()) != 0) return errno;
+    if (bind(sock_, &local.sa, local.len()) != 0) return errno;
 
     // Offloads: the kernel knows UDP_SEGMENT if it takes the option (a size per sendmsg is
     // given in a control message); whether the way out takes trains shows at the first send.
@@ -181,8 +180,7 @@ int UdpUring::add_local(const Endpoint& local) {
     set_buffers(fd);
     recv_marks(fd, v6);
     send_options(fd, local);
-    int zero = 0, one = 1;
-    if (off_.gso) setsockopt(fd, SOL_UDP, UDP_SEGMENT, &zero, sizeof zero);
+    int one = 1;  // (GSO needs no option: each train names its segment size)
     if (off_.gro) setsockopt(fd, SOL_UDP, UDP_GRO, &one, sizeof one);
     if (!off_.gso) no_udp_csum(fd, v6);
     if (int e = bind_or_close(fd, local)) return e;
@@ -231,7 +229,7 @@ void UdpUring::send_options(int fd, const Endpoint& at) {
 // As rxe and RoCE NICs send it. Only without GSO trains: the kernel refuses a train from a
 // socket with SO_NO_CHECK (EINVAL).
 void UdpUring::set_udp_csum_zero() {
-    off_.udp_csum_zero = no_udp_csum(sock_, local_.is_v6());
+    off_.udp_csum_zero = no_udp_csum(sock_, senders_[0].v6);
     for (size_t i = 1; i < senders_.size(); ++i)
         if (senders_[i].fd >= 0) no_udp_csum(senders_[i].fd, senders_[i].v6);
 }
@@ -314,10 +312,27 @@ void UdpUring::set_buffers(int fd) {
         setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &buf, sizeof buf);
 }
 
-int UdpUring::open_group(uint32_t group_be) {
-    uint32_t on = 0;  // the device's first IPv4 address: the interface it joins on
+const UdpUring::Local* UdpUring::first_local(bool v6) const {
     for (const Local& l : locals_)
-        if (!on && !l.ep.is_v6()) on = l.ep.v4_be();
+        if (l.ep.is_v6() == v6) return &l;
+    return nullptr;
+}
+
+int UdpUring::add_group_sock(int fd, const Endpoint& group, int level, int join, const void* req,
+                             socklen_t req_len) {
+    if (setsockopt(fd, level, join, req, req_len) != 0) {
+        int e = errno;
+        close(fd);
+        return -e;
+    }
+    const uint32_t i = free_sock();
+    socks_[i] = Sock{fd, group, true, false, false};
+    arm_recv(i);
+    return int(i);
+}
+
+int UdpUring::open_group(uint32_t group_be) {
+    const Local* on = first_local(false);  // the interface it joins on
     if (!on) return -EAFNOSUPPORT;
     int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
     if (fd < 0) return -errno;
@@ -328,35 +343,16 @@ int UdpUring::open_group(uint32_t group_be) {
     setsockopt(fd, IPPROTO_IP, IP_MULTICAST_ALL, &zero, sizeof zero);
     set_buffers(fd);
     recv_marks(fd, false);
-    sockaddr_in sa{};
-    sa.sin_family = AF_INET;
-    sa.sin_addr.s_addr = group_be;
-    sa.sin_port = htons(port_);
+    const Endpoint g = Endpoint::ipv4(group_be, port_);
     ip_mreqn m{};
     m.imr_multiaddr.s_addr = group_be;
-    m.imr_address.s_addr = on;
-    if (bind(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa) != 0 ||
-        setsockopt(fd, IPPROTO_IP, IP_ADD_MEMBERSHIP, &m, sizeof m) != 0) {
-        int e = errno;
-        close(fd);
-        return -e;
-    }
-    const uint32_t i = free_sock();
-    socks_[i] = Sock{fd, Endpoint::ipv4(group_be, port_), true, false, false};
-    arm_recv(i);
-    return int(i);
-}
-
-bool UdpUring::has_ipv6() const {
-    for (const Local& l : locals_)
-        if (l.ep.is_v6()) return true;
-    return false;
+    m.imr_address.s_addr = on->ep.v4_be();
+    if (int e = bind_or_close(fd, g)) return e;
+    return add_group_sock(fd, g, IPPROTO_IP, IP_ADD_MEMBERSHIP, &m, sizeof m);
 }
 
 int UdpUring::open_group6(const uint8_t* group) {
-    const Local* at = nullptr;
-    for (const Local& l : locals_)
-        if (!at && l.ep.is_v6()) at = &l;
+    const Local* at = first_local(true);
     if (!at) return -EADDRNOTAVAIL;
     const uint32_t ifindex = interface_of(at->ep);
     int fd = new_socket(true);
@@ -371,15 +367,7 @@ int UdpUring::open_group6(const uint8_t* group) {
     std::memcpy(&m.ipv6mr_multiaddr, group, 16);
     m.ipv6mr_interface = ifindex;
     if (int e = bind_or_close(fd, g)) return e;
-    if (setsockopt(fd, IPPROTO_IPV6, IPV6_JOIN_GROUP, &m, sizeof m) != 0) {
-        int e = errno;
-        close(fd);
-        return -e;
-    }
-    const uint32_t i = free_sock();
-    socks_[i] = Sock{fd, g, true, false, false};
-    arm_recv(i);
-    return int(i);
+    return add_group_sock(fd, g, IPPROTO_IPV6, IPV6_JOIN_GROUP, &m, sizeof m);
 }
 
 void UdpUring::close_group(int sock) {

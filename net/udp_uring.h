@@ -108,7 +108,7 @@ public:
     // IPv6 only (IPV6_V6ONLY), takes a zero UDP checksum (UDP_NO_CHECK6_RX, as rxe sends it)
     // and sends with the traffic class and hop limit of IpMarks.
     int open(const Endpoint& local, bool offload = true);
-    const Endpoint& local() const { return local_; }
+    const Endpoint& local() const { return locals_[0].ep; }  // open()'s (after it)
     // Another address of the device (after open(): the same port and options), IPv4 or IPv6,
     // with a socket of its own that receives and sends. Returns its number (1, 2, ...: the
     // order of the calls; open()'s is 0) or a negative errno. Control path.
@@ -125,7 +125,7 @@ public:
     // The same for an IPv6 group (16 bytes), joined on the interface of the device's first IPv6
     // address (MLD); -EADDRNOTAVAIL when the device has none.
     int open_group6(const uint8_t* group);
-    bool has_ipv6() const;  // the device has an IPv6 address
+    bool has_ipv6() const { return first_local(true) != nullptr; }
     // Leaves the group: no more of its packets are handed to on_packet.
     void close_group(int sock);
 
@@ -248,6 +248,11 @@ private:
     static int new_socket(bool v6);
     static int bind_or_close(int fd, const Endpoint& at);  // 0, or -errno (fd closed)
     uint32_t free_sock();  // a slot of socks_ past [0] for a new receiving socket
+    // A group's bound socket joins it (setsockopt level/join with req) and starts receiving;
+    // returns its number, or -errno (fd closed).
+    int add_group_sock(int fd, const Endpoint& group, int level, int join, const void* req,
+                       socklen_t req_len);
+    const Local* first_local(bool v6) const;  // the device's first address of that version
     static void read_rx_cmsg(const cmsghdr* c, int& seg, IpMarks& marks);
     // Room for a receive's control messages: its TOS (one byte) and TTL, UDP_GRO's size.
     static constexpr size_t kRxCtlBytes = CMSG_SPACE(sizeof(int)) * 3;
@@ -262,7 +267,6 @@ private:
     io_uring ring_{};
     bool ring_ok_ = false;
     int sock_ = -1;  // socks_[0].fd
-    Endpoint local_;
     std::vector<Local> locals_;
     uint16_t port_ = 0;
     std::vector<Sock> socks_;

@@ -180,21 +180,16 @@ void Wire::receive(const net::Endpoint& from, const net::Endpoint& to, uint8_t* 
     bool df = true;
     const bool v6 = from.is_v6();
     net::IcrcWay way = net::IcrcWay::kBad;
-    if (icrc_unset)
-        ;
-    else if (v6)
-        way = net::icrc_check6(from.addr6(), to.addr6(), from.port(), cfg_.port, data, len)
-                  ? net::IcrcWay::kId0
-                  : net::IcrcWay::kBad;
-    else
+    if (v6 && !icrc_unset &&
+        net::icrc_check6(from.addr6(), to.addr6(), from.port(), cfg_.port, data, len))
+        way = net::IcrcWay::kId0;
+    else if (!v6 && !icrc_unset)
         way = net::icrc_check_any_id(from.v4_be(), to.v4_be(), from.port(), cfg_.port, data, len,
                                      seg, cfg_.icrc_nodf, icrc_ids_, icrc_solver_, &id, &df);
     if (pcap_.is_open()) {
         timeval tv;
         gettimeofday(&tv, nullptr);
-        net::Endpoint dst = to;
-        dst.set_port(cfg_.port);
-        pcap_.record(from, dst, data, len, tv, id, df, marks);
+        pcap_.record(from, to, data, len, tv, id, df, marks);  // (`to` has the device's port)
     }
     net::Packet p;
     net::DropReason why = net::decode(data, len, p);
