@@ -18,6 +18,11 @@ count() {  # LABEL LOG
     local line
     line=$(grep -E '^[0-9]+% tests passed' "$2" | tail -n1)
     summary+=("$1: ${line:-no ctest summary}")
+    # The pass's ten slowest tests, where its time goes (ctest's "Test #N: NAME ... X sec").
+    slowest=$(awk '/Test +#[0-9]+: / { for (i = 1; i < NF; i++) if ($(i + 1) == "sec") t = $i;
+                   n = $0; sub(/.*Test +#[0-9]+: /, "", n); sub(/ .*/, "", n); print t, n }' "$2" |
+        sort -rn | head -n 10 | awk '{ printf "%s%s %ss", (NR > 1 ? ", " : ""), $2, $1 }')
+    [ -n "$slowest" ] && summary+=("    slowest: $slowest")
 }
 system=$(. /etc/os-release && echo "${NAME% GNU/Linux} ${VERSION_ID:-} (${VERSION_CODENAME:-?})")
 
