@@ -1,13 +1,13 @@
-// A session's doorbell page, shared by the verbs library and the device: which QPs and CQs
-// want the device's attention. The session's eventfd only says "look"; the page says where,
+// A session's doorbell page, shared by the verbs library and the device: which QPs want the
+// device's attention. The session's eventfd only says "look"; the page says where,
 // so a doorbell costs the device the QPs that rang, not every QP of the process.
 //
-// The library pushes an entry (a QPN, or a CQ handle with kDoorbellCq) and then writes the
-// eventfd. A QP is pushed at most once until the device has taken it: the SQ ring header's
-// `arm` word (unused for send queues otherwise) says "queued", the library sets it with an
-// exchange and the device clears it before it looks at the QP. When the page is full the
-// library sets `overflow` instead, and the device then looks at all of the session's QPs and
-// CQs, as it would without a page. The device trusts nothing here: an entry is a number it
+// The library pushes an entry (a QPN) and then writes the eventfd. A QP is pushed at most
+// once until the device has taken it: the SQ ring header's `arm` word (unused for send queues
+// otherwise) says "queued", the library sets it with an exchange and the device clears it
+// before it looks at the QP. When the page is full the
+// library sets `overflow` instead, and the device then looks at all of the session's QPs,
+// as it would without a page. The device trusts nothing here: an entry is a number it
 // checks against its own tables, and it reads at most kDoorbellSlots entries per wake-up.
 //
 // `awake` (io_uring's NEED_WAKEUP, the other way round): while the device is busy it looks
@@ -26,8 +26,7 @@
 
 namespace uroce::abi {
 
-constexpr uint32_t kDoorbellSlots = 4096;      // a power of two
-constexpr uint32_t kDoorbellCq = 0x80000000u;  // QPNs and CQ handles are below 2^24
+constexpr uint32_t kDoorbellSlots = 4096;  // a power of two
 
 struct DoorbellPage {
     alignas(kCacheLine) std::atomic<uint32_t> tail;      // library: the next slot to fill

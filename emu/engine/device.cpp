@@ -134,7 +134,10 @@ void Device::stop() {
 
 void Device::call(const std::function<void()>& fn) {
     if (!running_ || std::this_thread::get_id() == thread_.get_id()) {
-        if (manual_) dma_.flush();  // as run_commands: no control request finds writes pending
+        if (manual_) {  // as run_commands
+            serve_doorbells();
+            dma_.flush();
+        }
         fn();
         return;
     }
@@ -162,9 +165,23 @@ void Device::run_commands() {
             fn = std::move(cmds_.front());
             cmds_.pop_front();
         }
+        serve_doorbells();
         dma_.flush();  // no control request finds writes pending (emu/engine/dma.cpp)
         fn();
     }
+}
+
+// Program order between a process's data path and its control path: a WQE whose doorbell
+// was rung before a control request was sent is taken before the request acts, as hardware
+// fetches it within a microsecond of the doorbell and rxe runs it in ibv_post_send itself.
+// The two travel apart (the doorbell page and its eventfd; the control socket, then the
+// command queue), so without this a SEND posted right before rdma_disconnect could still be
+// in its ring when the QP went to ERR, and be flushed instead of sent. Each session's page
+// is read (one slot's exchange where nothing rang) and the QPs that rang make their progress
+// now: their packets leave before anything the request sends.
+void Device::serve_doorbells() {
+    sessions_.for_each([this](uint32_t, Session& s) { take_doorbells(s); });
+    run_ready();
 }
 
 void Device::loop() {
@@ -256,7 +273,7 @@ bool Device::keep_polling() {
     return now - last_work_ns_ < uint64_t(cfg_.poll_us) * 1000;
 }
 
-// The QPs and CQs the session's doorbell page names (emu/abi/doorbell.h). An entry that
+// The QPs the session's doorbell page names (emu/abi/doorbell.h). An entry that
 // names nothing of this session's is ignored, as is anything past kDoorbellSlots entries.
 bool Device::take_doorbells(Session& s) {
     abi::DoorbellPage* p = s.db;
@@ -266,11 +283,6 @@ bool Device::take_doorbells(Session& s) {
         uint32_t e =
             p->slots[head & (abi::kDoorbellSlots - 1)].exchange(0, std::memory_order_acquire);
         if (!e) break;
-        if (e & abi::kDoorbellCq) {
-            Cq* cq = cqs_.get(e & ~abi::kDoorbellCq);
-            if (owned(s, cq)) done_.notify_if_pending(*cq);
-            continue;
-        }
         Qp* qp = qps_.get(e);
         if (!xrc_.holds(s, qp)) continue;
         // Cleared before the requester reads the producer index: a WQE posted after this
@@ -283,14 +295,12 @@ bool Device::take_doorbells(Session& s) {
     s.db_head = head;
     p->head.store(head, std::memory_order_release);
     if (p->overflow.exchange(0, std::memory_order_acq_rel)) {
-        // The page was full: look at everything, as if every QP and CQ had rung.
+        // The page was full: look at everything, as if every QP had rung.
         for (uint32_t qpn : s.qps)
             if (Qp* qp = qps_.get(qpn)) {
                 if (qp->sq) qp->sq->arm.store(0, std::memory_order_seq_cst);
                 sched_.mark_ready(*qp);
             }
-        for (uint32_t h : s.cqs)
-            if (Cq* cq = cqs_.get(h)) done_.notify_if_pending(*cq);
     }
     return true;
 }

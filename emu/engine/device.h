@@ -163,6 +163,8 @@ private:
     // in or out, a doorbell) less than poll_us ago, so that it polls instead of sleeping.
     bool keep_polling();
     void run_commands();
+    // Before a control request: the work whose doorbells rang before it (device.cpp).
+    void serve_doorbells();
     void run_ready();
     void run_timers(uint64_t now);
     uint64_t next_timeout(uint64_t now) const;

@@ -24,8 +24,6 @@ public:
     explicit Completions(Env& env) : env_(env) {}
 
     void push_cqe(uint32_t cq_handle, const abi::Cqe& cqe, bool solicited);
-    // The application armed a CQ that still holds unpolled completions.
-    void notify_if_pending(Cq& cq);
     void complete_send(Qp& qp, uint32_t index, ibv_wc_status status);
     void qp_to_error(Qp& qp);
     void send_queue_error(Qp& qp);  // UC/UD: SQE; RC/XRC: ERR

@@ -53,13 +53,6 @@ void Completions<Env>::fire_cq_event(Cq& cq) {
     }
 }
 
-// The application armed a CQ that still holds unpolled completions.
-template <class Env>
-void Completions<Env>::notify_if_pending(Cq& cq) {
-    if (cq.hdr->arm.load(std::memory_order_seq_cst) == abi::kCqArmNone) return;
-    if (cq.hdr->cons.load(std::memory_order_seq_cst) != cq.prod) fire_cq_event(cq);
-}
-
 template <class Env>
 void Completions<Env>::complete_send(Qp& qp, uint32_t index, ibv_wc_status status) {
     env_.dma.flush();  // a READ's data before its slot is free, signaled or not

@@ -766,7 +766,7 @@ private:
                 if (qp && qp->sq.base) qp->sq.hdr()->arm.store(1);
                 entries.push_back(qp ? qp->qpn : b);
             } else if (kind == 1) {
-                entries.push_back(pick(cq_handles()) | abi::kDoorbellCq);
+                entries.push_back(pick(cq_handles()) | 0x80000000u);  // an older library's CQ entry
             } else {
                 entries.push_back(r_.u32());
             }

@@ -2,17 +2,20 @@
 // channels"): an id's unread events move with it on rdma_migrate_id (ucma_move_events), in
 // order, and leave the old channel; rdma_destroy_id takes its unread events away
 // (ucma_free_ctx), and a listener's unread connection requests are rejected; other ids'
-// events stay where they are. Built against the system's <rdma/rdma_cma.h>, run over the
+// events stay where they are. A SEND posted right before rdma_disconnect reaches the peer.
+// Built against the system's <rdma/rdma_cma.h>, run over the
 // drop-in libraries on one device (rdmacm_test.sh events, 127.0.0.1).
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <poll.h>
 #include <rdma/rdma_cma.h>
+#include <rdma/rdma_verbs.h>
 #include <sys/ioctl.h>
 
 #include <cerrno>
 #include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <thread>
 #include <vector>
@@ -20,6 +23,7 @@
 namespace {
 
 constexpr const char* kAddr = "127.0.0.1";
+constexpr const char* kAddr2 = "127.0.0.2";  // a second device's (rdmacm_test.sh events)
 
 sockaddr_in addr(uint16_t port) {
     sockaddr_in a{};
@@ -104,13 +108,16 @@ protected:
             if (ch) rdma_destroy_event_channel(ch);
     }
 
-    // A client id on `ch`, resolved, with a QP, its connect sent.
-    rdma_cm_id* connect(rdma_event_channel* ch) {
+    // A client id on `ch`, resolved, with a QP, its connect sent; from `src`'s device if
+    // given (a port-0 address).
+    rdma_cm_id* connect(rdma_event_channel* ch, sockaddr_in* src = nullptr) {
         rdma_cm_id* id = nullptr;
         EXPECT_EQ(rdma_create_id(ch, &id, nullptr, RDMA_PS_TCP), 0);
         ids_.push_back(id);
         sockaddr_in d = addr(port_);
-        EXPECT_EQ(rdma_resolve_addr(id, nullptr, reinterpret_cast<sockaddr*>(&d), 2000), 0);
+        EXPECT_EQ(rdma_resolve_addr(id, reinterpret_cast<sockaddr*>(src),
+                                    reinterpret_cast<sockaddr*>(&d), 2000),
+                  0);
         ack(next(ch, RDMA_CM_EVENT_ADDR_RESOLVED, id));
         EXPECT_EQ(rdma_resolve_route(id, 2000), 0);
         ack(next(ch, RDMA_CM_EVENT_ROUTE_RESOLVED, id));
@@ -135,8 +142,8 @@ protected:
     }
 
     // A connection whose server side's ESTABLISHED waits unread on lch_; the server's id.
-    rdma_cm_id* established(rdma_cm_id** client) {
-        *client = connect(cch_);
+    rdma_cm_id* established(rdma_cm_id** client, sockaddr_in* src = nullptr) {
+        *client = connect(cch_, src);
         rdma_cm_id* child = accept_next();
         ack(next(cch_, RDMA_CM_EVENT_ESTABLISHED, *client));  // reading the REP sends the RTU
         EXPECT_TRUE(readable(lch_, 10000)) << "the server's ESTABLISHED never came";
@@ -288,6 +295,72 @@ TEST_F(MigrateEvents, DestroyedChannelTakesItsIds) {
     ack(next(cch_, RDMA_CM_EVENT_DISCONNECTED, c1));
     rdma_cm_id* c2 = connect(cch_);
     ack(next(cch_, RDMA_CM_EVENT_REJECTED, c2));
+}
+
+// librpma's last message (rpma_send of I_M_DONE, unsignaled, then rpma_conn_disconnect at
+// once): the SEND posted right before rdma_disconnect reaches the peer, every time. The
+// device takes a WQE whose doorbell rang before the control request that moves the QP to ERR
+// (docs/behaviour.md, "Program order"); before, the SEND was flushed in most rounds and the
+// peer's receive ended in a flush error.
+using Disconnect = MigrateEvents;
+TEST_F(Disconnect, SendPostedRightBeforeRdmaDisconnectArrives) {
+    // The client on the second device (kAddr2), so the SEND crosses the wire.
+    sockaddr_in src{};
+    src.sin_family = AF_INET;
+    inet_pton(AF_INET, kAddr2, &src.sin_addr);
+    for (int r = 0; r < 100; ++r) {
+        rdma_cm_id* client = nullptr;
+        rdma_cm_id* child = established(&client, &src);
+        ASSERT_TRUE(child);
+        ack(next(lch_, RDMA_CM_EVENT_ESTABLISHED, child));
+        ASSERT_TRUE(child->recv_cq && client->send_cq);
+        char rbuf[64] = {}, sbuf[64] = {};
+        int len = std::snprintf(sbuf, sizeof sbuf, "I_M_DONE %d", r) + 1;
+        ibv_mr* rmr = rdma_reg_msgs(child, rbuf, sizeof rbuf);
+        ibv_mr* smr = rdma_reg_msgs(client, sbuf, sizeof sbuf);
+        ASSERT_TRUE(rmr && smr);
+        // A few messages first, as the ping-pong before librpma's last one: the device is
+        // busy with the connection when the last SEND and the disconnect come.
+        for (int k = 0; k < 3; ++k) {
+            ASSERT_EQ(rdma_post_recv(child, nullptr, rbuf, sizeof rbuf, rmr), 0);
+            ASSERT_EQ(rdma_post_send(client, nullptr, sbuf, 8, smr, IBV_SEND_SIGNALED), 0);
+            ibv_wc got{};
+            ASSERT_EQ(rdma_get_recv_comp(child, &got), 1);
+            ASSERT_EQ(rdma_get_send_comp(client, &got), 1);
+        }
+        ASSERT_EQ(rdma_post_recv(child, nullptr, rbuf, sizeof rbuf, rmr), 0);
+        ibv_sge sge{reinterpret_cast<uint64_t>(sbuf), uint32_t(len), smr->lkey};
+        ibv_send_wr w{};
+        w.wr_id = 7;
+        w.sg_list = &sge;
+        w.num_sge = 1;
+        w.opcode = IBV_WR_SEND;  // unsignaled
+        ibv_send_wr* bad = nullptr;
+        ASSERT_EQ(ibv_post_send(client->qp, &w, &bad), 0);
+        ASSERT_EQ(rdma_disconnect(client), 0) << std::strerror(errno);
+
+        ibv_wc wc{};
+        int n = 0;
+        auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+        while ((n = ibv_poll_cq(child->recv_cq, 1, &wc)) == 0 &&
+               std::chrono::steady_clock::now() < until)
+            std::this_thread::yield();
+        ASSERT_EQ(n, 1) << "round " << r << ": the server's receive never completed";
+        ASSERT_EQ(wc.status, IBV_WC_SUCCESS)
+            << "round " << r << ": the last SEND was lost: " << ibv_wc_status_str(wc.status);
+        EXPECT_EQ(wc.byte_len, uint32_t(len));
+        EXPECT_STREQ(rbuf, sbuf);
+        ack(next(lch_, RDMA_CM_EVENT_DISCONNECTED, child));
+        EXPECT_EQ(rdma_disconnect(child), 0);  // the DREP, which the client's event waits for
+        ack(next(cch_, RDMA_CM_EVENT_DISCONNECTED, client));
+        rdma_dereg_mr(rmr);
+        rdma_dereg_mr(smr);
+        for (rdma_cm_id* id : {child, client}) {
+            rdma_destroy_qp(id);
+            EXPECT_EQ(rdma_destroy_id(id), 0);
+            std::erase(ids_, id);
+        }
+    }
 }
 
 // rdma_event_str names the events newer rdma-core releases added (16-19), as theirs does, for

@@ -327,11 +327,14 @@ srq)
     ;;
 events)
     # rdmacm_events_tests (GoogleTest): rdma_migrate_id and rdma_destroy_id with events
-    # unread, over one device; afterwards it holds no object of the test's.
+    # unread, over one device; a SEND posted right before rdma_disconnect, from a second
+    # device; afterwards they hold no object of the test's.
     start_device uroce0 127.0.0.1
+    start_device uroce1 127.0.0.2
     verbs timeout 120 "${2:?usage: rdmacm_test.sh events BINARY}" ||
         fail "$(basename "$2") failed"
     expect_no_objects uroce0
+    expect_no_objects uroce1
     ;;
 api)
     start_device uroce0 127.0.0.1

@@ -27,6 +27,9 @@
 //          values (and the written bytes)
 //   multi  one client opens several connections at once to one endpoint; each writes its
 //          slice of the server's memory and reads another's back
+//   scch   librpma's example 12scch as written: rpma_conn_wait then one rpma_cq_get_wc per
+//          completion on a shared channel, and the last message sent unsignaled right
+//          before rpma_conn_disconnect, which the server must receive
 // Prints "<role> <case> round <ROUND>: ok ..." and exits 0 when every check held; otherwise
 // prints what differed and exits 1. "listening" on stdout tells the driver the server is up.
 #include <arpa/inet.h>
@@ -729,6 +732,90 @@ void client_msg(const Args& a, Peer& p) {
     ok(a, (std::to_string(kPings) + " pongs checked").c_str());
 }
 
+// scch: librpma's example 12scch-receive-completion-queue, step for step: a send CQ and a
+// receive CQ on one shared completion channel; each wait is rpma_conn_wait (the event, its
+// ack and the re-arm of that CQ, with the completion still unpolled) and then one
+// rpma_cq_get_wc, which must find the completion the event announced; a counter goes back
+// and forth, and the client's last message, I_M_DONE, is sent unsignaled right before
+// rpma_conn_disconnect. The server must receive it: a stale event from the re-arm
+// ("no completion") or a last SEND flushed by the disconnect fails the round.
+constexpr uint64_t kDone = UINT64_MAX;  // the example's I_M_DONE
+constexpr int kCounts = 20;
+
+// The example's wait_and_validate_completion.
+ibv_wc wait_and_validate(rpma_conn* conn, ibv_wc_opcode want) {
+    rpma_cq* cq = nullptr;
+    int ret = rpma_conn_wait(conn, 0, &cq, nullptr);
+    if (ret) fatal("rpma_conn_wait: %s", rpma_err_2str(ret));
+    ibv_wc wc{};
+    ret = rpma_cq_get_wc(cq, 1, &wc, nullptr);
+    if (ret) fatal("rpma_cq_get_wc after an event: %s", rpma_err_2str(ret));
+    if (wc.status != IBV_WC_SUCCESS)
+        fatal("%s completed with %s", want == IBV_WC_SEND ? "a send" : "a receive",
+              ibv_wc_status_str(wc.status));
+    if (wc.opcode != want) fatal("completion opcode %d, expected %d", int(wc.opcode), int(want));
+    return wc;
+}
+
+rpma_conn_cfg* scch_cfg() {
+    rpma_conn_cfg* cfg = nullptr;
+    RPMA(rpma_conn_cfg_new(&cfg));
+    RPMA(rpma_conn_cfg_set_rcq_size(cfg, 10));
+    RPMA(rpma_conn_cfg_set_compl_channel(cfg, true));
+    return cfg;
+}
+
+void server_scch(const Args& a, Peer& p) {
+    Server s(a, p);
+    rpma_conn_cfg* cfg = scch_cfg();
+    Mr rx(p.peer, 8, RPMA_MR_USAGE_RECV), tx(p.peer, 8, RPMA_MR_USAGE_SEND);
+    ServerConn c = s.accept(cfg, ServerHello{}, &rx, 8);
+    Server::established(c);
+    uint64_t value = 0, want = uint64_t(a.round) * 1000;
+    int n = 0;
+    for (;; ++n) {
+        wait_and_validate(c.conn, IBV_WC_RECV);
+        std::memcpy(&value, rx.buf.p, 8);
+        if (value == kDone) break;
+        CHECK(value == want, "value %llu, expected %llu", (unsigned long long)value,
+              (unsigned long long)want);
+        want = value + 1;  // what goes back, and what the client sends next
+        std::memcpy(tx.buf.p, &want, 8);
+        RPMA(rpma_recv(c.conn, rx.mr, 0, 8, nullptr));
+        RPMA(rpma_send(c.conn, tx.mr, 0, 8, RPMA_F_COMPLETION_ALWAYS, nullptr));
+        wait_and_validate(c.conn, IBV_WC_SEND);
+    }
+    CHECK(n == kCounts, "I_M_DONE after %d values, expected %d", n, kCounts);
+    Server::closed(c);
+    RPMA(rpma_conn_cfg_delete(&cfg));
+    ok(a, (std::to_string(n) + " values answered, I_M_DONE received").c_str());
+}
+
+void client_scch(const Args& a, Peer& p) {
+    rpma_conn_cfg* cfg = scch_cfg();
+    Mr rx(p.peer, 8, RPMA_MR_USAGE_RECV), tx(p.peer, 8, RPMA_MR_USAGE_SEND);
+    ClientConn c = client_connect(p, a, cfg, 0);
+    client_established(c, a, 0);
+    uint64_t counter = uint64_t(a.round) * 1000;
+    for (int n = 0; n < kCounts; ++n) {
+        RPMA(rpma_recv(c.conn, rx.mr, 0, 8, nullptr));
+        std::memcpy(tx.buf.p, &counter, 8);
+        RPMA(rpma_send(c.conn, tx.mr, 0, 8, RPMA_F_COMPLETION_ALWAYS, nullptr));
+        wait_and_validate(c.conn, IBV_WC_SEND);
+        wait_and_validate(c.conn, IBV_WC_RECV);
+        uint64_t got = 0;
+        std::memcpy(&got, rx.buf.p, 8);
+        CHECK(got == counter + 1, "value %llu, expected %llu", (unsigned long long)got,
+              (unsigned long long)(counter + 1));
+        counter = got;
+    }
+    std::memcpy(tx.buf.p, &kDone, 8);
+    RPMA(rpma_send(c.conn, tx.mr, 0, 8, RPMA_F_COMPLETION_ON_ERROR, nullptr));
+    client_close(c);
+    RPMA(rpma_conn_cfg_delete(&cfg));
+    ok(a, (std::to_string(kCounts) + " values, then I_M_DONE and the disconnect").c_str());
+}
+
 // srq: every client's pings arrive through one shared receive queue; the completion's QP
 // number says whose it is, and the answer goes back on that connection.
 void server_srq(const Args& a, Peer& p) {
@@ -981,7 +1068,7 @@ int main(int argc, char** argv) {
         {"flush", server_memory, client_memory}, {"atomic", server_memory, client_memory},
         {"msg", server_msg, client_msg},         {"rcq", server_msg, client_msg},
         {"srq", server_srq, client_srq},         {"imm", server_imm, client_imm},
-        {"multi", server_multi, client_multi},
+        {"multi", server_multi, client_multi},   {"scch", server_scch, client_scch},
     };
     for (const Case& c : cases) {
         if (a.kase != c.name) continue;

@@ -1,6 +1,7 @@
 // Completion events (ibv_req_notify_cq(3)): armed with solicited_only, a CQ raises an event
 // only for a receive of a message sent with IBV_SEND_SOLICITED or for an unsuccessful
-// completion; armed with 0, for any completion; an event is raised once per arming.
+// completion; armed with 0, for any completion; an event is raised once per arming, and only
+// for a completion added after the arm.
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -89,12 +90,52 @@ TEST_F(RcEvents, AnyCompletion) {
     send(1, IBV_WR_SEND, 0);
     EXPECT_EQ(event(int(kWaitSeconds * 1000)), p_.b.rcq);
     expect_recv_ok(p_.b, 0, IBV_WC_RECV, 100, p_.a.qpn());
-    // Arming with a completion already waiting raises the event at once.
+    // An arm is for the next completion (IBTA's Request Completion Notification, rxe): one
+    // already waiting raises nothing, the next one does.
     send(2, IBV_WR_SEND, 0);
     EXPECT_EQ(event(50), nullptr);
     ASSERT_EQ(ibv_req_notify_cq(p_.b.rcq, 0), 0);
+    EXPECT_EQ(event(100), nullptr) << "an event for a completion that came before the arm";
+    send(3, IBV_WR_SEND, 0);
     EXPECT_EQ(event(int(kWaitSeconds * 1000)), p_.b.rcq);
     expect_recv_ok(p_.b, 1, IBV_WC_RECV, 100, p_.a.qpn());
+    expect_recv_ok(p_.b, 2, IBV_WC_RECV, 100, p_.a.qpn());
+}
+
+// librpma's rpma_conn_wait over one channel shared by a send CQ and a receive CQ: take the
+// event, ack it, arm that CQ again, then poll it, while its completion is still unpolled at
+// the arm. Each new completion raises exactly one event, and the re-arm over the completion
+// it announced raises none (a stale event there made librpma's next wait find an empty CQ).
+TEST_F(RcEvents, SharedChannelArmedAgainBeforePollingLibrpmaOrder) {
+    ASSERT_EQ(ibv_req_notify_cq(p_.b.scq, 0), 0);
+    ASSERT_EQ(ibv_req_notify_cq(p_.b.rcq, 0), 0);
+    Buffer& arx = reg(A(), 8 * 64);
+    std::vector<ibv_sge> pong{dst_->sge(0, 8)};
+    // The event, acked and re-armed as librpma does, then the one completion it announced.
+    auto wait_then_poll = [&](ibv_cq* want, const char* what, int round) {
+        pollfd pf{ch_->fd, POLLIN, 0};
+        ASSERT_EQ(poll(&pf, 1, int(kWaitSeconds * 1000)), 1) << what << " " << round;
+        ibv_cq* cq = nullptr;
+        void* ctx = nullptr;
+        ASSERT_EQ(ibv_get_cq_event(ch_, &cq, &ctx), 0);
+        ASSERT_EQ(cq, want) << what << " " << round << ": the event named the other CQ";
+        ibv_ack_cq_events(cq, 1);
+        ASSERT_EQ(ibv_req_notify_cq(cq, 0), 0);
+        ibv_wc wc{};
+        ASSERT_EQ(ibv_poll_cq(cq, 1, &wc), 1)
+            << what << " " << round << ": an event, no completion";
+        EXPECT_EQ(wc.status, IBV_WC_SUCCESS);
+        EXPECT_EQ(poll(&pf, 1, 30), 0) << what << " " << round << ": a second event";
+    };
+    for (int n = 0; n < 8; ++n) {
+        ASSERT_EQ(post_recv(p_.a.qp, 100 + n, {arx.sge(n * 64, 64)}), 0);
+        send(n, IBV_WR_SEND, 0);  // A's ping into B's receive n
+        ASSERT_NO_FATAL_FAILURE(wait_then_poll(p_.b.rcq, "ping", n));
+        ibv_send_wr w = wr(200 + n, IBV_WR_SEND, pong);  // B's pong, signaled
+        ASSERT_EQ(post(p_.b.qp, w), 0);
+        ASSERT_NO_FATAL_FAILURE(wait_then_poll(p_.b.scq, "pong", n));
+        expect_recv_ok(p_.a, 100 + n, IBV_WC_RECV, 8, p_.b.qpn());
+    }
 }
 
 // An unsuccessful completion raises a solicited-only event: here the receives flushed when

@@ -36,12 +36,6 @@ void ring_qp(Qp* qp) {
     wake_device(ctx);
 }
 
-void ring_cq(ibv_cq* cq) {
-    Context* ctx = ctx_of(cq->context);
-    abi::doorbell_push(ctx->db, cq->handle | abi::kDoorbellCq);
-    wake_device(ctx);
-}
-
 bool sq_accepts(const ibv_qp* qp) {
     // As rxe: the send queue accepts work only from RTS on; in SQE (UC/UD after a send
     // error) and ERR it accepts WRs to flush them. A TGT QP has no SQ.
@@ -278,22 +272,15 @@ void clean_cq(ibv_cq* cq_pub, uint32_t qpn) {
 int req_notify_cq(ibv_cq* cq_pub, int solicited_only) {
     Cq* cq = cq_of(cq_pub);
     // Under the CQ's lock: ibv_resize_cq moves the arm to the new ring (cq_resize.cpp).
+    // The arm is for the next completion the device adds (IBTA's Request Completion
+    // Notification, ibv_req_notify_cq(3), rxe_req_notify_cq): completions already in the CQ
+    // raise no event, so an application arms, then polls to catch what came before the arm.
+    // After the device is gone no completion comes: ibv_get_cq_event hands out what the
+    // flush raised, then EIO (device_gone.cpp).
     lock_cq(cq);
-    abi::RingHeader* h = cq->ring.hdr();
-    h->arm.store(solicited_only ? abi::kCqArmSolicited : abi::kCqArmNext,
-                 std::memory_order_seq_cst);
-    // As on hardware (the arm carries the consumer index), completions already in the
-    // CQ and not yet polled raise the event at once: wake the device to send it.
-    const bool pending =
-        h->prod.load(std::memory_order_seq_cst) != h->cons.load(std::memory_order_relaxed);
+    cq->ring.hdr()->arm.store(solicited_only ? abi::kCqArmSolicited : abi::kCqArmNext,
+                              std::memory_order_seq_cst);
     unlock_cq(cq);
-    if (pending) {
-        Context* ctx = ctx_of(cq_pub->context);
-        if (ctx->gone.load(std::memory_order_acquire))
-            note_gone_event(ctx, cq);  // no device to send it: ibv_get_cq_event hands it out
-        else
-            ring_cq(cq_pub);
-    }
     return 0;
 }
 

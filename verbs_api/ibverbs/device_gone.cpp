@@ -10,6 +10,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <unordered_map>
 
 #include "emu/abi/clock.h"
 #include "emu/abi/wc_opcode.h"
@@ -113,15 +114,13 @@ void flush_srq(Context* ctx, Srq* srq) {
     srq->lock.unlock();
 }
 
-// The completion event the device would have sent: an armed CQ with completions in it.
-// The exchange consumes the arm, as the device's does, so one arm gives one event. objs_mu
-// held.
-void note_event(Cq* cq) {
-    abi::RingHeader* h = cq->ring.hdr();
-    if (!cq->cq.channel ||
-        h->prod.load(std::memory_order_acquire) == h->cons.load(std::memory_order_acquire))
-        return;
-    if (h->arm.exchange(abi::kCqArmNone) != abi::kCqArmNone) cq->gone_event = true;
+// The completion event the device would have sent: an armed CQ that the flush added
+// completions to (`prod` was its producer index before). Completions it held already raise
+// none, as an arm is for the next one (datapath.cpp, req_notify_cq). The exchange consumes
+// the arm, as the device's does, so one arm gives one event. objs_mu held.
+void note_event(Cq* cq, uint32_t prod) {
+    if (!cq->cq.channel || cq->ring.hdr()->prod.load(std::memory_order_acquire) == prod) return;
+    if (cq->ring.hdr()->arm.exchange(abi::kCqArmNone) != abi::kCqArmNone) cq->gone_event = true;
 }
 
 void run_hooks(Context* ctx) {
@@ -161,9 +160,11 @@ void device_gone(Context* ctx) {
         // Before any ring lock is taken: a post that takes one after us sees it and fails.
         ctx->gone.store(true, std::memory_order_seq_cst);
         std::lock_guard<std::mutex> o(ctx->objs_mu);
+        std::unordered_map<Cq*, uint32_t> before;
+        for (Cq* cq : ctx->cqs) before[cq] = cq->ring.hdr()->prod.load(std::memory_order_acquire);
         for (Qp* qp : ctx->qps) flush_qp(ctx, qp);
         for (Srq* srq : ctx->srqs) flush_srq(ctx, srq);
-        for (Cq* cq : ctx->cqs) note_event(cq);
+        for (Cq* cq : ctx->cqs) note_event(cq, before[cq]);
         ctx->flushed = true;
     }
     run_hooks(ctx);
@@ -180,11 +181,6 @@ Cq* take_gone_event(Context* ctx, ibv_comp_channel* channel) {
         return cq;
     }
     return nullptr;
-}
-
-void note_gone_event(Context* ctx, Cq* cq) {
-    std::lock_guard<std::mutex> g(ctx->objs_mu);
-    if (ctx->cqs.count(cq)) note_event(cq);
 }
 
 int start_watcher(Context* ctx) {

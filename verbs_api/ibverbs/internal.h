@@ -259,11 +259,8 @@ int start_watcher(Context* ctx);
 void stop_watcher(Context* ctx);
 void device_gone(Context* ctx);
 // ibv_get_cq_event after the device is gone: a CQ of the channel with an event noted by
-// device_gone or note_gone_event, counted as handed out, or nullptr.
+// device_gone, counted as handed out, or nullptr.
 Cq* take_gone_event(Context* ctx, ibv_comp_channel* channel);
-// ibv_req_notify_cq after the device is gone, on a CQ that holds completions: the event the
-// device would have sent at once.
-void note_gone_event(Context* ctx, Cq* cq);
 // The objects device_gone looks at.
 void track(Context* ctx, Qp* qp);
 void track(Context* ctx, Cq* cq);
@@ -394,10 +391,8 @@ int post_send(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad);
 bool sq_accepts(const ibv_qp* qp);
 int write_send_wqe(Qp* qp, const ibv_send_wr* wr, uint32_t prod);
 void publish_send(Qp* qp, uint32_t prod);
-// Doorbells: the QP's send queue (or, in ERR, its receive queue) has work; a CQ armed with
-// completions already in it must raise its event.
+// The doorbell: the QP's send queue (or, in ERR, its receive queue) has work.
 void ring_qp(Qp* qp);
-void ring_cq(ibv_cq* cq);
 int post_recv(ibv_qp* qp, ibv_recv_wr* wr, ibv_recv_wr** bad);
 int post_srq_recv(ibv_srq* srq, ibv_recv_wr* wr, ibv_recv_wr** bad);
 int poll_cq(ibv_cq* cq, int n, ibv_wc* wc);
