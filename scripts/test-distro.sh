@@ -2,7 +2,7 @@
 # The README's two commands on a second system: a minimal root file system of Debian release
 # DIST (debootstrap, from the archive the host's own apt sources name), entered as a container
 # would be (its own mount and PID namespaces, its root a mount point), a clean clone of this
-# checkout's HEAD copied in, then `scripts/demo.sh` and `scripts/test.sh --normal-only` there
+# checkout's HEAD copied in, then `scripts/demo.sh` and `scripts/test.sh --second-system` there
 # with that system's own packages (rdma-core, perftest, UCX, libfabric, pyverbs).
 #
 # usage: scripts/test-distro.sh DIST                 (root only; e.g. trixie)
@@ -161,7 +161,7 @@ else
     # is shared, whatever else runs there (and a sysfs of that namespace).
     inner="export DEBIAN_FRONTEND=noninteractive; apt-get update -q && apt-get upgrade -y -q \
         && scripts/setup.sh && unshare --net /bin/bash -c 'mount -t sysfs sysfs /sys && ip link set lo up \
-        && scripts/demo.sh && scripts/test.sh --normal-only'"
+        && scripts/demo.sh && scripts/test.sh --second-system'"
 fi
 
 # Enter as a container runtime does: a private mount namespace whose root is a mount point
