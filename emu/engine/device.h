@@ -27,7 +27,7 @@
 #include "emu/transport/rc_requester.h"
 #include "emu/transport/rc_responder.h"
 #include "emu/transport/recv_path.h"
-#include "emu/transport/transport_env.h"
+#include "emu/engine/transport_env.h"
 #include "emu/transport/uc_responder.h"
 #include "emu/transport/ud_transport.h"
 #include "emu/verbs/control_verbs.h"

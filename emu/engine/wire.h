@@ -39,7 +39,7 @@ public:
     int open();
     // The GID table (DeviceConfig::gid_table): its entries, and for each the wire's address
     // number (UdpUring::add_local) it sends from; kNoLocal past the end.
-    static constexpr uint16_t kNoLocal = 0xffff;
+    static constexpr uint16_t kNoLocal = emu::kNoLocal;
     uint32_t gid_count() const { return uint32_t(gid_local_.size()); }
     uint16_t local_of_gid(uint32_t gid_index) const {
         return gid_index < gid_local_.size() ? gid_local_[gid_index] : kNoLocal;

@@ -3,7 +3,7 @@
 // queues flushed, asynchronous events, and what a failed deferred write means for the path
 // that asked for it.
 //
-// Env (TransportEnv in the daemon, emu/transport/transport_env.h) offers: dma (flush), cqs,
+// Env (TransportEnv in the daemon, emu/engine/transport_env.h) offers: dma (flush), cqs,
 // channels and qps (tables), trace, xrc (post_qp_async), and the stages requester
 // (fetch_send_wqe), recv (complete), responder (error) and completer (fail_oldest).
 #pragma once

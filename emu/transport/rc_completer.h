@@ -1,7 +1,7 @@
 // RC completer stage: matches ACKs, NAKs and READ/ATOMIC responses to outstanding WQEs,
 // completes them in order, and drives retransmission (timeout, NAK, RNR NAK).
 //
-// Env (TransportEnv in the daemon, emu/transport/transport_env.h) offers, by part: requester
+// Env (TransportEnv in the daemon, emu/engine/transport_env.h) offers, by part: requester
 // (go_back, complete_blocked, complete_local_ops), done (complete_send, qp_to_error), sched
 // (mark_ready, arm_timer), dma (write, write_later, settle), counters (drop(reason, qp),
 // retransmits) and now_ns().

@@ -1,5 +1,5 @@
 // RcCompleter's member functions (emu/transport/rc_completer.h). Included by one
-// translation unit per Env: rc_completer.cpp for the device.
+// translation unit per Env: emu/engine/stages/rc_completer.cpp for the device.
 #pragma once
 
 #include "emu/engine/dma_write_batch.h"

@@ -1,7 +1,7 @@
 // RC and UC requester stage: turns send WQEs into request packets, one MTU at a time, and
 // rewinds (go-back-N) when the completer asks for a retransmission.
 //
-// Env (TransportEnv in the daemon, emu/transport/transport_env.h) offers, by part: wire
+// Env (TransportEnv in the daemon, emu/engine/transport_env.h) offers, by part: wire
 // (tx_begin, transmit, tx_free), dma (readv), verbs (check_local_sges), windows (bind_mw,
 // local_invalidate), done (complete_send, send_queue_error, qp_to_error, flush_queues,
 // flush_send_queue), xrc (post_qp_async), sched (mark_ready, arm_timer), ud

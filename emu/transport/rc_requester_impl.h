@@ -1,5 +1,5 @@
 // RcRequester's member functions (emu/transport/rc_requester.h). Included by one
-// translation unit per Env: rc_requester.cpp for the device.
+// translation unit per Env: emu/engine/stages/rc_requester.cpp for the device.
 #pragma once
 
 #include <cstring>

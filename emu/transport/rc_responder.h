@@ -2,7 +2,7 @@
 // RDMA READ, ATOMIC, ATOMIC WRITE and FLUSH, and answers with ACKs, sequence NAKs, RNR NAKs and
 // error NAKs. A template over its environment so that a test can drive it without a device
 // (tests/unit/rc_responder_test.cpp); in the daemon Env is TransportEnv
-// (emu/transport/transport_env.h, instantiated in rc_responder.cpp).
+// (emu/engine/transport_env.h, instantiated in emu/engine/stages/rc_responder.cpp).
 //
 // What the Env offers, by part: wire (tx_begin, transmit, tx_free); sched (mark_ready: an ACK
 // owed for want of a transmit buffer); recv (comm_established,

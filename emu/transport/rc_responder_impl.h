@@ -1,5 +1,5 @@
-// RcResponder's member functions (rc_responder.h): included by rc_responder.cpp, which
-// instantiates them for TransportEnv, and by tests that instantiate them with a fake Env.
+// RcResponder's member functions (rc_responder.h): included by emu/engine/stages/rc_responder.cpp,
+// which instantiates them for TransportEnv, and by tests that instantiate them with a fake Env.
 #pragma once
 
 #include <atomic>

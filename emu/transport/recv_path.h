@@ -1,7 +1,7 @@
 // The receive side every transport shares (RecvPath): taking a posted receive (from the
 // QP's RQ or its SRQ), placing payload into it, and completing it. A template over its
 // environment, as the stages that use it (rc_responder.h); in the daemon Env is TransportEnv
-// (emu/transport/transport_env.h, instantiated in recv_path.cpp).
+// (emu/engine/transport_env.h, instantiated in emu/engine/stages/recv_path.cpp).
 //
 // What the Env offers, by part: srqs (get), verbs (check_local_sges), dma (write_later),
 // done (push_cqe, post_async), xrc (post_qp_async) and trace.

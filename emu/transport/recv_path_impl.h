@@ -1,4 +1,4 @@
-// RecvPath's member functions (recv_path.h): included by recv_path.cpp, which
+// RecvPath's member functions (recv_path.h): included by emu/engine/stages/recv_path.cpp, which
 // instantiates them for TransportEnv; a test can instantiate them with a fake Env.
 #pragma once
 

@@ -2,7 +2,8 @@
 // receive is reused for the next message, as IBTA 9.7.6 describes) and the responder
 // resynchronizes on the next FIRST or ONLY packet. A message with no receive posted is
 // dropped, as is an RDMA WRITE the MR does not allow. A template over its environment, as
-// the RC responder (rc_responder.h); in the daemon Env is TransportEnv (uc_responder.cpp).
+// the RC responder (rc_responder.h); in the daemon Env is TransportEnv
+// (emu/engine/stages/uc_responder.cpp).
 //
 // What the Env offers, by part: recv (comm_established, take, place_payload, complete),
 // responder (remote_target), dma (write_later, settle), xrc (post_qp_async), done

@@ -1,5 +1,5 @@
-// UcResponder's member functions (uc_responder.h): included by uc_responder.cpp, which
-// instantiates them for TransportEnv; a test can instantiate them with a fake Env.
+// UcResponder's member functions (uc_responder.h): included by emu/engine/stages/uc_responder.cpp,
+// which instantiates them for TransportEnv; a test can instantiate them with a fake Env.
 #pragma once
 
 #include "emu/engine/dma_write_batch.h"

@@ -2,7 +2,7 @@
 // destination IPv4 address), no acknowledgements. Receives start with the 40-byte GRH
 // area; for RoCEv2 over IPv4 its last 20 bytes hold the IPv4 header, as mlx5 does.
 //
-// Env (TransportEnv in the daemon, emu/transport/transport_env.h) offers, by part: requester
+// Env (TransportEnv in the daemon, emu/engine/transport_env.h) offers, by part: requester
 // (fetch_send_wqe, complete_blocked), config (its UDP port), wire (self_paced, tx_begin,
 // transmit, tx_free), dma (read, write_later, settle), recv (take, place_payload, complete),
 // done (complete_send, push_cqe), sched (mark_ready) and counters (drop(reason, qp)).

@@ -1,5 +1,5 @@
 // UdTransport's member functions (emu/transport/ud_transport.h). Included by one
-// translation unit per Env: ud_transport.cpp for the device.
+// translation unit per Env: emu/engine/stages/ud_transport.cpp for the device.
 #pragma once
 
 #include <arpa/inet.h>
@@ -67,7 +67,7 @@ void UdTransport<Env>::requester_progress(Qp& qp) {
         const net::Endpoint& to = w.ud_dest;
         // A source GID the table does not have, or an address of the other IP version than
         // the source's (garbage in the ring: the library never writes either), cannot leave.
-        if (w.ud_local == Wire::kNoLocal || to.is_v6() != env_.wire.local(w.ud_local).is_v6()) {
+        if (w.ud_local == kNoLocal || to.is_v6() != env_.wire.local(w.ud_local).is_v6()) {
             w.status = IBV_WC_LOC_QP_OP_ERR;
             env_.requester.complete_blocked(qp);
             return;

@@ -104,6 +104,10 @@ struct QpOpCounters {
     }
 };
 
+// The device's address number (its wire's, UdpUring::add_local) a packet leaves from, where
+// there is none: a GID index the table does not have.
+inline constexpr uint16_t kNoLocal = 0xffff;
+
 // Snapshot of a send WQE, taken when the device fetches it from the ring so that the
 // application cannot change it under the device (and so retransmission has it). Inline data
 // is not copied: it stays in the WQE's ring slot, which is the device's until the WQE

@@ -304,13 +304,14 @@ TEST_F(MigrateEvents, DestroyedChannelTakesItsIds) {
 // peer's receive ended in a flush error.
 using Disconnect = MigrateEvents;
 TEST_F(Disconnect, SendPostedRightBeforeRdmaDisconnectArrives) {
-    // The client on the second device (kAddr2), so the SEND crosses the wire.
+    // 100 rounds with the client on the server's device, 100 from the second device
+    // (kAddr2), where the SEND crosses the wire (the rounds that lost it before the fix).
     sockaddr_in src{};
     src.sin_family = AF_INET;
     inet_pton(AF_INET, kAddr2, &src.sin_addr);
-    for (int r = 0; r < 100; ++r) {
+    for (int r = 0; r < 200; ++r) {
         rdma_cm_id* client = nullptr;
-        rdma_cm_id* child = established(&client, &src);
+        rdma_cm_id* child = established(&client, r < 100 ? nullptr : &src);
         ASSERT_TRUE(child);
         ack(next(lch_, RDMA_CM_EVENT_ESTABLISHED, child));
         ASSERT_TRUE(child->recv_cq && client->send_cq);

@@ -1,5 +1,5 @@
 // A fake environment for the receive-side transport stages (RcResponder, UcResponder): the
-// parts of emu/transport/transport_env.h they use, recording what the stage did. Packets
+// parts of emu/engine/transport_env.h they use, recording what the stage did. Packets
 // it sends are kept as bytes; its DMA is memcpy into buffers the test owns; receives are
 // posted by the test; completions, async events, drops and the error state are recorded.
 #pragma once
@@ -177,7 +177,7 @@ public:
     }
 
     // The parts RcResponder<Env> reaches them through, named as in the device's TransportEnv
-    // (emu/transport/transport_env.h).
+    // (emu/engine/transport_env.h).
     struct WirePart {
         FakeEnv& e;
         uint8_t* tx_begin(uint32_t* slot) { return e.tx_begin(slot); }

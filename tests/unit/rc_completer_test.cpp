@@ -65,7 +65,7 @@ struct FakeEnv {
     bool dma_settle(Qp&) { return true; }
 
     // The parts RcCompleter<Env> reaches them through, named as in the device's
-    // TransportEnv (emu/transport/transport_env.h).
+    // TransportEnv (emu/engine/transport_env.h).
     struct DonePart {
         FakeEnv& e;
         void complete_send(Qp& qp, uint32_t index, ibv_wc_status s) {
