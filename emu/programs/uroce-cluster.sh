@@ -11,7 +11,7 @@
 #             keeper process whose network namespace is the bridge's; each host's network
 #             namespace is held by a process of its own (its pid is the host's reference);
 #             a host's commands get a sysfs of its namespace and /etc/hosts bound over
-# `uroce` (emu/programs/uroce_cli.cpp) runs this file with UROCE (its own path) and
+# `uroce` (emu/cli/cluster.cpp) runs this file with UROCE (its own path) and
 # UROCE_RUNTIME_DIR set.
 set -euo pipefail
 
