@@ -19,7 +19,7 @@ namespace uroce::cli {
 
 namespace {
 
-// `uroce cluster` is a script beside the daemon (emu/programs/uroce-cluster.sh): what it
+// `uroce cluster` is a script beside the daemon (emu/cluster/uroce-cluster.sh): what it
 // does is run ip(8) and this program, in that order, many times.
 std::string cluster_script() {
     std::string installed = exe_dir() + "/" UROCE_BIN_TO_DAEMON "/cluster";

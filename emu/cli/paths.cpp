@@ -51,7 +51,7 @@ std::string path_with(const std::string& value, const char* list) {
 
 // Commands that ask the kernel about RDMA devices rather than libibverbs (iproute2's
 // `rdma link`, which pyverbs runs): links to this program, which `uroce run` puts first on
-// PATH (emu/programs/rdma_tool.cpp). "" when they are not there.
+// PATH (emu/sysview/rdma_tool.cpp). "" when they are not there.
 std::string tools_dir() {
     std::string dir = exe_dir() + "/" UROCE_BIN_TO_DAEMON "/path";
     if (access((dir + "/rdma").c_str(), X_OK) != 0) dir = exe_dir() + "/../libexec/uroce/path";

@@ -14,7 +14,7 @@
 #include "emu/abi/client.h"
 #include "emu/abi/runtime.h"
 #include "emu/cli/cli.h"
-#include "emu/programs/system_view.h"
+#include "emu/sysview/system_view.h"
 
 namespace uroce::cli {
 

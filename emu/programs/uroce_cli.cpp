@@ -10,9 +10,9 @@
 
 #include "emu/abi/runtime.h"
 #include "emu/cli/cli.h"
-#include "emu/programs/ladder_cli.h"
-#include "emu/programs/rdma_tool.h"
-#include "emu/programs/res_graph.h"
+#include "emu/ladder/ladder_cli.h"
+#include "emu/resgraph/res_graph.h"
+#include "emu/sysview/rdma_tool.h"
 
 using namespace uroce;
 using namespace uroce::cli;

@@ -1,6 +1,6 @@
-// Reading captures for the ladder (emu/programs/ladder_capture.h): IPv4 and IPv6 frames as
+// Reading captures for the ladder (emu/ladder/ladder_capture.h): IPv4 and IPv6 frames as
 // net::PcapTap writes them, decoded, their ICRC checked, their addresses numbered.
-#include "emu/programs/ladder_capture.h"
+#include "emu/ladder/ladder_capture.h"
 
 #include <gtest/gtest.h>
 #include <sys/time.h>

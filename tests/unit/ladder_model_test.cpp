@@ -1,12 +1,12 @@
-// The ladder's model on synthetic packets (emu/programs/ladder_model.h): copies of one packet
+// The ladder's model on synthetic packets (emu/ladder/ladder_model.h): copies of one packet
 // in two captures drawn once, a lost packet and its retransmission linked, bands adding up,
 // bad ICRCs, a device talking to itself, the trace placed on the right device.
-#include "emu/programs/ladder_model.h"
+#include "emu/ladder/ladder_model.h"
 
 #include <gtest/gtest.h>
 
-#include "emu/programs/ladder_svg.h"
-#include "emu/programs/ladder_trace.h"
+#include "emu/ladder/ladder_svg.h"
+#include "emu/ladder/ladder_trace.h"
 #include "net/headers.h"
 #include "net/opcodes.h"
 #include "net/udp_sport.h"

@@ -1,4 +1,4 @@
-#include "emu/programs/system_view.h"
+#include "emu/sysview/system_view.h"
 
 #include <dirent.h>
 #include <dlfcn.h>

@@ -2,7 +2,7 @@
 // order; lanes left to right by address, each address's CM lane first. Every element is
 // printed with one snprintf into a string that grows by doubling: the output of a
 // million-packet capture is a few thousand rows, written in milliseconds.
-#include "emu/programs/ladder_svg.h"
+#include "emu/ladder/ladder_svg.h"
 
 #include <algorithm>
 #include <cstdarg>

@@ -1,7 +1,7 @@
 // Captures to lanes and rows (ladder_model.h). One pass over the time-ordered sightings with
 // a flat hash index of the last packet per wire key; nothing is allocated per packet beyond
 // the output vector's growth, so a capture of a million packets takes well under a second.
-#include "emu/programs/ladder_model.h"
+#include "emu/ladder/ladder_model.h"
 
 #include <arpa/inet.h>
 

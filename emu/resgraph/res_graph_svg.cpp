@@ -12,7 +12,7 @@
 
 #include "emu/abi/client.h"
 #include "emu/abi/runtime.h"
-#include "emu/programs/res_graph.h"
+#include "emu/resgraph/res_graph.h"
 
 namespace uroce::resgraph {
 

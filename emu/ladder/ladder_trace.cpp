@@ -1,5 +1,5 @@
 // Trace lines onto the ladder's lanes (ladder_trace.h).
-#include "emu/programs/ladder_trace.h"
+#include "emu/ladder/ladder_trace.h"
 
 #include <cstdio>
 #include <cstdlib>

@@ -1,6 +1,6 @@
 // `uroce ladder [--from CAPTURE...] [--trace FILE] [--qp QPN...] [--time T0..T1] [--port P]
 // [--band N] [--slice S] [--max-rows N] -o FILE.svg|FILE.html` (ladder_cli.h, docs/ladder.md).
-#include "emu/programs/ladder_cli.h"
+#include "emu/ladder/ladder_cli.h"
 
 #include <cerrno>
 #include <cstdio>
@@ -8,9 +8,9 @@
 #include <cstring>
 
 #include "emu/abi/runtime.h"
-#include "emu/programs/ladder_capture.h"
-#include "emu/programs/ladder_svg.h"
-#include "emu/programs/ladder_trace.h"
+#include "emu/ladder/ladder_capture.h"
+#include "emu/ladder/ladder_svg.h"
+#include "emu/ladder/ladder_trace.h"
 #include "net/headers.h"
 
 namespace uroce::ladder {

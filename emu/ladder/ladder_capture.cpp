@@ -1,5 +1,5 @@
 // pcap records to Sightings (ladder_capture.h).
-#include "emu/programs/ladder_capture.h"
+#include "emu/ladder/ladder_capture.h"
 
 #include <arpa/inet.h>
 #include <pcap/pcap.h>

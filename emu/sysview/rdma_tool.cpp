@@ -4,7 +4,7 @@
 // suite (56 on) and scripts call `rdma link show -j` to find a device's netdev. This answers
 // from the view's sysfs files, in iproute2's output formats (text, -j, -p); every other
 // command goes to the real tool further along PATH. docs/system-view.md.
-#include "emu/programs/rdma_tool.h"
+#include "emu/sysview/rdma_tool.h"
 
 #include <dirent.h>
 #include <unistd.h>

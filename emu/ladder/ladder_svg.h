@@ -12,7 +12,7 @@
 
 #include <string>
 
-#include "emu/programs/ladder_model.h"
+#include "emu/ladder/ladder_model.h"
 
 namespace uroce::ladder {
 

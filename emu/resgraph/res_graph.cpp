@@ -1,5 +1,5 @@
 // The dump's lines to the graph's nodes and edges (res_graph.h).
-#include "emu/programs/res_graph.h"
+#include "emu/resgraph/res_graph.h"
 
 #include <map>
 #include <sstream>

@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "emu/programs/ladder_model.h"
+#include "emu/ladder/ladder_model.h"
 
 namespace uroce::ladder {
 
