@@ -20,6 +20,9 @@
 #       default|compat) it exports is exported by OUR_LIB; and OUR_LIB exports nothing
 #       that no release in TABLE does. TABLE: verbs_api/abi/<lib>.exports.
 #
+#   In every mode the UROCE_PRIVATE_* nodes are left out: uroce's own, the private interface
+#   its librdmacm uses (verbs_api/ibverbs/uroce_private.h), in no rdma-core release.
+#
 #   check_exports.sh --imports OUR_LIB BINARY_OR_LIB...
 #       For each binary, checks that every IBVERBS_* version it needs
 #       (.gnu.version_r) is defined by OUR_LIB and every IBVERBS_*-versioned
@@ -87,6 +90,9 @@ exported_tuples() {
             }
             # The version-definition pseudo-symbols (ABS, named after a node).
             if (ndx == "ABS" && (name in isver)) next
+            # uroce'"'"'s own node (the private interface of its librdmacm), not rdma-core'"'"'s.
+            # (and its version-definition pseudo-symbol)
+            if (ver ~ /^UROCE_PRIVATE_/ || name ~ /^UROCE_PRIVATE_/) next
             line = name " " ver " " kind " " type
             # Data objects are copy-relocated into executables: size is ABI.
             if (type == "OBJECT" || type == "TLS") line = line " size=" $3
@@ -101,7 +107,7 @@ version_definitions() {
         /^Version (needs|symbols) section/ { in_def = 0 }
         in_def && /Flags:/ && /Name:/ {
             if ($0 ~ /Flags: BASE/) next
-            sub(/.*Name: */, ""); sub(/ .*/, ""); print
+            sub(/.*Name: */, ""); sub(/ .*/, ""); if ($0 !~ /^UROCE_PRIVATE_/) print
         }' | LC_ALL=C sort -u
 }
 
@@ -137,7 +143,9 @@ version_parents() {
             if (node != "") print node, "-"
             node = ""
             if ($0 ~ /Flags: BASE/) next
-            node = $0; sub(/.*Name: */, "", node); sub(/ .*/, "", node); next }
+            node = $0; sub(/.*Name: */, "", node); sub(/ .*/, "", node)
+            if (node ~ /^UROCE_PRIVATE_/) node = ""
+            next }
         d && /Parent 1:/ && node != "" {
             p = $0; sub(/.*Parent 1: */, "", p); sub(/ .*/, "", p); print node, p; node = "" }
         END { if (node != "") print node, "-" }' | LC_ALL=C sort -u

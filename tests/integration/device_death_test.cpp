@@ -28,7 +28,8 @@
 
 #include "gtest/gtest.h"
 #include "tests/integration/uroced_process.h"
-#include "verbs_api/ibverbs/internal.h"  // on_device_gone: librdmacm's hook
+#include "verbs_api/ibverbs/internal.h"       // cq_of, device_is_gone
+#include "verbs_api/ibverbs/uroce_private.h"  // uroce_on_device_gone: librdmacm's hook
 
 namespace {
 
@@ -403,8 +404,8 @@ TEST_P(DeviceDeath, ArmingAfterwardsGivesEioNotAnEvent) {
     destroy(v);
 }
 
-// librdmacm's hook (verbs_api/ibverbs/internal.h): called once, after the flush, when the
-// device goes; at once when registered after.
+// librdmacm's hook, as libibverbs exports it (uroce_on_device_gone, uroce_private.h): called
+// once, after the flush, when the device goes; at once when registered after.
 TEST_P(DeviceDeath, GoneHookRunsOnceAfterTheFlush) {
     Verbs v;
     ASSERT_TRUE(build(v));
@@ -423,7 +424,7 @@ TEST_P(DeviceDeath, GoneHookRunsOnceAfterTheFlush) {
         s->flushed = h->prod.load() != h->cons.load();
         ++s->calls;
     };
-    uroce::verbs::on_device_gone(v.ctx, hook, &seen);
+    uroce_on_device_gone(v.ctx, hook, &seen);
     EXPECT_FALSE(uroce::verbs::device_is_gone(v.ctx));
     auto t0 = Clock::now();
     dev_.stop(GetParam());
@@ -434,7 +435,7 @@ TEST_P(DeviceDeath, GoneHookRunsOnceAfterTheFlush) {
     EXPECT_TRUE(uroce::verbs::device_is_gone(v.ctx));
     Seen late;
     late.cq = v.cq;
-    uroce::verbs::on_device_gone(v.ctx, hook, &late);
+    uroce_on_device_gone(v.ctx, hook, &late);
     EXPECT_EQ(late.calls, 1);
     expect_flushed(poll_until(v.cq, ids.size() + 1, Clock::now() + 200ms), ids, v);
     usleep(100000);

@@ -15,6 +15,7 @@
 #include "emu/abi/clock.h"
 #include "emu/abi/wc_opcode.h"
 #include "verbs_api/ibverbs/internal.h"
+#include "verbs_api/ibverbs/uroce_private.h"
 
 namespace uroce::verbs {
 
@@ -258,3 +259,17 @@ void untrack(Context* ctx, Srq* srq) { set_tracked(ctx, ctx->srqs, srq, false); 
 void track_events(Context* ctx, Qp* qp) { set_target(ctx, qp, true); }
 
 }  // namespace uroce::verbs
+
+// librdmacm's hook (uroce_private.h): run with the other hooks by device_gone's run_hooks.
+extern "C" void uroce_on_device_gone(ibv_context* c, void (*fn)(ibv_context*, void*), void* arg) {
+    using namespace uroce::verbs;
+    Context* ctx = ctx_of(c);
+    {
+        std::lock_guard<std::mutex> g(ctx->hooks_mu);
+        if (!ctx->hooks_fired) {
+            ctx->hooks.emplace_back(fn, arg);
+            return;
+        }
+    }
+    fn(c, arg);
+}

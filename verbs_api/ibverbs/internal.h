@@ -282,23 +282,7 @@ inline bool device_is_gone(ibv_context* c) {
     return reinterpret_cast<Context*>(reinterpret_cast<char*>(c) - offsetof(verbs_context, context))
         ->gone.load(std::memory_order_acquire);
 }
-// on_device_gone: `fn(c, arg)` is called exactly once when the device is gone: on the
-// context's watcher thread (or whichever thread ran device_gone), after the flush
-// completions are written; at once, on the caller's thread, when it is gone already. `arg`
-// must live until ibv_close_device(c); `fn` must not call ibv_close_device(c) (that joins
-// the watcher thread it runs on) and should only record the fact and wake its own waiters.
-inline void on_device_gone(ibv_context* c, GoneHook fn, void* arg) {
-    auto* ctx =
-        reinterpret_cast<Context*>(reinterpret_cast<char*>(c) - offsetof(verbs_context, context));
-    {
-        std::lock_guard<std::mutex> g(ctx->hooks_mu);
-        if (!ctx->hooks_fired) {
-            ctx->hooks.emplace_back(fn, arg);
-            return;
-        }
-    }
-    fn(c, arg);
-}
+// on_device_gone: librdmacm's hook, exported as uroce_on_device_gone (uroce_private.h).
 
 // ibv_alloc_pd and ibv_import_pd (objects.cpp): a Pd for the handle the device answers
 // `req` (kAllocPd, kQueryPd) with; NULL with errno set.
