@@ -10,7 +10,6 @@
 
 #include <cerrno>
 #include <cstring>
-#include <unordered_map>
 
 #include "emu/abi/clock.h"
 #include "emu/abi/wc_opcode.h"
@@ -43,6 +42,11 @@ void push_flush(Cq* cq, uint64_t wr_id, ibv_wc_opcode opcode, uint32_t qpn) {
     c.timestamp = abi::device_clock_ns();
     std::memcpy(cq->ring.slot(prod), &c, sizeof c);
     h->prod.store(prod + 1, std::memory_order_release);
+    // The completion event, as push_cqe raises it: a flush is an error completion, so an arm
+    // of either kind takes it; the exchange consumes the arm, so one arm gives one event.
+    // Completions the CQ held before raise none (an arm is for the next one). objs_mu held.
+    if (cq->cq.channel && h->arm.exchange(abi::kCqArmNone) != abi::kCqArmNone)
+        cq->gone_event = true;
 }
 
 // The CQ a flush goes to, if the application has not destroyed it (after the device is gone
@@ -115,15 +119,6 @@ void flush_srq(Context* ctx, Srq* srq) {
     srq->lock.unlock();
 }
 
-// The completion event the device would have sent: an armed CQ that the flush added
-// completions to (`prod` was its producer index before). Completions it held already raise
-// none, as an arm is for the next one (datapath.cpp, req_notify_cq). The exchange consumes
-// the arm, as the device's does, so one arm gives one event. objs_mu held.
-void note_event(Cq* cq, uint32_t prod) {
-    if (!cq->cq.channel || cq->ring.hdr()->prod.load(std::memory_order_acquire) == prod) return;
-    if (cq->ring.hdr()->arm.exchange(abi::kCqArmNone) != abi::kCqArmNone) cq->gone_event = true;
-}
-
 void run_hooks(Context* ctx) {
     std::vector<std::pair<GoneHook, void*>> hooks;
     {
@@ -161,11 +156,8 @@ void device_gone(Context* ctx) {
         // Before any ring lock is taken: a post that takes one after us sees it and fails.
         ctx->gone.store(true, std::memory_order_seq_cst);
         std::lock_guard<std::mutex> o(ctx->objs_mu);
-        std::unordered_map<Cq*, uint32_t> before;
-        for (Cq* cq : ctx->cqs) before[cq] = cq->ring.hdr()->prod.load(std::memory_order_acquire);
         for (Qp* qp : ctx->qps) flush_qp(ctx, qp);
         for (Srq* srq : ctx->srqs) flush_srq(ctx, srq);
-        for (Cq* cq : ctx->cqs) note_event(cq, before[cq]);
         ctx->flushed = true;
     }
     run_hooks(ctx);

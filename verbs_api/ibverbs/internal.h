@@ -37,7 +37,7 @@ struct Cq;
 struct Srq;
 
 // Called once when a context's device is gone (device_gone.cpp), after the flush
-// completions are in the CQ rings; see on_device_gone.
+// completions are in the CQ rings; see uroce_on_device_gone (uroce_private.h).
 using GoneHook = void (*)(ibv_context* context, void* arg);
 
 // A control connection to the device: one session there, one "uverbs file". The context
@@ -273,17 +273,12 @@ void track_events(Context* ctx, Qp* qp);
 // A cookie no other object of the connection had (Conn::event_targets).
 inline uint64_t new_cookie(Context* ctx) { return ctx->conn->next_cookie.fetch_add(1); }
 
-// For librdmacm (verbs_api/rdmacm), which has no other way to learn of it and must not
-// depend on symbols libibverbs does not export (the exports are rdma-core's, exactly): both
-// libraries are built from this tree, so these are inline and work on the Context layout.
-//
-// device_is_gone: the context's device is gone (a load; no system call).
+// device_is_gone: the context's device is gone (a load; no system call). (librdmacm learns
+// of it through uroce_on_device_gone, uroce_private.h, not through this layout.)
 inline bool device_is_gone(ibv_context* c) {
     return reinterpret_cast<Context*>(reinterpret_cast<char*>(c) - offsetof(verbs_context, context))
         ->gone.load(std::memory_order_acquire);
 }
-// on_device_gone: librdmacm's hook, exported as uroce_on_device_gone (uroce_private.h).
-
 // ibv_alloc_pd and ibv_import_pd (objects.cpp): a Pd for the handle the device answers
 // `req` (kAllocPd, kQueryPd) with; NULL with errno set.
 ibv_pd* pd_for(ibv_context* context, abi::Request& req);
