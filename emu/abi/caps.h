@@ -34,6 +34,9 @@ constexpr uint32_t kAtomicWriteLen = 8;
 // ibv_device_attr_ex.device_cap_flags_ex: the kernel's IB_UVERBS_DEVICE_ATOMIC_WRITE
 // (include/uapi/rdma/ib_user_verbs.h), which rdma-core's verbs.h does not name.
 constexpr uint64_t kDeviceAtomicWrite = uint64_t(1) << 40;
+// ibv_odp_caps' IBV_ODP_SUPPORT_FLUSH and IBV_ODP_SUPPORT_ATOMIC_WRITE (rdma-core 52's verbs.h).
+constexpr uint32_t kOdpSupportFlush = 1u << 6;
+constexpr uint32_t kOdpSupportAtomicWrite = 1u << 7;
 constexpr uint32_t kVendorId = 0xffffff;    // no IEEE OUI; rxe reports the same
 constexpr uint32_t kVendorPartId = 0x7572;  // "ur"
 constexpr uint32_t kHwVer = 1;

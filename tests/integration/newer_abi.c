@@ -171,13 +171,22 @@ int main(void) {
 #endif
 #if RELEASE >= 60
     errno = 0;
-    CHECK(rdma_write_cm_event(NULL, (enum rdma_cm_event_type)18, 0, 1) == -1 && errno == ENOSYS,
-          "rdma_write_cm_event(USER): -1, ENOSYS");
+    CHECK(rdma_write_cm_event(NULL, (enum rdma_cm_event_type)18, 0, 1) == -1 && errno == EINVAL,
+          "rdma_write_cm_event(USER) without an id: -1, EINVAL");
     errno = 0;
     CHECK(rdma_write_cm_event(NULL, RDMA_CM_EVENT_ESTABLISHED, 0, 1) == -1 && errno == EINVAL,
           "rdma_write_cm_event(ESTABLISHED): -1, EINVAL");
     errno = 0;
     CHECK(rdma_query_addrinfo(NULL, NULL) == -1 && errno == EINVAL, "rdma_query_addrinfo: EINVAL");
+    struct rdma_cm_id* cm = NULL;
+    CHECK(rdma_create_id(NULL, &cm, NULL, RDMA_PS_TCP) == 0, "rdma_create_id (synchronous)");
+    CHECK(rdma_resolve_addrinfo(cm, "127.0.0.1", "7471", NULL) == 0,
+          "rdma_resolve_addrinfo: resolved");
+    struct rdma_addrinfo* ai = NULL;
+    CHECK(rdma_query_addrinfo(cm, &ai) == 0 && ai && ai->ai_dst_addr,
+          "rdma_query_addrinfo: the result");
+    rdma_freeaddrinfo(ai);
+    CHECK(rdma_destroy_id(cm) == 0, "rdma_destroy_id");
 #endif
 #if RELEASE >= 62
     uint64_t speed = 0;

@@ -7,6 +7,8 @@
 #include <cerrno>
 #include <cstring>
 
+#include "emu/abi/caps.h"
+#include "emu/abi/flush.h"
 #include "tests/transport/fixture.h"
 
 namespace uroce::transport_test {
@@ -68,14 +70,16 @@ protected:
     }
 };
 
-// As rxe reports them, with XRC (which rxe lacks) and implicit ODP as ConnectX.
+// As rxe reports them (FLUSH and ATOMIC WRITE on RC since Linux 6.16), with XRC (which rxe
+// lacks) and implicit ODP as ConnectX.
 TEST_F(Odp, CapsReported) {
     ibv_device_attr_ex a{};
     ASSERT_EQ(ibv_query_device_ex(A().ctx, nullptr, &a), 0);
     EXPECT_EQ(a.odp_caps.general_caps, uint64_t(IBV_ODP_SUPPORT | IBV_ODP_SUPPORT_IMPLICIT));
     EXPECT_EQ(a.odp_caps.per_transport_caps.rc_odp_caps,
               uint32_t(IBV_ODP_SUPPORT_SEND | IBV_ODP_SUPPORT_RECV | IBV_ODP_SUPPORT_WRITE |
-                       IBV_ODP_SUPPORT_READ | IBV_ODP_SUPPORT_ATOMIC | IBV_ODP_SUPPORT_SRQ_RECV));
+                       IBV_ODP_SUPPORT_READ | IBV_ODP_SUPPORT_ATOMIC | IBV_ODP_SUPPORT_SRQ_RECV |
+                       abi::kOdpSupportFlush | abi::kOdpSupportAtomicWrite));
     EXPECT_EQ(a.odp_caps.per_transport_caps.uc_odp_caps, 0u);
     EXPECT_EQ(a.odp_caps.per_transport_caps.ud_odp_caps,
               uint32_t(IBV_ODP_SUPPORT_SEND | IBV_ODP_SUPPORT_RECV | IBV_ODP_SUPPORT_SRQ_RECV));
@@ -114,6 +118,39 @@ TEST_F(Odp, RdmaIntoUntouchedMemory) {
     ASSERT_EQ(post(p.a.qp, r), 0);
     expect_send_ok(p.a, 2, IBV_WC_RDMA_READ, uint32_t(n));
     EXPECT_EQ(memcmp(back.p + off, dst.p + off, n), 0) << "READ brought other bytes";
+    EXPECT_EQ(qp_state(p.a.qp), IBV_QPS_RTS);
+    EXPECT_EQ(qp_state(p.b.qp), IBV_QPS_RTS);
+}
+
+// What rc_odp_caps' FLUSH and ATOMIC WRITE promise: both into an ODP MR whose pages nobody
+// touched (the ATOMIC WRITE faults its page in; the FLUSH of a range never written completes).
+TEST_F(Odp, AtomicWriteAndFlushIntoUntouchedMemory) {
+    QpOpts o;
+    o.access |= int(abi::kAccessFlush);
+    o.send_ops_flags = abi::kQpExWithFlush | IBV_QP_EX_WITH_ATOMIC_WRITE | IBV_QP_EX_WITH_SEND;
+    Pair p = connect_pair(o);
+    ASSERT_TRUE(p.a.qp && p.b.qp);
+    const size_t len = 2 * kPage;
+    Mapping dst(len);
+    ASSERT_TRUE(dst.p);
+    MrRef dmr(ibv_reg_mr(B().pd, dst.p, len, kOdpAccess | int(abi::kAccessFlushGlobal)));
+    ASSERT_TRUE(dmr.mr) << strerror(errno);
+    auto* x = static_cast<abi::QpEx*>(ibv_qp_to_qp_ex(p.a.qp));
+    ASSERT_TRUE(x && x->wr_atomic_write && x->wr_flush);
+
+    uint64_t v = 0x0123456789abcdefull;
+    ibv_wr_start(x);
+    x->wr_id = 1;
+    x->wr_flags = IBV_SEND_SIGNALED;
+    ibv_wr_atomic_write(x, dmr.mr->rkey, dst.addr(kPage + 8), &v);
+    x->wr_id = 2;
+    x->wr_flush(x, dmr.mr->rkey, dst.addr(0), 64, abi::kFlushGlobal, abi::kFlushRange);
+    ASSERT_EQ(ibv_wr_complete(x), 0);
+    expect_send_ok(p.a, 1, IBV_WC_ATOMIC_WRITE, 8);
+    expect_send_ok(p.a, 2, static_cast<ibv_wc_opcode>(abi::kWcFlush), 64);
+    uint64_t got;
+    std::memcpy(&got, dst.p + kPage + 8, 8);
+    EXPECT_EQ(got, v);
     EXPECT_EQ(qp_state(p.a.qp), IBV_QPS_RTS);
     EXPECT_EQ(qp_state(p.b.qp), IBV_QPS_RTS);
 }

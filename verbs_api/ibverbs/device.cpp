@@ -285,12 +285,14 @@ int query_device_ex(ibv_context* c, const ibv_query_device_ex_input* in, ibv_dev
     // the same way; docs/verbs-support.md says what "persistent" means here).
     a.device_cap_flags_ex = a.orig_attr.device_cap_flags | abi::kDeviceAtomicWrite |
                             abi::kDeviceFlushGlobal | abi::kDeviceFlushPersistent;
-    // On-demand paging (docs/verbs-support.md): per transport what rxe reports, XRC (which
-    // rxe lacks) as ConnectX; implicit ODP too, as ConnectX.
+    // On-demand paging (docs/verbs-support.md): per transport what rxe reports (FLUSH and
+    // ATOMIC WRITE on RC since Linux 6.16), XRC (which rxe lacks) as ConnectX; implicit ODP
+    // too, as ConnectX.
     a.odp_caps.general_caps = IBV_ODP_SUPPORT | IBV_ODP_SUPPORT_IMPLICIT;
     a.odp_caps.per_transport_caps.rc_odp_caps = IBV_ODP_SUPPORT_SEND | IBV_ODP_SUPPORT_RECV |
                                                 IBV_ODP_SUPPORT_WRITE | IBV_ODP_SUPPORT_READ |
-                                                IBV_ODP_SUPPORT_ATOMIC | IBV_ODP_SUPPORT_SRQ_RECV;
+                                                IBV_ODP_SUPPORT_ATOMIC | IBV_ODP_SUPPORT_SRQ_RECV |
+                                                abi::kOdpSupportFlush | abi::kOdpSupportAtomicWrite;
     a.odp_caps.per_transport_caps.ud_odp_caps =
         IBV_ODP_SUPPORT_SEND | IBV_ODP_SUPPORT_RECV | IBV_ODP_SUPPORT_SRQ_RECV;
     a.xrc_odp_caps = IBV_ODP_SUPPORT_SEND | IBV_ODP_SUPPORT_WRITE | IBV_ODP_SUPPORT_READ |

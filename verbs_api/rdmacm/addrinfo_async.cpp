@@ -1,41 +1,100 @@
-// RDMACM_1.4 (rdma-core 60): asynchronous address resolution and user events written
-// into an id's event channel. rdma-core does both through a kernel command
-// (RDMA_USER_CM_CMD_WRITE_CM_EVENT, Linux 6.12) that the id's channel forwards; uroce's
-// CM agent has no such path yet, so these answer as rdma-core does over a kernel that
-// lacks the command: the request fails (-1, errno ENOSYS), and nothing is ever resolved
-// for rdma_query_addrinfo to return (ENOENT). Argument errors come first, as in
-// rdma-core. rdma_getaddrinfo (synchronous) works: addrinfo.cpp.
+// RDMACM_1.4 (rdma-core 60): rdma_resolve_addrinfo, rdma_query_addrinfo and
+// rdma_write_cm_event. rdma-core does the DNS resolution itself (rdma_getaddrinfo) and has
+// the kernel queue the event (RDMA_USER_CM_CMD_WRITE_CM_EVENT); here the library writes the
+// event into the id's channel as it does for the address and route events it makes itself.
+// The SA mode asks the InfiniBand subnet administrator, which a RoCE port has none of: the
+// kernel refuses it (rdma_resolve_ib_service: EOPNOTSUPP), and so does uroce.
+// docs/verbs-support.md, "librdmacm".
 
 #include <rdma/rdma_cma.h>
 
 #include <cerrno>
 #include <cstdint>
+#include <cstring>
+
+#include "verbs_api/rdmacm/cma_internal.h"
+
+using namespace uroce;
+using namespace uroce::rdmacm;
 
 namespace {
 
-// enum rdma_cm_event_type's RDMA_CM_EVENT_USER, newer than rdma-core 44's header.
-constexpr int kEventUser = RDMA_CM_EVENT_TIMEWAIT_EXIT + 3;
+// rdma_addrinfo's ai_flags, newer than rdma-core 44's header.
+constexpr int kRaiSa = 0x10;
+constexpr int kRaiDns = 0x20;
 
-int fail(int err) {
-    errno = err;
-    return -1;
+// The hints' mode before anything is started: 0, or the errno the call fails with.
+int check_mode(Id* id, const char* node, const char* service, const rdma_addrinfo* hints) {
+    if (!hints) return 0;
+    bool sa = hints->ai_flags & kRaiSa, dns = hints->ai_flags & kRaiDns;
+    if (sa && dns) return EOPNOTSUPP;
+    if (!sa) return 0;
+    if (node) return EOPNOTSUPP;  // rdma-core: a node name is not supported with RAI_SA
+    if (!service) return EINVAL;
+    // The kernel: an id not bound to a device is EINVAL; a port without an SA EOPNOTSUPP.
+    return id->dev ? EOPNOTSUPP : EINVAL;
+}
+
+void end_resolving(Id* id) {
+    std::lock_guard<std::mutex> l(id->mu);
+    id->resolving_ai = false;
 }
 
 }  // namespace
 
 extern "C" {
 
-int rdma_resolve_addrinfo(rdma_cm_id* id, const char* node, const char* service,
+int rdma_resolve_addrinfo(rdma_cm_id* idp, const char* node, const char* service,
                           const rdma_addrinfo* hints) {
-    return fail(id ? ENOSYS : EINVAL);
+    if (!idp) return fail(EINVAL);
+    Id* id = id_of(idp);
+    {
+        std::lock_guard<std::mutex> l(id->mu);
+        if (id->resolving_ai) return fail(EBUSY);
+        id->resolving_ai = true;
+    }
+    if (int e = check_mode(id, node, service, hints)) {
+        end_resolving(id);
+        return fail(e);
+    }
+    rdma_addrinfo* res = nullptr;
+    if (rdma_getaddrinfo(node, service, hints, &res)) {
+        // Nothing started, no event: errno is rdma_getaddrinfo's (EAI_* for a name that
+        // does not resolve).
+        int e = errno;
+        end_resolving(id);
+        return fail(e);
+    }
+    {
+        std::lock_guard<std::mutex> l(id->mu);
+        id->resolved_ai = res;
+    }
+    post_local(id, rdma_cm_event_type(kEventAddrinfoResolved), 0);
+    return complete(id);
 }
 
-int rdma_query_addrinfo(rdma_cm_id* id, rdma_addrinfo** info) {
-    return fail(id && info ? ENOENT : EINVAL);
+int rdma_query_addrinfo(rdma_cm_id* idp, rdma_addrinfo** info) {
+    if (!idp || !info) return fail(EINVAL);
+    Id* id = id_of(idp);
+    std::lock_guard<std::mutex> l(id->mu);
+    if (!id->resolving_ai || !id->resolved_ai) return fail(ENOENT);
+    *info = id->resolved_ai;
+    id->resolved_ai = nullptr;
+    id->resolving_ai = false;
+    return 0;
 }
 
-int rdma_write_cm_event(rdma_cm_id* id, rdma_cm_event_type event, int status, uint64_t arg) {
-    return fail(static_cast<int>(event) == kEventUser ? ENOSYS : EINVAL);
+int rdma_write_cm_event(rdma_cm_id* idp, rdma_cm_event_type event, int status, uint64_t arg) {
+    if (!idp || int(event) != kEventUser) return fail(EINVAL);
+    Id* id = id_of(idp);
+    abi::CmEventRec rec{};
+    rec.event = event;
+    rec.status = status;
+    rec.dev_tag = kLocalTag;
+    rec.handle = id->lid;
+    std::memcpy(rec.private_data, &arg, sizeof arg);  // the event's param.arg
+    write_local(id->chan, rec);
+    return 0;
 }
 
 }  // extern "C"

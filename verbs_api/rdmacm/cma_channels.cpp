@@ -507,6 +507,10 @@ int rdma_get_cm_event(rdma_event_channel* channel, rdma_cm_event** event) {
             }
             break;
         }
+        case kEventUser:
+            // param.arg (rdma-core 60's union member) overlays the start of param.
+            std::memcpy(&ev->ev.param, rec.private_data, sizeof(uint64_t));
+            break;
         default: break;
         }
         dropped.id = nullptr;

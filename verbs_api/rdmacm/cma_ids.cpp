@@ -270,6 +270,7 @@ int rdma_destroy_id(rdma_cm_id* idp) {
         id->cv.wait(lk, [&] { return id->completed >= id->reported; });
     }
     if (id->sync) free_channel(id->chan);
+    if (id->resolved_ai) rdma_freeaddrinfo(id->resolved_ai);
     free(id->id.route.path_rec);
     delete id->qp_init_attr;
     delete id;

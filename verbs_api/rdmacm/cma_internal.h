@@ -28,6 +28,9 @@ constexpr uint8_t kRate = 16;            // 100 Gb/s (IB rate enum), what the po
 // pending event, so the default pipe does.
 constexpr int kChannelPipeBytes = 1 << 20;
 constexpr uint32_t kMcastQpn = 0xffffff;  // the QPN of a multicast group's UD parameters
+// enum rdma_cm_event_type's values from rdma-core 60, newer than the build's header.
+constexpr int kEventAddrinfoResolved = 16;
+constexpr int kEventUser = 18;  // rdma_write_cm_event's; param.arg in the record's private_data
 
 // The tables (cma_devices.cpp), guarded by g_mu: the devices, and the ids by
 // (dev_tag, handle) (and by (kLocalTag, lid) for the events the library makes itself).

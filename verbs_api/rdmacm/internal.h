@@ -122,6 +122,10 @@ struct Id {
     uint32_t reported = 0, completed = 0;
     std::vector<std::unique_ptr<Mcast>> mcasts;  // guarded by mu
     uint32_t next_mcast = 1;
+    // rdma_resolve_addrinfo (addrinfo_async.cpp), guarded by mu: a resolution is under way
+    // until rdma_query_addrinfo takes its result.
+    bool resolving_ai = false;
+    rdma_addrinfo* resolved_ai = nullptr;
 };
 
 struct Event {
