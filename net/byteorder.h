@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 // Big-endian loads and stores on unaligned byte pointers. Wire headers are never accessed through
 // struct casts: the codec must work on any buffer alignment and be UB-free under the fuzzer.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 // CRC-32 (IEEE 802.3, reflected polynomial 0xEDB88320, the zlib/Ethernet CRC). Used for the
 // RoCEv2 ICRC on every packet sent and received: on x86-64 CPUs with PCLMULQDQ (checked at run
 // time) buffers of kClmulMin bytes or more are folded with carry-less multiplication, about six

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 // A UDP endpoint of either IP version: what the wire, the fault injector and the capture
 // name a peer or a device by. RoCEv2 runs over IPv4 and IPv6 (IBTA annex A17), and a GID is
 // an IPv6 address in which an IPv4 one is written IPv4-mapped (::ffff:a.b.c.d), so one

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 // Fault injection on the wire: loss, duplication, reordering, delay and corruption of the
 // RoCEv2 datagrams a device receives and/or sends (docs/faults.md).
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 // RoCEv2 packet codec: the UDP payload from the BTH to the ICRC. Decoding is a bounds-checked
 // parse into plain structs (it is a fuzz target: any byte string must be safe); encoding writes
 // exactly the extension headers the opcode table lists. Transport rules (PSN windows, QP state,

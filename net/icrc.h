@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 // RoCEv2 Invariant CRC over IPv4/UDP and IPv6/UDP (IBTA annex A17.3.3).
 //
 // The ICRC is a CRC-32 (IEEE, as zlib/Ethernet) over:

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 // The ICRC of a packet whose IPv4 ID is not 0, derived from the ID-0 ICRC (net/icrc.h) without
 // another pass over the packet.
 //

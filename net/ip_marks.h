@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 // The IPv4 header fields a RoCEv2 packet takes from its GRH: the traffic class becomes the
 // TOS byte (DSCP and ECN) and the hop limit the TTL, as kernel Soft-RoCE sets them
 // (drivers/infiniband/sw/rxe/rxe_net.c, prepare4: av->grh.traffic_class, av->grh.hop_limit).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 // The opcode table. Rows are written once, in IBTA order; the 256-entry lookup array is built
 // from them at compile time, with hdr_len derived from the header bits so the two can't disagree.
 #include "net/opcodes.h"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 // RoCEv2 / InfiniBand BTH opcodes (IBTA vol. 1, ch. 9.2 and table 38, plus the RoCEv2 annex
 // A17 CNP and release 1.5's RDMA ATOMIC WRITE and FLUSH) and a per-opcode description table:
 // which extension headers follow the BTH, where the packet sits in a message, and what kind of

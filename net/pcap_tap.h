@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 // Writes RoCEv2 traffic to a pcap file that Wireshark/tshark dissect as InfiniBand over UDP 4791.
 // uroce exchanges UDP payloads through sockets (and loops same-host traffic internally), so
 // there are no real frames to capture: the tap synthesizes Ethernet + IPv4 + UDP around each

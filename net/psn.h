@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 // 24-bit sequence-number arithmetic (PSN; the same rules serve MSN). IBTA compares PSNs modulo
 // 2^24 within a half window, so "a < b" means "a is at most 2^23 behind b".
 #pragma once

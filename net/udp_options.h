@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 // The UDP socket options of the kernel's that glibc's headers may not name yet (linux/udp.h):
 // what net/udp_uring*.cpp set on the device's sockets.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 // The UDP source port of a QP's packets, chosen as kernel Soft-RoCE chooses it, so that a
 // uroce device's flows spread over ECMP paths and link aggregation as rxe's and NICs' do
 // (IBTA annex A17: the source port is free for entropy, 0xC000 and up by convention). A QP

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 #include "net/udp_uring.h"
 
 #include <arpa/inet.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 // Packet I/O for one device: a UDP socket driven through io_uring. Receives use a
 // multishot recvmsg with a ring of provided buffers; sends use a fixed pool of
 // transmit buffers; eventfds (doorbells, the command queue) are watched with reads on

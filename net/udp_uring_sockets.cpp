@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 // UdpUring's sockets (net/udp_uring.h): the device's addresses, the per-QP source-port
 // senders, multicast groups and the options each socket gets. The ring, receives, transmit
 // trains and the loop are in udp_uring.cpp.

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 # The Debian package (docs/packaging.md): `cpack -G DEB` in a build configured with
 # -DCMAKE_INSTALL_PREFIX=/usr, as scripts/build-deb.sh does. What it holds is what the
 # install rules install; the version is project()'s, the architecture dpkg's, and the

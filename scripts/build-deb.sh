@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 # Builds the Debian package uroce_<version>_<arch>.deb into OUT_DIR (docs/packaging.md): a
 # build directory of its own configured as Debian's tools configure a CMake package (prefix
 # /usr, the compiler and linker flags of dpkg-buildflags, CMAKE_BUILD_TYPE=None, no tests),

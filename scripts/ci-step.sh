@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 # The CI step (action.yml runs it; docs/ci.md): builds uroce from this checkout, installs it
 # into a prefix, starts a device, and exports the environment that later steps need to use
 # it: to $GITHUB_ENV and $GITHUB_PATH when they are set (GitHub Actions), and always as

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 # The main job: a uroce device plus an unmodified rdma-core program over it, with
 # every packet written to a capture that tshark decodes.
 # usage: scripts/demo.sh [CAPTURE_FILE]   (default: uroce-demo.pcap)

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 # Builds the libFuzzer targets (tests/fuzz, docs/fuzzing.md) in build-fuzz with clang and
 # ASan + UBSan, generates the seed corpora, and runs the three targets (fuzz_decode,
 # fuzz_device, fuzz_control) side by side for SECONDS each (default 60). Exits non-zero if a

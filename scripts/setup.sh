@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 # Installs every Debian package uroce needs to build, test, and run its acceptance
 # programs. Safe to run again: it only calls apt-get when something is missing.
 # Tested on Debian 12 and 13; by the same rules expected to work on Ubuntu 22.04/24.04. No

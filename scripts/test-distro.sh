@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 # The README's two commands on a second system: a minimal root file system of Debian release
 # DIST (debootstrap, from the archive the host's own apt sources name), entered as a container
 # would be (its own mount and PID namespaces, its root a mount point), a clean clone of this

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 # The whole test suite, from a fresh Debian machine: installs what is needed, builds,
 # runs every test (unit and integration) in a normal build, then again in an ASan/UBSan
 # build (without the long throughput runs); the fuzz targets run for a minute each between.

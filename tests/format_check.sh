@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 # The C++ sources are clang-format clean (.clang-format at the top). A change that is not
 # fails here; `git clang-format` formats the lines a change touched.
 # usage: format_check.sh SOURCE_DIR

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 // The device's limits, reported by ibv_query_device/ibv_query_port and enforced by
 // the device. One place so the library and the device agree.
 #pragma once

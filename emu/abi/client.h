@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 // The application side of the control protocol (used by the verbs library and the
 // uroce CLI).
 #pragma once

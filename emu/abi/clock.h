@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 // The device clock that stamps completions (ibv_wc_read_completion_ts) and that
 // ibv_query_rt_values_ex reads: CLOCK_MONOTONIC in nanoseconds, the same in the device and
 // in every application on the host. ibv_query_device_ex reports it as a 1 GHz

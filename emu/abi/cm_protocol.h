@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 // Connection manager messages between librdmacm (verbs_api/rdmacm/) and the device's CM
 // agent (emu/cm/cm_agent.*). See docs/cm.md.
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 // A session's doorbell page, shared by the verbs library and the device: which QPs want the
 // device's attention. The session's eventfd only says "look"; the page says where,
 // so a doorbell costs the device the QPs that rang, not every QP of the process.

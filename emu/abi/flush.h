@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 // RDMA FLUSH (IBTA 1.5) as rdma-core 56 names it in <infiniband/verbs.h> and the kernel in
 // <rdma/ib_user_verbs.h>. Debian 12's rdma-core 44 headers have none of it, so the device,
 // the rings and the library use these values whatever headers they are built with; a

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 // Control messages between the verbs library and the device, carried over a Unix
 // SOCK_SEQPACKET socket (one message each way per call; file descriptors travel with
 // SCM_RIGHTS). One connection is one ibv_context; closing it (or the process dying)

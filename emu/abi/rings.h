@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 // Layout of the queues shared between an application (the verbs library) and the
 // device. Both sides map the same memfd. The device never trusts anything it reads
 // from here: indices are masked, lengths clamped, keys checked against its own tables.

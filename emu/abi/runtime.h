@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 // Where running devices are found: a per-user runtime directory holding, for each
 // device NAME, NAME.sock (the control socket) and NAME.info (its description).
 // This plays the role sysfs plays for kernel RDMA devices.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 // Names of completion statuses and async events, one table each: the enum's own name (for
 // `uroce trace`) and rdma-core's text (ibv_wc_status_str, ibv_event_type_str).
 #pragma once

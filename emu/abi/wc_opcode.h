@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 // The completion opcode of a send queue work request: the device's completions and the
 // library's flush completions (after the device went away) say the same.
 #pragma once

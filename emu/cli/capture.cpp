@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 // `uroce capture start|stop`: a device's pcap, started, rotated and stopped at run time.
 #include <sys/socket.h>
 #include <unistd.h>

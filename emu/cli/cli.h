@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 // The `uroce` command's families (emu/programs/uroce_cli.cpp dispatches to them): a file each
 // under emu/cli/, and what they share.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 // `uroce cluster`: the script beside the daemon that makes RDMA hosts in namespaces
 // (docs/cluster.md).
 #include <limits.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 // `uroce start`, `uroce stop`, `uroce list`: the devices of the runtime directory.
 #include <fcntl.h>
 #include <signal.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 // `uroce faults SPEC|off`: the fault injector of running devices (docs/faults.md).
 #include <sys/socket.h>
 #include <unistd.h>

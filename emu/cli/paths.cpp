@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 // Where the uroce command finds its own files, the daemon and the libraries (docs/install.md).
 #include <limits.h>
 #include <unistd.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 // `uroce res` and `uroce counters`: a running device's objects and counters, as it dumps them.
 
 #include <cstddef>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 // `uroce run` and `uroce env`: programs over uroce, in the system view or a CI job (docs/ci.md).
 #include <signal.h>
 #include <sys/wait.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 // `uroce trace [-f]`: the devices' trace lines, interleaved by time (docs/trace.md).
 #include <unistd.h>
 

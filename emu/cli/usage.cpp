@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 // `uroce` with no command, or a wrong one: what each command takes.
 
 #include <cstdio>

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 # `uroce cluster`: N RDMA hosts on one machine (docs/cluster.md). Each host is a network
 # namespace with one end of a veth pair on a bridge, an address, a uroce device (uroce0) on
 # it, a runtime directory of its own and an /etc/hosts naming every host. The bridge lives in

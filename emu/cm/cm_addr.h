@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 // The CM agent's addresses: one 16-byte form for either IP version (an IPv6 address, or an
 // IPv4 one IPv4-mapped, as a GID writes it), and which listener takes a request, as the
 // kernel's RDMA CM decides it. Pure functions (tests/unit/cm_mad_test.cpp).

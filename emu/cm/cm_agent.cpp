@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 // The CM agent: its event channels, session teardown, timers, the events it posts and its
 // dump. Its ids are in cm_id_table.cpp; the protocol in cm_requests.cpp (calls from
 // librdmacm), cm_mad_io.cpp (QP1 packets in and out), cm_connect.cpp (REQ/REP/RTU/REJ/MRA),

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 // The device's connection manager agent: the IB CM protocol on QP1 (the GSI QP) over
 // RoCEv2, on behalf of librdmacm. It owns the CM ids of every session (listeners, connection
 // requests, connections), sends and retransmits REQ/REP/RTU/REJ/MRA/DREQ/DREP and

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 // The CM agent's connection establishment MADs received: REQ, REP, RTU, REJ and MRA.
 #include <arpa/inet.h>
 #include <rdma/rdma_cma.h>

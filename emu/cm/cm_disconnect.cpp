@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 // The CM agent's disconnection: rdma_disconnect, DREQ and DREP received, and TimeWait.
 #include <rdma/rdma_cma.h>
 

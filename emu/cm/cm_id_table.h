@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 // The CM agent's ids (cm_agent.h) and the table that holds them: every id by handle, with the
 // indexes the protocol finds them by (local comm ID, the peer's comm or request ID, the bound
 // port). The agent runs the protocol; this keeps the indexes in step as ids come and go.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 // IB Communication Management MADs (IBTA vol. 1, chapter 12) as uroce's CM agent sends and
 // receives them on QP1: 256-byte MADs, base version 1, management class 0x07, class version 2,
 // method Send. Pure encode/decode, no state: the agent (cm_agent.h) holds the protocol.

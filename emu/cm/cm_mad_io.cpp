@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 // QP1's packets for the CM agent: MADs out (with their trace lines, REJs among them), MADs in
 // by attribute, and requests parked until their listener comes.
 #include <arpa/inet.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 // The CM agent's answers to librdmacm's calls (rdma_bind_addr, rdma_listen, rdma_connect,
 // rdma_accept, rdma_reject, rdma_destroy_id, ...), and their trace lines.
 #include <arpa/inet.h>

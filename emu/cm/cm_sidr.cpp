@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 // The CM agent's UD service ID resolution: SIDR_REQ and SIDR_REP received.
 #include <arpa/inet.h>
 #include <rdma/rdma_cma.h>

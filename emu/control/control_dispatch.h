@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 // One control message of an application's connection, executed on the device: what
 // ControlServer::serve does with a message once it has read it, without the socket, so that
 // tests and the control fuzzer (tests/fuzz/fuzz_control.cpp) drive the very same code.

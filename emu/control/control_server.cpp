@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 #include "emu/control/control_server.h"
 
 #include <poll.h>

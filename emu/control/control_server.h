@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 // The device's control plane: application sessions on a Unix SOCK_SEQPACKET socket,
 // served with Asio on the daemon's main thread. Each request is executed on the
 // engine thread through Device::call; the two threads share no other state.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 // What Device::dump() and Device::objects() report: every object the device holds, its
 // counters and its fault injection (`uroce dump`, docs/trace.md), and how many objects of
 // each kind there are (the tests and the control fuzzer check that none are left behind).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 // Trace lines for control calls (docs/trace.md): one per call that changes something, and
 // one per failed call, with the reason where the device can tell it.
 #include <sys/sysmacros.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 // The device's trace (`uroce trace`, docs/trace.md): what changed, in order: objects created
 // and destroyed, QP state transitions, failed control calls and why, async events and who got
 // them, error completions, CM messages and events, XRC domain sharing. A fixed ring of recent

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 // The device's packet counters (`uroce counters`, docs/counters.md).
 #pragma once
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 // One uroce HCA: a RoCEv2 port on an IPv4 address, its object tables, transport and
 // packet I/O. Every object lives on the engine thread; other threads reach the device
 // only through call(), which runs a function on that thread and waits.

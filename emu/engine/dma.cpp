@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 // DMA into application memory (emu/engine/dma.h), and the deferred writes of received
 // payloads (emu/engine/dma_write_batch.h).
 //

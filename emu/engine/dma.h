@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 // DMA into the memory of the process that owns a QP: immediate reads and writes, and the
 // deferred writes of received payloads (many packets, one system call; the ordering rules
 // are at the top of dma.cpp). A failure because the process has exited marks its session

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 // Received payloads on their way into one application's memory: copied here as packets
 // arrive and written with a single process_vm_writev when the batch is flushed, instead of
 // one system call (and one round of page pinning) per packet. Dma (emu/engine/dma.h) decides

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 // The port's active MTU, from the MTU of the interface that holds the device's address, as
 // rxe and hardware derive it from their netdev (docs/behaviour.md, "Port MTU").
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 // The device's "DMA engine": moves bytes between its buffers and an application's
 // registered memory. Callers check keys, PDs and bounds first; this only copies.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 // The engine's two lists of QPs: those with send work to push (run each turn), and those
 // with a deadline (retransmit, RNR wait). A QP is on each at most once; its flags say so.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 // Packets a device sends to its own address (two processes, or two QPs, on one device).
 // They never enter the UDP socket: the engine hands them to its own receive path at the
 // next safe point of its loop, as an HCA loops same-port traffic back internally. Each

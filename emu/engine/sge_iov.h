@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 // Scatter/gather: the iovec list covering bytes [off, off + len) of an SGE list whose
 // addresses were already translated to process addresses (check_local_sges).
 #pragma once

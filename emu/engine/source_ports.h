@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 // The UDP source ports a device's QPs send from (net/udp_sport.h; docs/behaviour.md, "IPv4
 // and UDP headers"): one send socket per port in use (net/udp_uring.h, open_sender), shared
 // by the QPs whose port it is, opened on the control path (a QP created, an address vector

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 // What the transport stages use of the device, part by part. Each stage is a template over
 // its environment (a test passes fakes of the parts it uses: tests/unit/); in the daemon
 // it is this set of references to the device's parts, so every call is a direct call.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 // Request packets one RcRequester::progress() call builds, sent together once their payloads
 // are read from the application with a single process_vm_readv (an iovec per packet and
 // per SGE piece) instead of one system call per packet (emu/transport/rc_requester_impl.h).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 // The device's side of the wire: its UDP socket and io_uring (net/udp_uring.h), the link
 // that carries what the device sends to itself (self_link.h), the capture, the fault
 // injector and the packet counters. Packets leave through transmit(). Arriving ones pass

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 // Fault injection (docs/faults.md): what the wire (emu/engine/wire.h) does with a packet
 // the injector (net/fault_injector.h) drops, duplicates, corrupts or holds. The injector sits
 // on the wire: a sent packet is faulted after the device counted and captured it, a received one

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 // pcap records to Sightings (ladder_capture.h).
 #include "emu/ladder/ladder_capture.h"
 

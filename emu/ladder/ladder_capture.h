@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 // Reading captures for `uroce ladder`: every RoCEv2 record of a pcap (libpcap) decoded with
 // the project's own codec (net/headers.h) into the ladder's Sighting, the ICRC checked as the
 // receiver checks it (net/icrc.h), a CM MAD's attribute read from QP1's payload.

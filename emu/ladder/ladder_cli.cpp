@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 // `uroce ladder [--from CAPTURE...] [--trace FILE] [--qp QPN...] [--time T0..T1] [--port P]
 // [--band N] [--slice S] [--max-rows N] -o FILE.svg|FILE.html` (ladder_cli.h, docs/ladder.md).
 #include "emu/ladder/ladder_cli.h"

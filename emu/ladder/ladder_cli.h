@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 // `uroce ladder` (docs/ladder.md): captures (and a trace) to a ladder diagram.
 #pragma once
 

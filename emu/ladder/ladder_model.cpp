@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 // Captures to lanes and rows (ladder_model.h). One pass over the time-ordered sightings with
 // a flat hash index of the last packet per wire key; nothing is allocated per packet beyond
 // the output vector's growth, so a capture of a million packets takes well under a second.

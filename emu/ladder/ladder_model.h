@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 // The ladder diagram's model (`uroce ladder`, docs/ladder.md): packets seen in one or more
 // captures turned into lanes (one per QP, one CM lane per address) and rows (an arrow per
 // packet, a band per long run of one kind, a trace event on a lane), in time order. Pure

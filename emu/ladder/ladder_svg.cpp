@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 // SVG and HTML of a ladder (ladder_svg.h). Rows are laid out top to bottom in the model's
 // order; lanes left to right by address, each address's CM lane first. Every element is
 // printed with one snprintf into a string that grows by doubling: the output of a

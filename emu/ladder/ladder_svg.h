@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 // Drawing the ladder (ladder_model.h) as SVG, or as one self-contained HTML page that holds
 // the SVG and a small script for zoom and for hovering (no network, nothing external).
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 // Trace lines onto the ladder's lanes (ladder_trace.h).
 #include "emu/ladder/ladder_trace.h"
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 // `uroce ladder --trace FILE`: the lines of `uroce trace` (or `uroce run --trace FILE`,
 // docs/trace.md) that belong on a QP's lane: who created the QP (its pid), its state changes,
 // its error completions and refused requests. The trace names devices, the capture

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 // uroce: the operator's tool. A dispatcher: each command family is a file under emu/cli/
 // (cli.h), the ladder and the resource graph theirs, `rdma` the system view's tool.
 #include <signal.h>

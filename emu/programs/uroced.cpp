@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 // uroced: one process = one uroce HCA. Usually started by `uroce start` (or by the
 // verbs library when no device is running); runs in the foreground.
 #include <arpa/inet.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 // The dump's lines to the graph's nodes and edges (res_graph.h).
 #include "emu/resgraph/res_graph.h"
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 // `uroce res --graph [NAME...] [--pid P] -o FILE.svg` (docs/xrc.md, "The graph"): the XRC
 // domains of the devices as a graph, from the same dump `uroce res` prints
 // (emu/control/device_dump.cpp): each domain's inode, the processes holding its handles, its

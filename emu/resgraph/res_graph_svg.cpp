@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 // Drawing the object graph (res_graph.h) and the `uroce res --graph` command. A section per
 // domain (and one for --pid's objects), its nodes in columns, edges as curves from column to
 // column. What a reader or a test finds in the SVG:

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 // `rdma dev` and `rdma link` (iproute2's RDMA tool) for the devices of `uroce run`'s system
 // view: iproute2 asks the kernel over NETLINK_RDMA, which knows no uroce device (and on a
 // host without ib_core does not exist, so the real tool fails), while rdma-core's pyverbs

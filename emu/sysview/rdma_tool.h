@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 // `rdma dev` and `rdma link` for `uroce run`'s system view (docs/system-view.md): the
 // uroce binary runs this when it is started as `rdma`, from the directory `uroce run` puts
 // first on PATH.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 // The system view of `uroce run` (docs/system-view.md): the files the kernel provides for an
 // RDMA device (/dev/infiniband/uverbs<N>, /sys/class/infiniband/<dev>/...,
 // /sys/class/infiniband_verbs/uverbs<N>/...), made for uroce's devices in a private mount

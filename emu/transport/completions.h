@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 // Completions and the error state, the paths every transport stage shares: CQEs into a CQ's
 // ring and its channel's event, send completions, the QP's move to ERR (or SQE) with its
 // queues flushed, asynchronous events, and what a failed deferred write means for the path

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 // Completions and the error state (emu/transport/completions.h): the template's
 // definitions, included where it is instantiated.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 // RC completer stage: matches ACKs, NAKs and READ/ATOMIC responses to outstanding WQEs,
 // completes them in order, and drives retransmission (timeout, NAK, RNR NAK).
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 // RcCompleter's member functions (emu/transport/rc_completer.h). Included by one
 // translation unit per Env: emu/engine/stages/rc_completer.cpp for the device.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 // RC and UC requester stage: turns send WQEs into request packets, one MTU at a time, and
 // rewinds (go-back-N) when the completer asks for a retransmission.
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 // RcRequester's member functions (emu/transport/rc_requester.h). Included by one
 // translation unit per Env: emu/engine/stages/rc_requester.cpp for the device.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 // The RC (and XRC target) responder stage: checks request PSNs, executes SEND, RDMA WRITE,
 // RDMA READ, ATOMIC, ATOMIC WRITE and FLUSH, and answers with ACKs, sequence NAKs, RNR NAKs and
 // error NAKs. A template over its environment so that a test can drive it without a device

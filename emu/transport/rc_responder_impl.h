@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 // RcResponder's member functions (rc_responder.h): included by emu/engine/stages/rc_responder.cpp,
 // which instantiates them for TransportEnv, and by tests that instantiate them with a fake Env.
 #pragma once

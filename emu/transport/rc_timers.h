@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 // IBTA timer encodings used by RC QPs.
 #pragma once
 

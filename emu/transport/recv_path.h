@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 // The receive side every transport shares (RecvPath): taking a posted receive (from the
 // QP's RQ or its SRQ), placing payload into it, and completing it. A template over its
 // environment, as the stages that use it (rc_responder.h); in the daemon Env is TransportEnv

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 // RecvPath's member functions (recv_path.h): included by emu/engine/stages/recv_path.cpp, which
 // instantiates them for TransportEnv; a test can instantiate them with a fake Env.
 #pragma once

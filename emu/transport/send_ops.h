@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 // What a send work request's opcode asks of the RC requester and completer.
 #pragma once
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 // The UC responder stage: like RC without ACKs. A PSN gap loses the message in progress (its
 // receive is reused for the next message, as IBTA 9.7.6 describes) and the responder
 // resynchronizes on the next FIRST or ONLY packet. A message with no receive posted is

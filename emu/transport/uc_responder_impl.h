@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 // UcResponder's member functions (uc_responder.h): included by emu/engine/stages/uc_responder.cpp,
 // which instantiates them for TransportEnv; a test can instantiate them with a fake Env.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 // UD stage: single-packet SEND messages with a DETH, addressed per WQE (the AH gives the
 // destination IPv4 address), no acknowledgements. Receives start with the 40-byte GRH
 // area; for RoCEv2 over IPv4 its last 20 bytes hold the IPv4 header, as mlx5 does.

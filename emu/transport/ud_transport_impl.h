@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 // UdTransport's member functions (emu/transport/ud_transport.h). Included by one
 // translation unit per Env: emu/engine/stages/ud_transport.cpp for the device.
 #pragma once

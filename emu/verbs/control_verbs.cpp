@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 // The device side of the control verbs: creating, modifying and destroying PDs, MRs,
 // completion channels and CQs on behalf of one application session, and the dispatch of a
 // control request. Every argument is validated here; the library is not trusted. QPs:

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 // The control verbs on the device side: PDs, MRs, completion channels, CQs, QPs and SRQs
 // created, modified, queried and destroyed on behalf of one application session, and the
 // dispatch of a control request to them (and to the XRC, multicast and memory window

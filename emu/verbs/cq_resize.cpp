@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 // ibv_resize_cq on the device: the CQ's completions move into a new ring the application
 // made. The engine thread is the ring's only producer and runs this between two of its
 // turns, so no completion is written meanwhile; from the answer on it writes only into the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 // Fixed-capacity object table: handles are small integers used directly as indices,
 // so a lookup on the packet path is an array access, not a map search.
 #pragma once

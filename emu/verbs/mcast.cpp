@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 // UD multicast (docs/multicast.md): ibv_attach_mcast/ibv_detach_mcast and the delivery of a
 // packet sent to a group to every QP of this device attached to it. A group with an
 // IPv4-mapped GID (::ffff:224.0.0.0/4) is a real IPv4 multicast group: the device joins it on

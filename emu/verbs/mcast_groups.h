@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 // UD multicast groups on the device side (docs/multicast.md): ibv_attach_mcast and
 // ibv_detach_mcast, and the delivery of a packet sent to a group to every QP of this device
 // attached to it. Engine thread only; it reaches the QP table, the group sockets and the UD

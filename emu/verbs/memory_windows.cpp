@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 // Memory windows (IBTA 10.6.7) and invalidation: allocating windows, binding them through
 // a send queue (type 1 with ibv_bind_mw, type 2 with an IBV_WR_BIND_MW work request),
 // LOCAL_INV and the invalidation a SEND_WITH_INV asks of its responder, and resolving a

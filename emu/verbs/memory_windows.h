@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 // Memory windows (IBTA 10.6.7) and invalidation on the device side
 // (docs/memory-windows.md): allocating windows, binding them through a send queue,
 // LOCAL_INV and the invalidation a SEND_WITH_INV asks of its responder, and resolving a

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 // The device's objects. All of them are owned by the engine thread; nothing here is
 // locked.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 // QP state machine legality: which ibv_modify_qp() attribute masks are acceptable for a given
 // QP type and state transition (IBTA vol. 1, ch. 10.3 / 11.2.5, as enforced by Linux's
 // ib_modify_qp_is_ok()). A wrong mask must fail with EINVAL exactly as it does on hardware,

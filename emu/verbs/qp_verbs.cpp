@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 // The device side of the QP verbs: creating, modifying, querying and destroying QPs on
 // behalf of one application session. Every argument is validated here; the library is not
 // trusted.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 // A memfd-backed mapping shared with one application (rings live here).
 #pragma once
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 // Shared receive queues (device side). One SRQ feeds the receives of every QP
 // attached to it; the limit event fires once each time it is armed.
 #include <algorithm>

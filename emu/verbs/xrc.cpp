@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 // XRC: domains shared through a file's inode, XRC SRQs (device-wide numbers), and
 // TGT QPs that several processes hold at once (ibv_open_qp). The errno values are the
 // Linux kernel's (drivers/infiniband/core/uverbs_cmd.c); see docs/xrc.md.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 // XRC on the device side (docs/xrc.md): domains shared through a file's inode and the
 // handles processes hold on them, TGT QPs that several processes hold at once
 // (ibv_open_qp), what happens when an XRC object goes, and the XRCETH check of a request

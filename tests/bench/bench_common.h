@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 // What the benchmark tools (udp_baseline, path_costs) share.
 #pragma once
 

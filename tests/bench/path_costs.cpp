@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 // The fixed costs of a device that is a process of its own, measured on this host, so that
 // scripts/bench can show the floor under uroce's latency (docs/performance.md): whatever the
 // device does, one message costs at least one doorbell wake-up and one write into the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 // Many connected RC QPs on one device, and what they cost it (docs/performance.md).
 // Built against the system's <infiniband/verbs.h>, run over the drop-in libibverbs.
 //

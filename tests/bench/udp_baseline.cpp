@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 // The raw UDP limit on this host, for scripts/bench to compare uroce against: what two
 // processes get from plain UDP sockets, with no RDMA semantics at all.
 //

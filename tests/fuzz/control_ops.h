@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 // The input format of fuzz_control (tests/fuzz/fuzz_control.cpp), shared with make_corpus,
 // which writes seeds in it.
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 // fuzz_control's seeds (make_corpus writes them to OUT/control/): the sessions a verbs
 // application builds, in the input format of control_ops.h, so that mutations start from
 // QPs that reach RTS and exchange traffic rather than from requests the device refuses.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 // libFuzzer target: the device's control plane (docs/fuzzing.md). Every input is a sequence
 // of control messages from up to two application connections, decoded as described in
 // tests/fuzz/control_ops.h, handed to emu::dispatch_control (what the daemon's

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 // libFuzzer target: the RoCEv2 packet decoder path (docs/fuzzing.md).
 //
 // The input is one UDP payload (BTH ... ICRC), exactly what Wire::on_packet hands to the

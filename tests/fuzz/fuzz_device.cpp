@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 // libFuzzer target: the device's receive path (Wire::on_packet and the RC/UC responder and
 // completer behind it), driven without a peer (docs/fuzzing.md).
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 // Writes the seed corpora of the fuzz targets (docs/fuzzing.md), built with the codec itself
 // so they stay valid when the opcode table changes:
 //   OUT/decode/  one valid packet per defined opcode (BTH ... ICRC, correct ICRC for the

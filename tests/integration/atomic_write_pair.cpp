@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 // RDMA ATOMIC WRITE between two processes on two devices, through the public verbs API (built
 // against the system's <infiniband/verbs.h>, run over the drop-in libibverbs).
 //

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 # Acceptance for RDMA ATOMIC WRITE (docs/verbs-support.md): PROGRAM (atomic_write_pair) runs
 # a requester process on device awa and a responder process on awb, both capturing; then
 #   - the 8 bytes landed and nothing else changed (the program checks),

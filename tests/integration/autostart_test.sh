@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 # With no device running, opening the library starts the default one on 127.0.0.1
 # (unless UROCE_NO_AUTOSTART is set), so `ibv_devinfo` just works.
 . "$(dirname "$0")/lib.sh"

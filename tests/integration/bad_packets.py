@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 """Sends crafted, invalid RoCEv2 datagrams to a running uroce device.
 
 usage: bad_packets.py ADDR PORT QPN[,QPN...] [--count N] [--gap-us US]

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 # Corrupted packets (docs/counters.md): while an unmodified `ibv_rc_pingpong -n 20000` pair runs
 # over one device, bad_packets.py sends crafted datagrams to the device's UDP port, aimed at the
 # pingpong's QPs: bad ICRC, truncated (0 bytes, shorter than a BTH, missing RETH), pad beyond

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 # tshark helpers shared by the tests that check captures (docs/capture.md). Source after
 # lib.sh.
 UDP=${UROCE_UDP_PORT:-4791}

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 # Acceptance for the packet capture (docs/capture.md): unmodified ibv_rc_pingpong over one
 # device, its traffic recorded to a pcap, then
 #   - tshark decodes every frame as InfiniBand over RoCEv2 with nothing malformed and no

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 # Checks that uroce's libibverbs.so.1 (or another drop-in library) is link-compatible with
 # rdma-core's, the system's library and every release in the repository's table.
 #

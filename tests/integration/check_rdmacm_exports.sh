@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 # Checks that uroce's librdmacm.so.1 is link-compatible with rdma-core's:
 #   1. it exports every (name, version, default|compat, type) tuple and version node of the
 #      system's librdmacm.so.1, and beyond them only what some rdma-core release's does

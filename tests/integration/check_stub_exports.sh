@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 # Checks uroce's libmlx5.so.1 / libefa.so.1 stand-ins (verbs_api/stubs/) against what
 # the system's perftest binaries need, against the system's own libraries and against
 # every rdma-core release's (verbs_api/abi/lib{mlx5,efa}.exports).

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 # uroce cluster (docs/cluster.md): N RDMA hosts in network namespaces on one bridge.
 #   lifecycle  up with a bad fault spec: an error, nothing left; up 4 (with captures): the host list's forms, a device and the host's own name on each host,
 #              every name resolving on every host, an ibv_rc_pingpong pair between two hosts

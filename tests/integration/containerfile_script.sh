@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 # Turns a Containerfile (ci/Containerfile) into a shell script, on stdout, that does what an
 # image build and `docker run IMAGE` would, for a root file system of the FROM image's
 # release: COPY from CONTEXT (a directory as the script will see it), RUN as root or the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 // When the device goes away (docs/behaviour.md, "When the device goes away"), through the
 // public verbs API: a process whose device is killed (SIGKILL) or stopped (SIGTERM, as
 // `uroce stop`) gets, within a second, IBV_EVENT_DEVICE_FATAL, its blocked

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 # Acceptance (docs/behaviour.md, "When the device goes away"): SIGKILL of the device under a
 # running pair of unmodified programs makes both sides exit, with an error, within 2 s; then
 # a device started again under the same name serves a new ibv_rc_pingpong pair.

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 # Acceptance: unmodified ibv_devices and ibv_devinfo -v list the device.
 . "$(dirname "$0")/lib.sh"
 need ibv_devinfo

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 # A program built on another system, with that system's own rdma-core headers and libraries
 # (Debian 13: rdma-core 56), loads uroce's libraries built here and gets the documented answers
 # from the verbs added since 44: tests/integration/newer_abi.c compiled and linked (BIND_NOW)

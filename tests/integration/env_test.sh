@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 # `uroce env` for later CI steps (docs/ci.md): one step starts a device and exports the
 # environment (the shell form and the --github form for $GITHUB_ENV) and ends, its device
 # running on; later steps, separate shells with nothing but that environment, run an

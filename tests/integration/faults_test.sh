@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 # Acceptance: RC under injected faults (docs/faults.md). Two devices, uroce0 on 127.0.0.4
 # (the faulty one: its received and sent packets both pass through the injector, so every
 # packet between the two devices is faulted exactly once) and uroce1 on 127.0.0.5.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 // RDMA FLUSH between two processes on two devices, through the verbs API: ibv_wr_flush where
 // the system's headers have it (UROCE_HAVE_WR_FLUSH), else the same member of ibv_qp_ex as
 // rdma-core 56 lays it out (emu/abi/flush.h), which a program built on Debian 13 calls.

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 # Acceptance for RDMA FLUSH (docs/verbs-support.md): PROGRAM (flush_pair) runs a requester
 # process on device fla and a responder process on flb, both capturing; then
 #   - the WRITE before the FLUSH landed, the FLUSHes completed with IBV_WC_FLUSH and the one to

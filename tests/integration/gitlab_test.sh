@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 # The GitLab CI template (ci/uroce.gitlab-ci.yml, docs/ci.md) run as a runner runs a job that
 # extends it: the template's variables (the job overriding where uroce is installed and where
 # the device lives, as a job may), before_script and the job's script in one shell,

@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 """Sends RoCEv2 packets nobody in uroce made, with their own IPv4 headers, through a raw socket.
 
 usage: golden_packets.py DST_ADDR CX4_CNP_FILE --seed N [--stored FILE] (--good | --flipped | --nodf)

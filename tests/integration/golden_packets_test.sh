@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 # Packets nobody in uroce made (tests/integration/golden_packets.py): the ConnectX-4 Lx CNP
 # from scapy's RoCE tests (tests/data/golden/connectx4lx_cnp.txt, IPv4 ID 0x718c, DF), the
 # scapy-built packets kept in tests/data/golden/scapy_rxe_like.txt, and packets scapy builds

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 # `cmake --install` (docs/install.md): the build installed into a prefix, the prefix moved
 # to another path, and from there `uroce run -- ibv_devinfo` and an ibv_rc_pingpong pair
 # (Debian's binaries, two processes) over a device the moved prefix's uroced runs. As root

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 // Sends RoCEv2 packets whose GRH has a given traffic class and hop limit, through the public
 // verbs API (built against the system's <infiniband/verbs.h>, run over the drop-in
 // libibverbs), for a capture on the wire to look at (ip_marks_test.sh).

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 # The IPv4 header as rxe and RoCE NICs set it, seen on the wire (issue 26, acceptance 4): two
 # hosts (twohost_lib.sh: network namespaces joined by a veth pair, a device on each), packets
 # whose GRH has traffic class 0x68 (DSCP 26, ECN 0), and tshark on host A's end of the veth

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 # RoCEv2 over IPv6 between two hosts (issue 27): twohost_lib.sh with TWOHOST_IPV6=1, each
 # device on its host's IPv6 address (fd77::1, fd77::2), GID index 0 that address. Unmodified
 # Debian programs; their own TCP exchange goes over the hosts' IPv4 addresses (their servers

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 # Acceptance: SIGKILL of a client mid-run leaves the device running, the client's
 # objects are gone, and the next pingpong works.
 . "$(dirname "$0")/lib.sh"

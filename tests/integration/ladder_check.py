@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 """Checks a `uroce ladder` SVG against the captures it was made of, as tshark reads them.
 
 usage: ladder_check.py SVG --port P --capture FILE=ADDR [--capture FILE=ADDR] [--expect ...]

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 # `uroce ladder` (docs/ladder.md) of real runs: Debian's unmodified programs, server and
 # client as two processes on two devices, each device capturing. The SVG is checked against
 # the captures as tshark reads them, packet for packet in time order, bands adding up

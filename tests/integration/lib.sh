@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 # Shared helpers for the integration tests: each test gets its own runtime directory
 # (so tests can run side by side) and stops every device it started.
 set -u

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 # Acceptance for UD multicast (docs/multicast.md): unmodified mckey (rdmacm-utils) joins a
 # group with rdma_join_multicast, the receivers' QPs are attached, the sender's datagrams go
 # to the group's IPv4 address and every attached QP gets each one; leaving, exiting or dying

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 // UD multicast through the public APIs (docs/multicast.md), built against the system's
 // <infiniband/verbs.h> and <rdma/rdma_cma.h> and run over the drop-in libraries, with two
 // devices that mcast_test.sh starts: uroce0 on 127.0.0.6 and uroce1 on 127.0.0.7.

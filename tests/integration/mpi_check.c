@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 /* An MPI job whose every result is checked (tests/integration/cluster_test.sh): point-to-point
  * around a ring at sizes from one byte to 4 MiB (eager and rendezvous: RDMA READs or WRITEs
  * under UCX), Allreduce, Alltoall and Bcast against the values they must give. Built with each

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 // Memory windows between two uroce devices (mw_test_fixture.h): type 1 and type 2 binds,
 // their checks and the access they give, and LOCAL_INV.
 #include <gtest/gtest.h>

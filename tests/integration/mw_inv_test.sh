@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 # Acceptance for memory windows, invalidation and fences (docs/memory-windows.md): the
 # GoogleTest program PROGRAM runs over two devices, each capturing its traffic; then
 #   - neither device holds an object the program made (windows included),

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 // Local operations and fences between two uroce devices (mw_test_fixture.h): order,
 // loss, the resource dump, and windows that outlive their process or QP.
 #include <gtest/gtest.h>

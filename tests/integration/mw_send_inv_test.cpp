@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 // SEND_WITH_INVALIDATE between two uroce devices (mw_test_fixture.h), RC and XRC, and what
 // deregistering or deallocating under bound windows does.
 #include <gtest/gtest.h>

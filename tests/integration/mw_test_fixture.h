@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 // Memory windows, invalidation and fences through the public verbs API, between two uroce
 // devices (docs/memory-windows.md). Built against the system's <infiniband/verbs.h> and
 // linked to the drop-in libibverbs, as an application is.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 // A program as built against a newer rdma-core than the system's (RELEASE, e.g. 64):
 // it calls the verbs that release added since 44, declared here as that release's
 // headers declare them, and is linked (newer_abi_test.sh) against libraries carrying

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 # A program built against a newer rdma-core than the system's loads uroce's libraries
 # (built here, on the system's rdma-core) with BIND_NOW and gets the documented answers
 # from the verbs added since 44 (docs/verbs-support.md, "Newer releases' verbs").

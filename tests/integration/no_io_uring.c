@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 // no_io_uring CMD [ARGS...]: runs CMD where io_uring_setup fails with EPERM, as under a
 // container's default seccomp profile that blocks io_uring (docs/ci.md, "Privileges").
 #include <errno.h>

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 # Where io_uring is forbidden (a container's default seccomp profile, docs/ci.md), the
 # device runs without it (net/udp_uring.h: sendmmsg, recvmmsg, ppoll) and says so once in its
 # log: under such a seccomp filter `uroce run` starts a device, an ibv_rc_pingpong pair and an

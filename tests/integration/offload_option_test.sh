@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 # `uroce start --offload on|off` (docs/performance.md, "GSO and GRO"): uroce hands it to
 # uroced, which refuses anything else and says why. A device with offloads off sends one
 # datagram per packet and receives without GRO; its peer (offloads on) still sends trains,

@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 # The Debian package (docs/packaging.md), built once for the tests that install it
 # (package.debian12, package.debian13: ctest fixture uroce_deb): scripts/build-deb.sh builds
 # uroce_<version>_<arch>.deb from this tree into OUT_DIR; its control archive holds no
 # maintainer script, trigger or shlibs file (nothing runs ldconfig) and its files no
-# ld.so.conf entry; lintian (when installed) reports no error or warning.
+# ld.so.conf entry; its copyright names the licence; lintian (when installed) reports no
+# error or warning.
 # usage: package_build_test.sh SRC OUT_DIR   (root only, as the tests that use the package)
 . "$(dirname "$0")/lib.sh"
 src=${1:?usage: package_build_test.sh SRC OUT_DIR}
@@ -35,6 +37,11 @@ dpkg-deb -c "$deb" | grep -E 'ld\.so\.conf|/etc/' && fail "the package installs 
 arch=$(dpkg --print-architecture)
 [ "$(dpkg-deb -f "$deb" Architecture)" = "$arch" ] || fail "Architecture is not $arch"
 grep -q liburing <<<"$(dpkg-deb -f "$deb" Depends)" || fail "Depends does not name liburing"
+# The copyright file names the licence of LICENSE (GPL-2.0-only OR BSD-2-Clause, in DEP-5's names).
+dpkg-deb --fsys-tarfile "$deb" | tar -xO ./usr/share/doc/uroce/copyright >"$UROCE_RUNTIME_DIR/copyright" ||
+    fail "the package has no usr/share/doc/uroce/copyright"
+grep -qx 'License: GPL-2 or BSD-2-clause' "$UROCE_RUNTIME_DIR/copyright" ||
+    fail "the copyright file does not name uroce's licence"
 # Every tag lintian reports is fixed or, with its reason, overridden (docs/packaging.md).
 if command -v lintian >/dev/null; then
     tags=$(lintian --fail-on error,warning -I -E --pedantic "$deb" 2>&1) ||

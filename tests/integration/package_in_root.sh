@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 # Run by package_test.sh as root in a throwaway Debian root, in the directory holding the
 # package: records the system's libibverbs and librdmacm, `apt-get install ./DEB`, checks
 # they are unchanged (files, ldconfig's cache) and no uroce library is in that cache, makes

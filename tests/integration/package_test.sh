@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 # The Debian package (docs/packaging.md) on a fresh Debian system of release DIST: in a
 # throwaway copy of a minimal DIST root kept for the package tests (made with
 # scripts/test-distro.sh's debootstrap machinery in $UROCE_DISTRO_CACHE/package, or brought up

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 # Acceptance: an unmodified perftest program (Debian's perftest package), server and
 # client as two processes over one device, with perftest's default connection setup
 # (QP numbers, PSNs, rkeys exchanged over TCP on -p PORT).

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 # Acceptance: an unmodified rdma-core pingpong example, server and client as two
 # processes over one device. usage: pingpong_test.sh PROGRAM [args...]
 . "$(dirname "$0")/lib.sh"

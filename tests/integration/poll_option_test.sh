@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 # The polling budget, `uroce start --poll-us US` (docs/performance.md, "Polling budget"):
 # uroce hands it to uroced, which refuses what is not in 0..1000000 and says why; devices
 # with a budget carry an ibv_rc_pingpong between them (their engines poll between packets).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 // The port's active MTU through the public verbs API (docs/behaviour.md, "Port MTU"): a
 // device on loopback reports 4096 and sends UD messages up to 4096 bytes; a device on a
 // 1500-byte veth reports 1024, a 2 KiB UD send completes with IBV_WC_LOC_LEN_ERR and sends

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 # The device's threads run at a higher priority than the host's other work (uroced --nice,
 # default -10): the thread nice values and, for a device started by `uroce start` (its own
 # session), its autogroup's. Where the process may not raise it (no CAP_SYS_NICE) the device

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 # pyverbs (python3-pyverbs: rdma-core's Python bindings, whose provider modules are
 # linked against libmlx5.so.1 and libefa.so.1) imports its mlx5 and efa modules over
 # uroce's libraries: the stand-ins export every symbol those modules bind to, and

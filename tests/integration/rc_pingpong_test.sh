@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 # Acceptance: unmodified ibv_rc_pingpong, server and client as two processes.
 # usage: rc_pingpong_test.sh [--two-devices] [pingpong args...]
 . "$(dirname "$0")/lib.sh"

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 # rdma-core's own test suite (Debian's python3-pyverbs: /usr/share/doc/rdma-core/tests, run
 # by its run_tests.py -v with /usr/bin/python3) against a uroce device, with uroce's libraries
 # (libibverbs, librdmacm and the mlx5/efa stand-ins) on the library path.

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 # iproute2's `rdma dev` / `rdma link` under `uroce run` (docs/system-view.md): answered for
 # the device from the view, in iproute2's text and JSON forms, agreeing with libibverbs; the
 # call rdma-core's pyverbs suite makes (`rdma link show -j`) finds the device's netdev; other

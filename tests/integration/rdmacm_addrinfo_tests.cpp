@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 // rdma-core 60's RDMACM_1.4 over uroce, as its man pages (rdma_resolve_addrinfo(3),
 // rdma_query_addrinfo(3), rdma_write_cm_event(3)) and its cma.c behave: the DNS
 // resolution completes with RDMA_CM_EVENT_ADDRINFO_RESOLVED on the id's channel and its

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 // The librdmacm API over uroce, checked against what rdma_cm(7) and the rdma_* man pages
 // promise (built against the system's <rdma/rdma_cma.h>, linked to the drop-in library).
 // One process plays server and client on one device, each with its own event channel:

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 // Where librdmacm's events wait, as the kernel's ucma keeps them (docs/cm.md, "Event
 // channels"): an id's unread events move with it on rdma_migrate_id (ucma_move_events), in
 // order, and leave the old channel; rdma_destroy_id takes its unread events away

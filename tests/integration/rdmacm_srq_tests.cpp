@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 // rdma_create_srq(3) sentence by sentence (docs/cm.md, "SRQs"), built against the system's
 // <rdma/rdma_cma.h> and <rdma/rdma_verbs.h> and run over the drop-in libraries, with two
 // devices that rdmacm_test.sh starts: uroce0 on 127.0.0.10 (A) and uroce1 on 127.0.0.11

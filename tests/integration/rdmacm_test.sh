@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 # Acceptance for the connection manager (docs/cm.md): unmodified rdmacm-utils programs
 # over the drop-in librdmacm.so.1 and libibverbs.so.1, server and client as separate
 # processes; connections are IB CM MADs on QP1 between the devices' CM agents.

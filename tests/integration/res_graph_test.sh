@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 # `uroce res --graph` (docs/xrc.md, "The graph") of unmodified ibv_xsrq_pingpong: a server
 # with -c 3 on one device, three clients on another. Taken while every QP is connected (the
 # programs stopped with SIGSTOP once both devices show them in RTS), the server device's graph

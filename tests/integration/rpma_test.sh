@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 # librpma (Debian's librpma, docs/librpma.md) over the drop-in libibverbs and librdmacm:
 # PROGRAM (tests/integration/rpma_tests.cpp) as a server process and a client process per
 # round, ROUNDS rounds in a row, each with fresh processes (a race in connection set-up or

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 // librpma (Debian's librpma-dev, used as its man pages describe) over the drop-in libibverbs
 // and librdmacm: one program, run once as the server and once (or several times at once) as
 // the client of a case, in separate processes (tests/integration/rpma_test.sh drives them).

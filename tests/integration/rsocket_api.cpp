@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 // rsockets against rsocket(7) and TCP's behaviour (docs/rsockets.md): one process plays
 // both ends over one device (the library's CM thread answers the connection request, so a
 // blocking rconnect returns with the server's end waiting in raccept).

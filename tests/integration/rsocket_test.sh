@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 # Acceptance for rsockets (docs/rsockets.md): unmodified rdmacm-utils programs over the
 # drop-in librdmacm.so.1, server and client as separate processes on one device.
 # usage: rsocket_test.sh MODE [ARGS...]

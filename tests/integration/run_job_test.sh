@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 # `uroce run` for a whole CI job (docs/ci.md): with no device running it starts one, runs the
 # command (here a shell that starts an ibv_rc_pingpong server in the background and runs a
 # client), exits with the command's status, and stops the device when the command ends,

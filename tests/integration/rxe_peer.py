@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 """A scripted RC peer that behaves on the wire as kernel Soft-RoCE (rxe) does, against a uroce
 device in another network namespace (rxe_peer_test.sh, ctest interop.rxe_peer).
 

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 # uroce against a scripted rxe-like RC peer (issue 26, acceptance 2): two hosts
 # (twohost_lib.sh: network namespaces joined by a 1500-byte veth). Host A runs a device
 # (UDP 4791, --offload off: one datagram per packet, UDP checksum 0, as rxe sends them) and

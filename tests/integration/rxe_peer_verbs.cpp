@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 // The uroce side of interop.rxe_peer (rxe_peer_test.sh): one RC QP on the device, driven line
 // by line from standard input by the scripted rxe-like peer (rxe_peer.py), which checks what
 // it sees on the wire while this program checks what the verbs show. Built against the

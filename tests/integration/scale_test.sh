@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 # Acceptance: a device holds many connected RC QPs and frees them (docs/performance.md).
 # usage: scale_test.sh QP_SCALE PAIRS
 #   1. qp_scale creates PAIRS pairs of RC QPs in one process, connects each pair, sends one

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 # `uroce run`'s system view (docs/system-view.md): under it, Debian's ibv_devinfo, ibstat
 # (libibumad, which reads only sysfs), pyverbs and ucx_info find the device; the sysfs files
 # hold what ibv_query_* report; the host's /dev and /sys are as they were afterwards. Run as

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 # `uroce trace` (docs/trace.md) over unmodified programs on one device, followed live by
 # `uroce trace -f` from the start:
 #   1. rping: the listener, the connect, the CM messages both ways (REQ, REP, RTU, DREQ,

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 # Two hosts on one machine, sourced after lib.sh: hosts A and B are network namespaces
 # joined by a veth pair (MTU 1500, as an Ethernet link), A at 10.77.0.1/24 and B at
 # 10.77.0.2/24, each with one device uroce0 on its address, registered in a runtime

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 # Acceptance between two hosts (twohost_lib.sh: two network namespaces joined by a 1500-byte
 # veth pair, one device on each): unmodified Debian programs, the server on host A
 # (10.77.0.1), the client on host B. The link's MTU makes the ports' active MTU 1024

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 # UCX (Debian's ucx-utils, unmodified) over uroce, under `uroce run` (docs/system-view.md),
 # with no UCX workaround variable: server and client are separate ucx_perftest processes.
 # usage: ucx_test.sh MODE

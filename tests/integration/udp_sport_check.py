@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 """Checks the UDP source ports of a capture against rxe's rule (net/udp_sport.h).
 
 usage: udp_sport_check.py rc RES WIRE ADDR_A ADDR_B

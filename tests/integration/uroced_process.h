@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 // A uroced of a test's own (device_death_tests, port_mtu_tests), and opening a device by
 // name. The uroced starts in a runtime directory on the first UDP port, from UROCE_UDP_PORT
 // (else one from the pid), on which it comes up; it dies with the test process

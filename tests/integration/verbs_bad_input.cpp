@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 // Bad input through the public verbs API: built against the system's
 // <infiniband/verbs.h>, as any application is, and run over the drop-in libibverbs.
 // Each wrong call must fail the way the man pages and rdma-core/hardware say, leave the

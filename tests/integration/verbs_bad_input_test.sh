@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 # Acceptance: wrong verbs calls fail as documented and leave no trace. verbs_bad_input
 # (built against the system's verbs.h, run over the drop-in library) makes the calls and
 # checks each answer; here we check that the device survived and holds no objects after.

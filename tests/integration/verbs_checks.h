@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 // Checks for the test programs that drive the verbs API (built against the system's
 // <infiniband/verbs.h>, run over the drop-in library): CHECK reports a mismatch and goes on,
 // so one run shows every broken rule; REQUIRE ends the program when the following steps make

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 # watchdog.sh PID RUNTIME_DIR UROCE: started by lib.sh outside the test's process tree.
 # When the test's shell (PID) has gone, stops whatever it left behind. A test that ends
 # normally has cleaned up already (the directory is gone) and this does nothing; a test

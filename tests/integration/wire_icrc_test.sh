@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 # uroce's packets as another receiver sees them (issue 26, acceptance 3, its ICRC half): two
 # hosts (twohost_lib.sh: network namespaces joined by a veth pair, a device on each, offloads
 # on), a 64 KiB ib_write_bw (unmodified perftest) from B to A, and tshark on host A's end of

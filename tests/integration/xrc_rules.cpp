@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 // xrc_verbs' `rules` mode (xrc_verbs.h): one check per sentence of ibv_open_xrcd(3) and the
 // XRC parts of the other verbs' man pages, with the Linux kernel's errno values.
 #include "tests/integration/xrc_verbs.h"

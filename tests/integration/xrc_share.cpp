@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 // xrc_verbs' `share` mode (xrc_verbs.h): three real processes share an XRC domain, its TGT
 // QPs and an XRC SRQ.
 #include "tests/integration/xrc_verbs.h"

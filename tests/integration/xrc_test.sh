@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 # Acceptance (docs/xrc.md): XRC domains, SRQs and TGT/INI QPs through the public verbs API.
 # xrc_verbs (built against the system's verbs.h, run over the drop-in library) makes the
 # calls and checks every answer and errno; here we check that it passed, that the device

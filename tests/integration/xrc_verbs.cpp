@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 // xrc_verbs: XRC through the public verbs API (xrc_verbs.h says what each mode checks).
 #include "tests/integration/xrc_verbs.h"
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 // XRC through the public verbs API, built against the system's <infiniband/verbs.h> and
 // run over the drop-in libibverbs (docs/xrc.md). Two modes:
 //

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 # Acceptance: unmodified ibv_xsrq_pingpong (XRC: a shared XRC domain, an XRC SRQ, XRC
 # INI and TGT QPs). usage: xsrq_test.sh CLIENTS [args...] - CLIENTS client processes
 # against one server started with -c CLIENTS.

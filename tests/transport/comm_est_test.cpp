@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 // IBTA 11.6.3.1: the first packet an RC or UC QP receives while it is in RTR raises
 // IBV_EVENT_COMM_EST for that QP, once; the message itself is received as usual. (A QP
 // brought to RTS before its peer sends, as the fixture's pairs are, never sees it.)

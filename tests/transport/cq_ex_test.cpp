@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 // ibv_create_cq_ex (ibv_create_cq_ex(3)) between two devices: the ibv_start_poll /
 // ibv_next_poll / ibv_end_poll iterator and the ibv_wc_read_* accessors give what
 // ibv_poll_cq gives for the same completions; the CQ works with completion channels, as the

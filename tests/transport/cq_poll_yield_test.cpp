@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 // An empty ibv_poll_cq gives the CPU away every 16th time (docs/behaviour.md, "Scheduling on
 // small hosts") and then looks at the CQ again, so "empty" is never older than the pause: a
 // program acts on it at once (libfabric's rxm reads its connection events next, and closed a

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 // ibv_resize_cq between two devices: growing and shrinking keep the completions the CQ
 // holds, in order; a size below what it holds, 0 or above max_cqe is EINVAL and changes
 // nothing; cq->cqe is the new size (at least the one asked for); CQs from ibv_create_cq_ex

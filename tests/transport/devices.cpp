@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 // The two devices transport_tests runs against, and the test binary's main.
 //
 //   transport_tests --devices-start   starts uroce0/uroce1 detached in $UROCE_TRANSPORT_DIR

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 // The transport_tests fixture: the public verbs API over the two devices (devices.cpp),
 // guarded buffers, and polling with timeouts (fixture.h).
 #include "tests/transport/fixture.h"

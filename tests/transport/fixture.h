@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 // transport_tests: the transport between two uroce devices, through the public verbs API.
 //
 // Two devices (uroced), uroce0 on 127.0.0.2 and uroce1 on 127.0.0.3, on the first free UDP

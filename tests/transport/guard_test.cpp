@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 // Remote access that misses its MR never reads or writes a byte outside it (acceptance 5):
 // RDMA WRITE, RDMA READ and both ATOMICs with a guessed R_Key, the R_Key of an MR in another
 // PD, the R_Key of a deregistered (expired) MR, and addresses just before, just after and

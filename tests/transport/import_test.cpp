@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 // Importing a context and its objects (ibv_import_device(3), ibv_import_pd(3),
 // ibv_import_mr(3)): a dup of a context's cmd_fd opens a second context on the same
 // device session, whose PDs and MRs it names by handle. Traffic runs through a QP of the

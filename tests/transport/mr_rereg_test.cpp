@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 // ibv_rereg_mr between two devices: each IBV_REREG_MR_CHANGE_* flag alone and all together
 // take effect for the peer's RDMA WRITEs (the keys stay, struct ibv_mr follows); rdma-core's
 // input checks answer IBV_REREG_MR_ERR_INPUT, the device's IBV_REREG_MR_ERR_CMD with the

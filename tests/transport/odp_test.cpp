@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 // On-demand paging MRs (IBV_ACCESS_ON_DEMAND): RDMA into memory never touched, an MR over
 // a hole (bad until something is mapped there), implicit ODP (the whole address space),
 // ibv_advise_mr and its errors, and the ODP caps ibv_query_device_ex reports.

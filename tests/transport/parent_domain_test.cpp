@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 // Parent domains and thread domains (ibv_alloc_parent_domain(3), ibv_alloc_td(3)): a parent
 // domain stands for its PD wherever one is taken (QPs, CQs through IBV_CQ_INIT_ATTR_MASK_PD,
 // MRs), its allocator gives the library buffers of its QPs, and the order of deallocation

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 // Program order between a process's data path and its control path (docs/behaviour.md,
 // "Program order"): a work request posted (its doorbell rung) before a control call of the
 // same process is taken by the device before the call acts, as hardware fetches it within a

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 // The ibv_wr_* interface (ibv_wr_post(3)) between two devices: every builder and setter
 // moves real bytes, several work requests go in one ibv_wr_start/ibv_wr_complete, the
 // setters copy what they are given at once, ibv_wr_abort posts nothing, and every error

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 // A QP moved to RESET or destroyed takes its completions out of its CQs, as mlx5's (and
 // mlx4's, mthca's) provider does; the completions of other QPs sharing the CQs stay, in order.
 // A QP reset and connected again does not find its old work's completions (rdma-core's

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 // RC ATOMIC_CMP_AND_SWP and ATOMIC_FETCH_AND_ADD: the original value comes back into the
 // local 8 bytes, the remote word changes (or not) as the operation says, and no byte around
 // either changes. A misaligned remote address is an invalid request; a local SGE other than

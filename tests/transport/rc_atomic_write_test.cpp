@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 // RDMA ATOMIC WRITE (IBTA 1.5; rdma-core's ibv_wr_atomic_write, IBV_WR_ATOMIC_WRITE): the 8
 // bytes land in the remote word and nowhere else, the requester's completion is
 // IBV_WC_ATOMIC_WRITE of 8 bytes, and the responder checks what rxe checks: REMOTE_WRITE (of

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 // RC completion errors, as ibv_poll_cq(3) names them and IBTA 9.9 / 10.8 say where they
 // end: the failing WR completes with its status, every WR queued behind it (and every
 // receive) with IBV_WC_WR_FLUSH_ERR, the requester's QP is in ERR; for an error the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 // Completion events (ibv_req_notify_cq(3)): armed with solicited_only, a CQ raises an event
 // only for a receive of a message sent with IBV_SEND_SOLICITED or for an unsuccessful
 // completion; armed with 0, for any completion; an event is raised once per arming, and only

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 // RDMA FLUSH (IBTA 1.5; rdma-core 56's ibv_wr_flush, IBV_WC_FLUSH) between two devices. The
 // builder is reached as a program built against rdma-core 56's headers reaches it: the
 // wr_flush member of ibv_qp_ex (abi::QpEx, which appends it where the system's headers lack

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 // Inline data and scatter/gather lists on RC. Inline data is copied at ibv_post_send, needs
 // no memory registration and may be as long as the granted max_inline_data; longer is an
 // error at post time (EINVAL, bad_wr names it, nothing is sent). Gather lists of up to

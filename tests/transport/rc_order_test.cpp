@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 // Ordering on RC: many RDMA READs outstanding against small max_rd_atomic /
 // max_dest_rd_atomic limits all complete, in order, with their data; IBV_SEND_FENCE holds a
 // WR back until the READs and ATOMICs before it have completed (ibv_post_send(3)), so a SEND

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 // RC RDMA WRITE, RDMA WRITE_WITH_IMM and RDMA READ: exactly the addressed bytes change,
 // WRITE_WITH_IMM consumes a receive (and writes nothing into it), READs of several MTUs
 // arrive whole, both QPs stay in RTS.

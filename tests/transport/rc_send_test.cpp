@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 // RC SEND and SEND_WITH_IMM: the bytes land in the posted receive and nowhere else, both
 // completions carry the right fields, and both QPs stay in RTS.
 #include <arpa/inet.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 // Shared receive queues: one SRQ feeds the receives of several RC QPs, in posting order,
 // each completion naming the QP that received; the limit event fires once per arming; a QP
 // attached to an SRQ that enters ERR reports IBV_EVENT_QP_LAST_WQE_REACHED and leaves the

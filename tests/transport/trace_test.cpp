@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 // `uroce trace` (docs/trace.md) as an engineer reads it after a run: each device says which
 // process made which QP, every state transition with the peer and PSNs it was given, a
 // refused ibv_modify_qp with the attribute-mask reason, and a remote access error on both

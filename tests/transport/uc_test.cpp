@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 // UC: SEND, SEND_WITH_IMM, RDMA WRITE and RDMA WRITE_WITH_IMM land exactly as on RC (the
 // requester completes once the message is sent). UC has no RDMA READ and no ATOMIC (IBTA
 // table 37): such a WR completes with IBV_WC_LOC_QP_OP_ERR, as on ConnectX, the QP enters

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 // UD: SEND and SEND_WITH_IMM arrive with the 40-byte GRH area at the head of the receive
 // buffer (RoCEv2 over IPv4: 20 zero bytes, then the packet's IPv4 header), wc_flags
 // IBV_WC_GRH, src_qp the sender's QP; the reply path goes through ibv_init_ah_from_wc /

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 // Plain helpers for everything in tests/ that drives the public verbs API: the transport_tests
 // fixture (fixture.h) uses them, and so do the programs and GoogleTests that run against
 // devices of their own (tests/integration, tests/bench), so each of these set-up steps is

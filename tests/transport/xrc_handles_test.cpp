@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 // XRC TGT QP handles (docs/xrc.md, "TGT QPs and their handles"): as in the kernel, each
 // ibv_open_qp returns a handle of its own, even through the same context and even for the
 // QP's creator; each handle pins the XRCD handle it came through, works for modify, query

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 // The IB CM MAD codec (emu/cm/cm_mad.*): field placement against IBTA vol. 1 chapter 12 (byte
 // offsets within the 256-byte MAD, sub-byte fields packed from the most significant bit),
 // and encode/decode round trips.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 // librdmacm's address rules (verbs_api/rdmacm/cma_addr.*): which addresses it takes and how,
 // which device has an address (a link-local one on its interface only), which devices a
 // wildcard listener listens on, and the sockaddrs ids report.

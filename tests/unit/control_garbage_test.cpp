@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 // Control requests that fuzz_control (tests/fuzz/fuzz_control.cpp) found to hurt the device,
 // each reduced to the requests that matter. A device with no engine thread
 // (Device::start_manual) serves one connection through dispatch_control, as the daemon's

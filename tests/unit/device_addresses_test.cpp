@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 // A device's addresses (uroce start --addr, more than once) and its GID table: rxe's order
 // (issue 27), whatever order they were given in.
 #include <gtest/gtest.h>

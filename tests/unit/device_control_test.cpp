@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 // The device engine's control verbs (emu/engine/device.h): their argument checks, driven
 // through Device::handle() by a hand-made client (device_test_support.h).
 #include <gtest/gtest.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 // The device engine's data path between two QPs: exact bytes, MR bounds and access checks,
 // length, RNR and retry errors (device_test_support.h has the client and the fixture).
 #include <gtest/gtest.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 // The engine's polling budget (DeviceConfig::poll_us, `uroce start --poll-us`): after work
 // it keeps polling instead of sleeping, and the session's doorbell page says it is awake, so
 // the library rings without a system call (emu/abi/doorbell.h) until the budget runs out.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 // The device engine and rings written by a buggy or hostile application: the device must
 // not crash, must not touch memory it should not, and must keep serving everyone else.
 #include <gtest/gtest.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 // What the device engine's tests (device_*_test.cpp) share: a Client that plays the verbs
 // library's part by hand (a session on the engine thread, abi::Request messages to
 // Device::handle(), the ring memfds mapped and WQEs written exactly as

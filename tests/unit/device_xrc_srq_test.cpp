@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 // The device engine when the SRQ serving an XRC message in progress goes away.
 #include <gtest/gtest.h>
 

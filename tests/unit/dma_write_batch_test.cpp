@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 // The receive-side write batch (emu/engine/dma_write_batch.h): payload bytes staged in order, one
 // entry per packet, adjacent remote ranges joined into one iovec, and the limits that make
 // the device flush before it adds more.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 // A fake environment for the receive-side transport stages (RcResponder, UcResponder): the
 // parts of emu/engine/transport_env.h they use, recording what the stage did. Packets
 // it sends are kept as bytes; its DMA is memcpy into buffers the test owns; receives are

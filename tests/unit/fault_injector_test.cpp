@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 // net/fault_injector.h: the spec language, seeded reproducibility, the rates, and the
 // holding pool (delay keeps order, reorder lets later packets overtake, a full pool passes
 // packets through, corruption breaks the ICRC and nothing else).

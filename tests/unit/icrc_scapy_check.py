@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 """Check the ICRC of every RoCEv2 packet in a pcap against scapy.contrib.roce.
 
 Independent cross-check of net/icrc.cpp: scapy's BTH.compute_icrc() builds the masked

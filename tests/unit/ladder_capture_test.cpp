@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 // Reading captures for the ladder (emu/ladder/ladder_capture.h): IPv4 and IPv6 frames as
 // net::PcapTap writes them, decoded, their ICRC checked, their addresses numbered.
 #include "emu/ladder/ladder_capture.h"

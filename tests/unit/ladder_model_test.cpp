@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 // The ladder's model on synthetic packets (emu/ladder/ladder_model.h): copies of one packet
 // in two captures drawn once, a lost packet and its retransmission linked, bands adding up,
 // bad ICRCs, a device talking to itself, the trace placed on the right device.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 // net/: the opcode table, the BTH/extension-header codec and PSN arithmetic.
 #include <gtest/gtest.h>
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 // net/icrc_id.h, IcrcIdSolver and icrc_check_any_id: the receiver recovers any IPv4 ID (DF set,
 // or clear when asked) from a packet's ICRC in constant time, and still rejects corruptions.
 // Packets are made with the real IPv4 header (random ID, flags, TOS, TTL) and their ICRC

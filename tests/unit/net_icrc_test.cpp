@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 // net/: CRC-32 and the ICRC (known vectors from scapy, the invariant fields it covers), and the
 // ICRC of packets with a non-zero IPv4 ID (icrc_id.h).
 #include <gtest/gtest.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 // net/: the pcap tap (frames tshark and scapy accept, rotation, failures).
 #include <gtest/gtest.h>
 #include <pcap/pcap.h>

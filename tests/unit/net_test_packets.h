@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 // What the net/ tests (net_*_test.cpp) share: every opcode, a packet with every field set,
 // its bytes on the wire, and a field-by-field comparison of two decoded packets.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 // net/udp_sport.h: the UDP source ports rxe gives its QPs, worked out by hand from the
 // kernel's definitions (hash_32 with GOLDEN_RATIO_32, rdma_calc_flow_label,
 // rdma_flow_label_to_udp_sport).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 // net/: the io_uring socket. io_uring runs a request's completion work (task work) in the
 // thread that submitted it, so what the ring submits decides which thread each received
 // packet wakes: it must be the one that drives the ring (the engine), never the one that

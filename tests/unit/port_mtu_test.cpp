@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 // The port MTU from the interface MTU (emu/engine/port_mtu.h): the IB MTU whose packets, with the
 // largest headers, fit the interface; and the interface found from the device's address.
 #include "emu/engine/port_mtu.h"

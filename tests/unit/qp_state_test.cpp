@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 // Tests for the QP state machine attribute-mask rules (emu/verbs/qp_state.h).
 //
 // The expectation is written independently of the implementation's table: the table is organised

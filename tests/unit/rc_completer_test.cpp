@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 // Tests of the RC completer stage (emu/transport/rc_completer.h) on its own: a fake
 // environment stands for the device and records what the completer asks of it (completions,
 // rewinds, timers), so each case checks the completer's decisions, not the device's.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 // Tests of the RC and UC requester stage (emu/transport/rc_requester.h) on its own: the send
 // queue is a real ring in the test's memory, laid out as the library lays it out; a fake
 // environment stands for the device (transmit buffers, DMA reads, key checks, completions,

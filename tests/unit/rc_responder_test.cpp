@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 // The RC responder stage (emu/transport/rc_responder.h) driven through its own interface with
 // crafted request packets, without a device, a socket or a thread: FakeEnv
 // (fake_receive_env.h) is its environment. Packets it sends are decoded with net's decoder.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 // Tests of the receive side every transport shares (emu/transport/recv_path.h) on its own: a
 // fake environment stands for the device (the SRQ table, the SGE checks, deferred DMA,
 // completions, asynchronous events, the trace) and records what RecvPath asks of it. The

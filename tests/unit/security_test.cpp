@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 // "Nobody else gets in" (docs/architecture.md, "Who may talk to whom"): the runtime
 // directory must be the user's own, the library talks only to a device its own user (or
 // root) runs and lets that process, as the kernel names it, read its memory, and the device

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 // The UC responder stage (emu/transport/uc_responder.h) driven through its own interface with
 // crafted packets, without a device, a socket or a thread: FakeEnv (fake_receive_env.h) is its
 // environment. UC answers nothing: each case checks what reached memory and the receive

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 // Tests of the UD stage (emu/transport/ud_transport.h) on its own: a fake environment stands
 // for the device (the WQEs the requester fetched, transmit buffers, DMA, posted receives,
 // completions, drops) and records what UdTransport asks of it. Sent packets are decoded

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 // The libmlx5.so.1 / libefa.so.1 stand-ins (verbs_api/stubs/) answer every call the way
 // rdma-core's direct-verbs libraries answer for a device that is not theirs: int
 // functions return EOPNOTSUPP (and set errno), pointer functions return NULL with errno

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 """The exports of rdma-core's libraries, release by release: the tables in this directory.
 
     rdma_core_exports.py extract RDMA_CORE_GIT OUT_DIR [FIRST]

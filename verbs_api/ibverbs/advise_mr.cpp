@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 // ibv_advise_mr: prefetch hints for on-demand paging MRs. The device checks each SGE
 // against its MR table (lkey, PD, ODP, bounds); the prefetch itself is done here, in the
 // process that owns the memory, since the device never maps it.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 // Address handles for UD: a RoCEv2 AH names the peer by a GID (IPv4-mapped for IPv4).
 #include <cerrno>
 #include <cstring>

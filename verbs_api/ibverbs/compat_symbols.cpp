@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 // Non-default ("compat") symbol versions of libibverbs.so.1.
 //
 // Debian's rdma-core exports 33 verbs twice: name@@IBVERBS_1.1 (the default,

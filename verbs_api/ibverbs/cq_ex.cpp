@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 // ibv_create_cq_ex and the polling interface of struct ibv_cq_ex (ibv_create_cq_ex(3)):
 // ibv_start_poll/ibv_next_poll/ibv_end_poll walk the same CQ ring ibv_poll_cq reads, and
 // the ibv_wc_read_* accessors read the current CQE where it lies.

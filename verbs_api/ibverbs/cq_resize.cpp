@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 // ibv_resize_cq: the library makes the new CQ ring and hands it to the device, which moves
 // the completions not yet polled into it (emu/verbs/cq_resize.cpp) and from its answer on writes
 // only there. Until the answer nothing may consume from the CQ or arm it (the device copies

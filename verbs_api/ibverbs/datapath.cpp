@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 // The data path: WQEs go into the rings shared with the device, completions come out
 // of the CQ ring. No system call except the doorbell that wakes the device.
 #include <sched.h>

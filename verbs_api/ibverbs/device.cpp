@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 // Device discovery, open/close and the query verbs.
 #include <arpa/inet.h>
 #include <dlfcn.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 // When the device goes away (docs/behaviour.md, "When the device goes away"): the watcher
 // thread that notices it, and what the library then does in the device's stead, as the
 // kernel does for a disassociated device: flush completions for every outstanding work

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 // Sharing a context's objects (ibv_import_device(3), ibv_import_pd(3), ibv_import_mr(3)).
 // A context's cmd_fd is its control socket to the device, one session there: a dup of it
 // names that session as a dup of a uverbs fd names the kernel's file. ibv_import_device

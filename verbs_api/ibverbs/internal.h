@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 // The drop-in libibverbs' own view of the objects it hands to applications. Each
 // public struct (ibv_context, ibv_cq, ...) is the first member of ours, so the
 // pointer an application holds converts back with a static cast.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 // UD multicast: attaching a QP to a group is the device's business (emu/verbs/mcast.cpp,
 // docs/multicast.md); the library passes the GID and LID on.
 #include <cstring>

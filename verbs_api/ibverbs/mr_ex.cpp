@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 // Memory registration through the newer entry points: ibv_reg_mr_ex (IBVERBS_1.15,
 // rdma-core 59) and ibv_alloc_buf / ibv_free_buf / ibv_reg_buf_mr (IBVERBS_1.17, 64).
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 // Memory windows (docs/memory-windows.md): ibv_alloc_mw, ibv_dealloc_mw and ibv_bind_mw,
 // reached through ibv_context.ops. A bind is a work request on the QP's send queue, like
 // any other; the device checks it when it executes it and completes it as IBV_WC_BIND_MW.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 // Protection domains, memory regions, completion channels, CQs and events.
 #include <sys/mman.h>
 #include <unistd.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 // Thread domains and parent domains (ibv_alloc_td(3), ibv_alloc_parent_domain(3)). A parent
 // domain carries its PD's handle, so the device sees the PD itself; what the parent domain
 // adds lives here: its pd_context and its allocators, which give the memory of the library

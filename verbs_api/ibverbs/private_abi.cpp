@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 // verbs_allow_disassociate_destroy, the one variable of rdma-core's provider interface,
 // in the IBVERBS_PRIVATE_NN node of every release (libibverbs.map says why there are
 // several): the default version in the newest node, the same object under the older

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 // Queue pairs: creation maps the SQ/RQ rings the device shares with us.
 #include <unistd.h>
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 // The ibv_wr_* interface of struct ibv_qp_ex (ibv_wr_post(3)). A builder starts a work
 // request as an ibv_send_wr, the setters complete it, and it goes into the SQ ring through
 // the same write_send_wqe as ibv_post_send, so both paths build identical WQEs.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 // Shared receive queues: a ring the application posts receives into and the device
 // hands to whichever attached QP receives a message first.
 #include <unistd.h>

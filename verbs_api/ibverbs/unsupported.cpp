@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 // Every libibverbs.so.1 export that is not part of uroce's core verbs and needs a device
 // uroce does not have: "not supported" answers shaped exactly like rdma-core's answers when a
 // provider lacks an operation, so applications take their normal fallback paths (the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 // The private interface uroce's libibverbs exports for uroce's librdmacm, its one other user:
 // what librdmacm needs of a verbs context, without the context's layout (which stays
 // libibverbs' own, verbs_api/ibverbs/internal.h). Version node UROCE_PRIVATE_1 in

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 // The libibverbs.so.1 exports that need no device, implemented for real: the enum-to-string
 // functions, rate conversions, kernel struct conversions, fork safety, sysfs reads and the
 // providers' log sink (the verbs uroce does not support are in unsupported.cpp).

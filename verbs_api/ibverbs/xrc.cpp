@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 // The extended verbs of verbs_context: XRC domains, SRQs of any type, QP creation
 // with ibv_qp_init_attr_ex, and ibv_open_qp. verbs.h's inline wrappers call these.
 #include <cerrno>

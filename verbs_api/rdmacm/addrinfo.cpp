@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 // rdma_getaddrinfo / rdma_freeaddrinfo: getaddrinfo(3) with RDMA hints. RoCE addresses are
 // IP addresses, so no route (ibacm) and no AF_IB connect data are ever produced.
 #include <netdb.h>

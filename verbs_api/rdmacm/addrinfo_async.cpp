@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 // RDMACM_1.4 (rdma-core 60): rdma_resolve_addrinfo, rdma_query_addrinfo and
 // rdma_write_cm_event. rdma-core does the DNS resolution itself (rdma_getaddrinfo) and has
 // the kernel queue the event (RDMA_USER_CM_CMD_WRITE_CM_EVENT); here the library writes the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 // librdmacm's addresses: what an application's sockaddr names (IPv4 or IPv6, a wildcard, a
 // link-local address with its interface), which device has an address, which devices a
 // wildcard listener listens on, and the sockaddrs an id reports. Pure functions

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 // librdmacm over uroce, event channels and events: a channel is one pipe the devices and the
 // library write event records into; rdma_get_cm_event turns a record into an rdma_cm_event
 // (connection parameters, UD parameters, a new id for a connection request).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 // librdmacm over uroce, connections: connect, listen, accept, reject, disconnect, establish,
 // and the synchronous endpoints of rdma_create_ep. The IB CM protocol itself runs in the
 // device (emu/cm/cm_agent.h). docs/cm.md.

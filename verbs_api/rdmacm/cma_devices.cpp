@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 // librdmacm over uroce, the devices: the table of running uroce devices this process uses
 // for connections (each with its verbs context, default PD and a control connection of the
 // library's own for CM requests), requests to them, and rdma_get_devices. docs/cm.md.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 // librdmacm over uroce, CM ids and addresses: creating and destroying ids, binding, address
 // and route resolution (which device an address belongs to, the path record), options.
 // docs/cm.md.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 // What the cma_*.cpp files of the drop-in librdmacm share: the tables of devices and ids, and
 // the helpers more than one of them calls. The objects themselves are in internal.h.
 #pragma once

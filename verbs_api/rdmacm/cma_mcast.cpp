@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 // librdmacm over uroce, UD and multicast: joining and leaving groups (what the kernel's RDMA
 // CM does for RoCEv2), the multicast events, the small accessors and ECE. docs/multicast.md.
 #include <arpa/inet.h>

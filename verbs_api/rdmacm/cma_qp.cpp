@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 // librdmacm over uroce, QPs: the INIT/RTR/RTS transitions the CM drives with ibv_modify_qp
 // (as rdma-core's librdmacm does), rdma_init_qp_attr, and the QPs, CQs and SRQs
 // rdma_create_qp/rdma_create_srq make on an id. docs/cm.md.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 // librdmacm learns that a device went away from libibverbs, through the private interface
 // libibverbs exports for it (verbs_api/ibverbs/uroce_private.h): the verbs context's watcher
 // sees the device's control socket hang up (verbs_api/ibverbs/device_gone.cpp) and, once the

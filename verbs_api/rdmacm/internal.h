@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 // The drop-in librdmacm's own objects. Each public struct (rdma_cm_id, rdma_event_channel,
 // rdma_cm_event) is the first member of ours, so the pointer an application holds converts
 // back with a cast. docs/cm.md describes the design.

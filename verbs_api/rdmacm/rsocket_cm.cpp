@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 // Connection setup of stream rsockets: every rsocket's CM id is on one event channel of the
 // process, read by one thread (as rdma-core's connect and listen service threads), which
 // drives address and route resolution, connects, accepts and notes disconnections; the

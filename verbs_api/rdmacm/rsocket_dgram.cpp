@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 // Datagram rsockets (SOCK_DGRAM) as rdma-core's: a UD QP per socket carries each datagram
 // behind a ds_header (version 4, length 8, source port and IPv4 address); a UDP socket bound
 // to the same address and port is the side channel that finds a peer's QP. Until the AH of a

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 // rsockets (rdma/rsocket.h) over uroce's own verbs and CM: the socket object and what its
 // files share. The wire protocol is rdma-core's (librdmacm/rsocket.c), so a uroce host and a
 // host with rdma-core's rsockets talk to each other; docs/rsockets.md describes it.

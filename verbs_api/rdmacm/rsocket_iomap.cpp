@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 // riomap / riounmap / riowrite: direct placement. A writable mapping takes a slot of the
 // peer's target iomap; the entry (offset, SGE) is RDMA-written there, announced by an
 // RS_OP_IOMAP_SGL immediate, before the next data the socket sends. riowrite then writes

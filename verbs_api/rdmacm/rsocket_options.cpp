@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 // rsetsockopt / rgetsockopt (rsocket(7)) and keepalives. Buffer and queue sizes apply to
 // the connection made after them (and to the connections a listener accepts); socket
 // options with no meaning on an RDMA connection are remembered and reported back, as

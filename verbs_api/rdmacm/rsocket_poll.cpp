@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 // rpoll and rselect over rsockets and ordinary descriptors together. An rsocket is ready by
 // its state (data queued, room to send, a connection to accept, an error); to sleep, rpoll
 // polls the socket's eventfd (the CM thread's doorbell) and, once connected, its CQ's

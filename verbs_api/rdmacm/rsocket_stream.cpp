@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 // The stream data path: data goes as RDMA WRITE WITH IMMEDIATE into the peer's receive
 // buffer (immediate: op and length), credits come back as target SGL updates and sequence
 // numbers, control messages (shutdown, disconnect) as immediates with no data. Every send

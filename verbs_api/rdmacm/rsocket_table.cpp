@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 // The rsocket table: each socket is an eventfd of its own (a real descriptor, so rpoll can
 // mix it with ordinary ones and librspreload can map the program's descriptors onto it),
 // found by number without a lock. Creation, close and the calls that only read the socket.

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 """Generates a stand-in provider library's sources from its symbol table (*.symbols).
 
     gen_stubs.py TABLE HEADER OUT_MAP OUT_DEFS OUT_PROTO [HEADER_FILE]
