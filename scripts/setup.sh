@@ -29,8 +29,8 @@ packages=(
     librsvg2-bin
 )
 # Where the archive has them (librpma is not in every Debian-family release; Ubuntu's
-# chromium is a snap stub, so the ladder tests' HTML check skips there).
-optional=(librpma-dev chromium)
+# chromium is a snap stub, so the ladder tests' HTML check skips there; tgt for tgt.iser_listeners).
+optional=(librpma-dev chromium tgt)
 build_only=""
 if [ "${1:-}" = --build-only ]; then
     packages=("${build_packages[@]}")

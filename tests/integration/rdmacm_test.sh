@@ -10,6 +10,9 @@
 #                  thread is blocked in rdma_get_cm_event, or about to call it again: nothing
 #                  may wake or fail; docs/cm.md), and the device holds no object afterwards
 #   rping_two      rping between two devices: server on 127.0.0.2, client on 127.0.0.3
+#   rping_later    rping -s -a 0.0.0.0 listening, then a device started (uroce1, 127.0.0.2):
+#                  the listener takes it, as the kernel's takes a device added later, and a
+#                  client reaches the server through it
 #   ipv6_loopback  rping -a ::1 over a device on ::1 (RoCEv2 over IPv6 without root),
 #                  captured: the CM MADs and the data over IPv6, the REQ's IP CM header of
 #                  IP version 6
@@ -95,6 +98,28 @@ rping_many)
     done
     echo "$pairs rping pairs passed"
     expect_no_objects uroce0
+    ;;
+rping_later)
+    need rping
+    start_device uroce0 127.0.0.1
+    # Ready when the wildcard listener is on uroce0; then uroce1 starts, and the client
+    # goes once uroce1 shows the listener too.
+    later_device() {
+        cm_listening_on "$CM_PORT" "$1"
+        start_device uroce1 127.0.0.2
+        local i
+        for i in $(seq 1 100); do
+            "$UROCE" res uroce1 2>/dev/null | grep -Eq "^cm_id .* state listen .*:$CM_PORT remote" && return
+            sleep 0.1
+        done
+        fail "uroce1, started after rdma_listen, never took the wildcard listener"
+    }
+    CM_PORT=$PORT PAIR_READY=later_device run_pair rping -s -a 0.0.0.0 -p "$PORT" -C 50 -v -- \
+        rping -c -a 127.0.0.2 -p "$PORT" -C 50 -v
+    expect "$UROCE_RUNTIME_DIR/client.out" 'rdma-ping-49: ' "the last ping is missing"
+    # The connection went through uroce1 (the client's QP and the server's are both there).
+    "$UROCE" counters uroce1 | awk '$1 == "counters" && $3 > 0 { ok = 1 } END { exit !ok }' ||
+        fail "uroce1 carried nothing"
     ;;
 rping_two)
     need rping

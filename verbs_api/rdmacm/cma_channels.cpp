@@ -570,6 +570,8 @@ int rdma_migrate_id(rdma_cm_id* idp, rdma_event_channel* channel) {
     if (id->sync && !channel) return fail(EINVAL);
     Channel* nc = channel ? chan_of(channel) : new_channel(0);
     if (!nc) return -1;
+    // A device started meanwhile adds a listen on the channel the id ends up on.
+    std::unique_lock<std::mutex> lg(g_listen_mu);
     std::vector<std::pair<DevConn*, uint32_t>> handles = id->listens;
     if (id->dev && id->handle) handles.emplace_back(id->dev, id->handle);
     auto move = [](DevConn* d, uint32_t h, Channel* to) {
@@ -596,6 +598,7 @@ int rdma_migrate_id(rdma_cm_id* idp, rdma_event_channel* channel) {
         id->sync = channel == nullptr;
     }
     move_events(id, old, nc);
+    lg.unlock();
     if (old_sync) {
         if (idp->event) {
             rdma_ack_cm_event(idp->event);

@@ -29,6 +29,18 @@ int establish(Id* id) {
     return cm_call(*id->dev, r);
 }
 
+// Binds and listens on id->port on device d for the wildcard listener id (held under
+// g_listen_mu). Returns 0 or the errno; a handle the device gave stays in id->listens.
+int listen_on_dev(Id* id, DevConn* d) {
+    abi::CmResp resp{};
+    if (int e = bind_request(id, d, nullptr, id->port, &resp)) return e;
+    register_key(d->tag, resp.handle, id);
+    id->listens.emplace_back(d, resp.handle);
+    abi::CmReq l = cm_req(abi::CmOp::kListen, resp.handle);
+    l.backlog = id->backlog;
+    return cm_call(*d, l);
+}
+
 }  // namespace uroce::rdmacm
 
 using namespace uroce;
@@ -92,43 +104,22 @@ int rdma_establish(rdma_cm_id* idp) {
     return 0;
 }
 
-// Binds and listens on id->port on every device of the families the wildcard listener
-// takes (an IPv4 one: IPv4 devices; an IPv6 one: all, or IPv6 ones with IPV6_V6ONLY). On
-// failure nothing is left registered and the errno is returned.
-static int listen_everywhere(Id* id, int backlog) {
+// Listens on id->port on every device of the families the wildcard listener takes (an
+// IPv4 one: IPv4 devices; an IPv6 one: all, or IPv6 ones with IPV6_V6ONLY). None running is
+// fine: the listener waits for one, as the kernel's on its listen-any list
+// (waiting_listeners.cpp). On failure nothing is left registered and the errno is returned.
+static int listen_everywhere(Id* id) {
     sync_devices();
-    const bool afonly = effective_afonly(id);
     std::vector<DevConn*> devs;
     for (DevConn* d : all_devs())
-        if (listens_on(id->bind_family, afonly, d->addr)) devs.push_back(d);
-    if (devs.empty()) return ENODEV;
+        if (listens_on(id->bind_family, effective_afonly(id), d->addr)) devs.push_back(d);
     int err = 0;
     for (DevConn* d : devs) {
-        if (int e = ensure_open(*d)) {
+        if (int e = ensure_open(*d)) {  // gone meanwhile: the others may do
             if (!err) err = e;
             continue;
         }
-        if (int e = ensure_channel(id->chan, d)) {
-            err = e;
-            break;
-        }
-        abi::CmReq r = cm_req(abi::CmOp::kBind);
-        r.channel = id->chan->id;
-        r.ps = id->id.ps;
-        r.qp_type = id->id.qp_type;
-        r.local_port = id->port;
-        r.family = uint8_t(id->bind_family);
-        r.afonly = afonly;
-        abi::CmResp resp{};
-        if (int e = cm_call(*d, r, &resp)) {
-            err = e;
-            break;
-        }
-        register_key(d->tag, resp.handle, id);
-        id->listens.emplace_back(d, resp.handle);
-        abi::CmReq l = cm_req(abi::CmOp::kListen, resp.handle);
-        l.backlog = backlog;
-        if (int e = cm_call(*d, l)) {
+        if (int e = listen_on_dev(id, d)) {
             err = e;
             break;
         }
@@ -164,16 +155,20 @@ int rdma_listen(rdma_cm_id* idp, int backlog) {
         id->listening = true;
         return 0;
     }
-    // Wildcard: listen on every device. A port the library picked (bind to port 0) that is
-    // taken on some device is picked again, as the kernel finds a port free everywhere.
-    int err = listen_everywhere(id, backlog);
+    // Wildcard: listen on every device, and on every device started later. A port the
+    // library picked (bind to port 0) that is taken on some device is picked again, as the
+    // kernel finds a port free everywhere.
+    std::lock_guard<std::mutex> lg(g_listen_mu);
+    id->backlog = backlog;
+    int err = listen_everywhere(id);
     for (int tries = 0; err == EADDRINUSE && id->any_port && tries < 64; ++tries) {
         id->port = random_port();
         set_port(&id->id.route.addr.src_storage, id->port);
-        err = listen_everywhere(id, backlog);
+        err = listen_everywhere(id);
     }
     if (err) return fail(err);
     id->listening = true;
+    watch_for_devices();
     return 0;
 }
 

@@ -143,9 +143,9 @@ bool effective_afonly(const Id* id) {
     return v != 0;
 }
 
-// Binds the id on device d (the device's CM id is created here) to its address, or with
-// addr nullptr to the wildcard (a listener of the id's bind family).
-int bind_on(Id* id, DevConn* d, const net::Endpoint* addr, uint16_t port) {
+// The device's CM id for id on d: bound to addr (nullptr: the wildcard of the id's bind
+// family) and port (network order; 0: the device picks); *resp has its handle and port.
+int bind_request(Id* id, DevConn* d, const net::Endpoint* addr, uint16_t port, abi::CmResp* resp) {
     if (int e = ensure_open(*d)) return e;
     if (int e = ensure_channel(id->chan, d)) return e;
     abi::CmReq r = cm_req(abi::CmOp::kBind);
@@ -156,8 +156,14 @@ int bind_on(Id* id, DevConn* d, const net::Endpoint* addr, uint16_t port) {
     r.family = uint8_t(id->bind_family ? id->bind_family : AF_INET);
     r.afonly = effective_afonly(id);
     r.local_port = port;
+    return cm_call(*d, r, resp);
+}
+
+// Binds the id on device d (the device's CM id is created here) to its address, or with
+// addr nullptr to the wildcard (a listener of the id's bind family).
+int bind_on(Id* id, DevConn* d, const net::Endpoint* addr, uint16_t port) {
     abi::CmResp resp{};
-    if (int e = cm_call(*d, r, &resp)) return e;
+    if (int e = bind_request(id, d, addr, port, &resp)) return e;
     id->handle = resp.handle;
     id->port = resp.port;
     register_key(d->tag, resp.handle, id);
@@ -248,9 +254,12 @@ int rdma_create_id(rdma_event_channel* channel, rdma_cm_id** id, void* context,
 int rdma_destroy_id(rdma_cm_id* idp) {
     if (!idp) return fail(EINVAL);
     Id* id = id_of(idp);
-    std::vector<std::pair<DevConn*, uint32_t>> handles = id->listens;
-    if (id->dev && id->handle) handles.emplace_back(id->dev, id->handle);
+    std::vector<std::pair<DevConn*, uint32_t>> handles;
     {
+        // Out of g_ids under g_listen_mu: no device started now adds a listen to it.
+        std::lock_guard<std::mutex> lg(g_listen_mu);
+        handles = id->listens;
+        if (id->dev && id->handle) handles.emplace_back(id->dev, id->handle);
         std::lock_guard<std::mutex> g(g_mu);
         g_ids.erase(key(kLocalTag, id->lid));
         for (auto& [d, h] : handles) g_ids.erase(key(d->tag, h));

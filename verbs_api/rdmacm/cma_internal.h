@@ -82,6 +82,7 @@ void v4_gid(uint32_t ip, ibv_gid* gid);  // ::ffff:ip (ip in network order)
 uint8_t sgid_index(const Id* id);        // the GID-table index of the id's source GID
 void attach(Id* id, DevConn* d);
 void set_path(Id* id, const net::Endpoint& local, const net::Endpoint& remote);
+int bind_request(Id* id, DevConn* d, const net::Endpoint* addr, uint16_t port, abi::CmResp* resp);
 int bind_on(Id* id, DevConn* d, const net::Endpoint* addr, uint16_t port);
 bool effective_afonly(const Id* id);
 uint16_t random_port();
@@ -102,6 +103,12 @@ int complete(Id* id);
 
 // Connections (cma_connect.cpp).
 int establish(Id* id);
+int listen_on_dev(Id* id, DevConn* d);
+
+// Wildcard listeners and devices started after them (waiting_listeners.cpp). g_listen_mu
+// guards every Id's listens and is taken before g_mu.
+extern std::mutex g_listen_mu;
+void watch_for_devices();  // from the first wildcard listener on
 
 // Multicast (cma_mcast.cpp).
 int join_multicast(Id* id, const sockaddr* addr, socklen_t len, uint16_t flags, void* context);

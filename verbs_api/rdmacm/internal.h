@@ -93,7 +93,10 @@ struct Id {
     bool sync = false;       // created with a NULL channel: calls wait for their event
     DevConn* dev = nullptr;  // the device the id is bound to (nullptr: none or wildcard)
     uint32_t handle = 0;     // the device's CM id (0: none yet)
-    std::vector<std::pair<DevConn*, uint32_t>> listens;  // wildcard listener, per device
+    // A wildcard listener, per device; changed under g_listen_mu (a device started later
+    // takes the listeners waiting, waiting_listeners.cpp).
+    std::vector<std::pair<DevConn*, uint32_t>> listens;
+    int backlog = 0;     // rdma_listen's, for devices started later
     bool bound = false;  // rdma_bind_addr (or an implicit bind) happened
     bool listening = false;
     bool addr_resolved = false, route_resolved = false;
