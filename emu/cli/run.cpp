@@ -30,14 +30,21 @@ int exec_command(bool view, char* const* argv) {
     std::string tools = tools_dir();
     // The files the kernel would provide for the devices (docs/system-view.md); the devices
     // already run, outside the namespace.
-    if (view)
-        if (std::string why = sysview::enter(lib); !why.empty())
+    bool in_view = false;
+    if (view) {
+        std::string why = sysview::enter(lib);
+        in_view = why.empty();
+        if (!in_view)
             std::fprintf(stderr, "uroce: running without the system view: %s\n", why.c_str());
+    }
     const char* old = getenv("LD_LIBRARY_PATH");
     std::string path = lib + (old && *old ? ":" + std::string(old) : "");
     setenv("LD_LIBRARY_PATH", path.c_str(), 1);
     if (!tools.empty()) setenv("PATH", path_with(tools, getenv("PATH")).c_str(), 1);
     signal(SIGPIPE, SIG_DFL);  // main() ignores it; an ignored signal stays ignored over exec
+    // In the view, this process stays to keep it in step with the devices, CMD its child.
+    pid_t child = in_view ? fork() : 0;
+    if (child > 0) return sysview::follow(lib, child);
     execvp(argv[0], argv);
     std::fprintf(stderr, "uroce: cannot run %s: %s\n", argv[0], std::strerror(errno));
     return 127;

@@ -14,6 +14,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdint>
 #include <cstdio>
@@ -474,7 +475,88 @@ std::string make_tree(const Facts& f, dev_t node) {
     return "";
 }
 
+// What enter() made, for resync(): the /sys mounts (read-only between changes), the node
+// the device files are bound from, and the devices in the view (name, uverbs name).
+struct State {
+    std::vector<std::string> sys_mounts;
+    dev_t null_rdev = 0;
+    std::vector<std::pair<std::string, std::string>> devices;
+};
+State g_view;
+
+// The files of one device in the view: /dev/infiniband/<dev_name> (/dev/null, bound).
+std::string bind_node(const std::string& n) {
+    umount2(n.c_str(), MNT_DETACH);  // a host entry of that name, bound back: ours
+    unlink(n.c_str());               // replaces it
+    int fd = open(n.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0666);
+    if (fd < 0 || close(fd) != 0 || mount("/dev/null", n.c_str(), nullptr, MS_BIND, nullptr) != 0)
+        return errno_text("bind /dev/null on " + n);
+    return "";
+}
+
+// Removes a tree of the view's tmpfs (no mount below it).
+void remove_tree(const std::string& path) {
+    DIR* d = opendir(path.c_str());
+    if (!d) {
+        unlink(path.c_str());
+        return;
+    }
+    std::vector<std::string> names;
+    while (dirent* e = readdir(d))
+        if (std::strcmp(e->d_name, ".") != 0 && std::strcmp(e->d_name, "..") != 0)
+            names.push_back(e->d_name);
+    closedir(d);
+    for (const auto& n : names) {
+        std::string p = path + "/" + n;
+        struct stat st;
+        if (lstat(p.c_str(), &st) == 0 && S_ISDIR(st.st_mode))
+            remove_tree(p);
+        else
+            unlink(p.c_str());
+    }
+    rmdir(path.c_str());
+}
+
+void set_sys_writable(bool writable) {
+    for (const auto& m : g_view.sys_mounts)
+        (void)mount(
+            nullptr, m.c_str(), nullptr,
+            MS_REMOUNT | MS_BIND | (writable ? 0 : MS_RDONLY) | MS_NOSUID | MS_NODEV | MS_NOEXEC,
+            nullptr);
+}
+
 }  // namespace
+
+std::string resync(const std::string& libdir) {
+    std::vector<Facts> now;
+    if (std::string why = gather(libdir, &now); !why.empty()) return why;
+    std::vector<std::pair<std::string, std::string>> want;
+    for (const Facts& f : now) want.emplace_back(f.name, f.dev_name);
+    if (want == g_view.devices) return "";
+    auto has = [](const auto& v, const auto& x) {
+        return std::find(v.begin(), v.end(), x) != v.end();
+    };
+    set_sys_writable(true);
+    std::string why;
+    for (const auto& d : g_view.devices) {
+        if (has(want, d)) continue;
+        remove_tree("/sys/class/infiniband/" + d.first);
+        remove_tree("/sys/class/infiniband_verbs/" + d.second);
+        std::string node = "/dev/infiniband/" + d.second;
+        umount2(node.c_str(), MNT_DETACH);
+        unlink(node.c_str());
+    }
+    for (const Facts& f : now) {
+        if (has(g_view.devices, std::make_pair(std::string(f.name), std::string(f.dev_name))))
+            continue;
+        why = bind_node(std::string("/dev/infiniband/") + f.dev_name);
+        if (why.empty()) why = make_tree(f, g_view.null_rdev);
+        if (!why.empty()) break;
+    }
+    set_sys_writable(false);
+    g_view.devices = want;
+    return why;
+}
 
 std::string enter(const std::string& libdir) {
     std::vector<Facts> devices;
@@ -521,24 +603,20 @@ std::string enter(const std::string& libdir) {
     std::vector<std::string> nodes;
     for (const Facts& f : devices) nodes.push_back(std::string("/dev/infiniband/") + f.dev_name);
     if (!exists("/dev/infiniband/rdma_cm")) nodes.push_back("/dev/infiniband/rdma_cm");
-    for (const auto& n : nodes) {
-        umount2(n.c_str(), MNT_DETACH);  // a host entry of that name, bound back: ours
-        unlink(n.c_str());               // replaces it
-        int fd = open(n.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0666);
-        if (fd < 0 || close(fd) != 0 ||
-            mount("/dev/null", n.c_str(), nullptr, MS_BIND, nullptr) != 0)
-            return fail(errno_text("bind /dev/null on " + n));
-    }
+    for (const auto& n : nodes)
+        if (std::string why = bind_node(n); !why.empty()) return fail(why);
     if (!exists("/sys/class/infiniband_verbs/abi_version") &&
         !put("/sys/class/infiniband_verbs/abi_version", "6\n"))
         return fail(errno_text("/sys/class/infiniband_verbs/abi_version"));
     for (const Facts& f : devices)
         if (std::string why = make_tree(f, null_st.st_rdev); !why.empty()) return fail(why);
-    // sysfs is read-only to its readers, and so is the view's.
+    // sysfs is read-only to its readers, and so is the view's (resync makes it writable
+    // while it changes it).
+    g_view.null_rdev = null_st.st_rdev;
     for (const auto& m : mounted)
-        if (m.rfind("/sys", 0) == 0)
-            (void)mount(nullptr, m.c_str(), nullptr,
-                        MS_REMOUNT | MS_BIND | MS_RDONLY | flags_for(m), nullptr);
+        if (m.rfind("/sys", 0) == 0) g_view.sys_mounts.push_back(m);
+    for (const Facts& f : devices) g_view.devices.emplace_back(f.name, f.dev_name);
+    set_sys_writable(false);
     return "";
 }
 

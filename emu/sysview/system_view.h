@@ -18,4 +18,15 @@ namespace uroce::sysview {
 // or, if it already entered the namespace, the host's view of /dev and /sys is intact.
 std::string enter(const std::string& libdir);
 
+// In the view enter() made: brings it in step with the devices running now (a device
+// started since appears, one stopped leaves), asking the library in `libdir` again.
+// Returns "" or a one-line reason.
+std::string resync(const std::string& libdir);
+
+// In the view enter() made, while `cmd` (a child running CMD) lives: resyncs whenever a
+// device starts or stops in the runtime directory (view_keeper.cpp). SIGTERM and SIGHUP
+// are passed on to cmd; SIGINT and SIGQUIT (a terminal's, sent to the whole group) are
+// CMD's to act on. Returns CMD's exit status (128+N for a signal N).
+int follow(const std::string& libdir, pid_t cmd);
+
 }  // namespace uroce::sysview
