@@ -6,6 +6,8 @@
 #include <net/if.h>
 
 #include <cstdlib>
+#include <string>
+#include <vector>
 
 namespace uroce::net {
 
@@ -73,6 +75,57 @@ bool parse_address(const std::string& s, uint16_t port, Endpoint* out) {
     *out = Endpoint::from_gid(g, port, idx);
     // An IPv4-mapped IPv6 address is the IPv4 one (from_gid made it so).
     return true;
+}
+
+// Every IPv4 and IPv6 address interface `name` has now, as getifaddrs lists them (link-local
+// ones with the interface as their scope).
+std::vector<Endpoint> interface_addresses(const std::string& name, uint16_t port) {
+    std::vector<Endpoint> v;
+    ifaddrs* all = nullptr;
+    if (getifaddrs(&all) != 0) return v;
+    for (ifaddrs* i = all; i; i = i->ifa_next) {
+        if (!i->ifa_addr || name != i->ifa_name) continue;
+        Endpoint e;
+        if (i->ifa_addr->sa_family == AF_INET) {
+            e = Endpoint(*reinterpret_cast<const sockaddr_in*>(i->ifa_addr));
+        } else if (i->ifa_addr->sa_family == AF_INET6) {
+            e = Endpoint(*reinterpret_cast<const sockaddr_in6*>(i->ifa_addr));
+            const uint8_t* b = e.addr6();
+            if (!(b[0] == 0xfe && (b[1] & 0xc0) == 0x80)) e.v6.sin6_scope_id = 0;
+        } else {
+            continue;
+        }
+        e.set_port(port);
+        v.push_back(e);
+    }
+    freeifaddrs(all);
+    return v;
+}
+
+std::vector<std::string> split_list(const std::string& list) {
+    std::vector<std::string> parts;
+    size_t at = 0;
+    while (at <= list.size()) {
+        size_t comma = list.find(',', at);
+        if (comma == std::string::npos) comma = list.size();
+        parts.push_back(list.substr(at, comma - at));
+        at = comma + 1;
+    }
+    return parts;
+}
+
+std::vector<Endpoint> address_list(const std::string& list, uint16_t port) {
+    std::vector<Endpoint> v;
+    for (const std::string& a : split_list(list)) {
+        Endpoint ep;
+        if (parse_address(a, port, &ep)) {
+            v.push_back(ep);
+        } else {
+            std::vector<Endpoint> i = interface_addresses(a, port);
+            v.insert(v.end(), i.begin(), i.end());
+        }
+    }
+    return v;
 }
 
 }  // namespace uroce::net

@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <cstring>
 #include <string>
+#include <vector>
 
 namespace uroce::net {
 
@@ -101,5 +102,16 @@ uint32_t interface_of(const Endpoint& e);
 // Parses an IPv4 or IPv6 address (an IPv6 one may end in %IFNAME or %INDEX). False if it is
 // neither.
 bool parse_address(const std::string& s, uint16_t port, Endpoint* out);
+
+// Every IPv4 and IPv6 address interface `name` has now, as getifaddrs lists them (link-local
+// ones with the interface as their scope).
+std::vector<Endpoint> interface_addresses(const std::string& name, uint16_t port);
+
+// The parts of a comma-separated list, in order (an empty list: one empty part).
+std::vector<std::string> split_list(const std::string& list);
+
+// The addresses of a device's address list as `uroce start --addr` takes it (addresses and
+// interfaces' names, comma-separated), in order; a part that is neither is left out.
+std::vector<Endpoint> address_list(const std::string& list, uint16_t port);
 
 }  // namespace uroce::net

@@ -41,6 +41,9 @@ int exec_command(bool view, char* const* argv) {
     std::string path = lib + (old && *old ? ":" + std::string(old) : "");
     setenv("LD_LIBRARY_PATH", path.c_str(), 1);
     if (!tools.empty()) setenv("PATH", path_with(tools, getenv("PATH")).c_str(), 1);
+    // The library starts no device of its own here: one runs (uroce run started it if none
+    // did), and a device deleted (`rdma link delete`) stays gone, as a kernel's.
+    setenv("UROCE_NO_AUTOSTART", "1", 1);
     signal(SIGPIPE, SIG_DFL);  // main() ignores it; an ignored signal stays ignored over exec
     // In the view, this process stays to keep it in step with the devices, CMD its child.
     pid_t child = in_view ? fork() : 0;
@@ -143,6 +146,9 @@ int cmd_run(std::vector<std::string> args) {
     OwnDevice dev;
     if (start)
         if (int r = cmd_start(start_args, &dev)) return r;
+    // The device started because none ran: a set-up script's `rdma link add` on its
+    // interface may replace it (emu/sysview/rdma_link.cpp).
+    if (start && start_args.empty()) setenv("UROCE_RUN_DEVICE", dev.name.c_str(), 1);
     struct sigaction ign = {}, old_int = {}, old_quit = {};
     ign.sa_handler = SIG_IGN;
     sigaction(SIGINT, &ign, &old_int);

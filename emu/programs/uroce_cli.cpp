@@ -13,6 +13,7 @@
 #include "emu/cli/cli.h"
 #include "emu/ladder/ladder_cli.h"
 #include "emu/resgraph/res_graph.h"
+#include "emu/sysview/module_tools.h"
 #include "emu/sysview/rdma_tool.h"
 
 using namespace uroce;
@@ -21,7 +22,12 @@ using namespace uroce::cli;
 int main(int argc, char** argv) {
     // Started as `rdma` (the link `uroce run` puts on PATH): iproute2's rdma for the view.
     const char* base = std::strrchr(argv[0], '/');
-    if (std::strcmp(base ? base + 1 : argv[0], "rdma") == 0) return rdmatool::run(argc, argv);
+    const char* as = base ? base + 1 : argv[0];
+    if (std::strcmp(as, "rdma") == 0) return rdmatool::run(argc, argv);
+    // As `modprobe`, `rmmod`, `lsmod`: the RDMA modules uroce needs none of.
+    if (std::strcmp(as, "modprobe") == 0) return modtools::modprobe(argc, argv, false);
+    if (std::strcmp(as, "rmmod") == 0) return modtools::modprobe(argc, argv, true);
+    if (std::strcmp(as, "lsmod") == 0) return modtools::lsmod(argc, argv);
     // As `uroce-cluster-agent` (beside `rdma`): a launcher's remote shell (docs/cluster.md).
     if (std::strcmp(base ? base + 1 : argv[0], "uroce-cluster-agent") == 0) {
         std::vector<std::string> a = {"agent"};

@@ -55,47 +55,17 @@ static void raise_priority(int nice) {
                      nice, std::strerror(err));
 }
 
-// Every IPv4 and IPv6 address interface `name` has now, as getifaddrs lists them (link-local
-// ones with the interface as their scope).
-static std::vector<net::Endpoint> interface_addresses(const std::string& name, uint16_t port) {
-    std::vector<net::Endpoint> v;
-    ifaddrs* all = nullptr;
-    if (getifaddrs(&all) != 0) return v;
-    for (ifaddrs* i = all; i; i = i->ifa_next) {
-        if (!i->ifa_addr || name != i->ifa_name) continue;
-        net::Endpoint e;
-        if (i->ifa_addr->sa_family == AF_INET) {
-            e = net::Endpoint(*reinterpret_cast<const sockaddr_in*>(i->ifa_addr));
-        } else if (i->ifa_addr->sa_family == AF_INET6) {
-            e = net::Endpoint(*reinterpret_cast<const sockaddr_in6*>(i->ifa_addr));
-            const uint8_t* b = e.addr6();
-            if (!(b[0] == 0xfe && (b[1] & 0xc0) == 0x80)) e.v6.sin6_scope_id = 0;
-        } else {
-            continue;
-        }
-        e.set_port(port);
-        v.push_back(e);
-    }
-    freeifaddrs(all);
-    return v;
-}
-
 // The device's addresses from --addr's comma-separated list: IPv4 or IPv6 (a link-local one
 // with %INTERFACE, all of them on one interface), or an interface's name for every address it
 // has at start; each once; the first is the device's first address. Returns why not, or "".
 static std::string set_addresses(const std::string& list, emu::DeviceConfig* cfg) {
     std::vector<net::Endpoint> given;
-    size_t at = 0;
-    while (at <= list.size()) {
-        size_t comma = list.find(',', at);
-        std::string a =
-            list.substr(at, comma == std::string::npos ? std::string::npos : comma - at);
-        at = comma == std::string::npos ? list.size() + 1 : comma + 1;
+    for (const std::string& a : net::split_list(list)) {
         net::Endpoint ep;
         if (net::parse_address(a, cfg->port, &ep)) {
             given.push_back(ep);
         } else if (!a.empty() && if_nametoindex(a.c_str())) {
-            std::vector<net::Endpoint> v = interface_addresses(a, cfg->port);
+            std::vector<net::Endpoint> v = net::interface_addresses(a, cfg->port);
             if (v.empty()) return "interface " + a + " has no IPv4 or IPv6 address";
             given.insert(given.end(), v.begin(), v.end());
         } else {

@@ -254,7 +254,8 @@ int usage() {
                  "Usage: rdma [ OPTIONS ] OBJECT { COMMAND | help }\n"
                  "where  OBJECT := { dev | link | resource | system | statistic | help }\n"
                  "       OPTIONS := { -V[ersion] | -d[etails] | -j[son] | -p[retty]}\n"
-                 "(uroce run: dev and link from the system view; the rest from the host's "
+                 "(uroce run: dev and link from the system view, link add NAME type rxe netdev "
+                 "IF and link delete NAME as uroce start and stop; the rest from the host's "
                  "tool)\n");
     return 1;
 }
@@ -292,7 +293,12 @@ int run(int argc, char** argv) {
     if (!is_dev && !is_link) return pass_on(argv);
     std::string cmd = words.size() > 1 ? words[1] : "show";
     if (cmd == "help") return usage();
-    if (cmd != "show" && cmd != "list") return pass_on(argv);  // set, add, delete
+    // iproute2 takes a prefix of a command's name ("del").
+    auto is = [&](const char* full) { return std::string(full).rfind(cmd, 0) == 0; };
+    std::vector<std::string> rest(words.begin() + std::min<size_t>(2, words.size()), words.end());
+    if (is_link && is("add")) return link_add(rest, usage);
+    if (is_link && is("delete")) return link_delete(rest);
+    if (cmd != "show" && cmd != "list") return pass_on(argv);  // dev set, link set
     Filter f;
     if (words.size() > 2) {
         const std::string& name = words[2];

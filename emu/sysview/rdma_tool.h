@@ -4,10 +4,18 @@
 // first on PATH.
 #pragma once
 
+#include <string>
+#include <vector>
+
 namespace uroce::rdmatool {
 
 // iproute2's `rdma [-j] [-p] [-d] {dev|link} [show [DEV[/PORT]]]` from /sys/class/infiniband;
 // any other command is handed to the next `rdma` on PATH. Returns the exit status.
 int run(int argc, char** argv);
+
+// `rdma link add NAME type rxe netdev IF` (words: what follows "add"; help: the usage
+// iproute2 shows for an incomplete command) and `rdma link delete NAME` (rdma_link.cpp).
+int link_add(const std::vector<std::string>& words, int (*help)());
+int link_delete(const std::vector<std::string>& words);
 
 }  // namespace uroce::rdmatool

@@ -23,6 +23,8 @@
 #include <string>
 #include <vector>
 
+#include "emu/sysview/module_tools.h"
+
 namespace uroce::sysview {
 
 namespace {
@@ -610,6 +612,20 @@ std::string enter(const std::string& libdir) {
         return fail(errno_text("/sys/class/infiniband_verbs/abi_version"));
     for (const Facts& f : devices)
         if (std::string why = make_tree(f, null_st.st_rdev); !why.empty()) return fail(why);
+    // The RDMA modules as loaded (module_tools.cpp answers modprobe and lsmod for them), where
+    // /sys/module may be covered; without them the view still stands.
+    std::vector<std::string> missing;
+    for (const auto& m : modtools::rdma_modules())
+        if (!exists("/sys/module/" + m)) missing.push_back(m);
+    if (!missing.empty() && exists("/sys/module") &&
+        overlay("/sys/module", flags_for("/sys/module")).empty()) {
+        mounted.push_back("/sys/module");
+        for (const auto& m : missing)
+            if (mkdirs("/sys/module/" + m)) {
+                put("/sys/module/" + m + "/initstate", "live\n");
+                put("/sys/module/" + m + "/refcnt", "0\n");
+            }
+    }
     // sysfs is read-only to its readers, and so is the view's (resync makes it writable
     // while it changes it).
     g_view.null_rdev = null_st.st_rdev;

@@ -54,6 +54,28 @@ need() {
     command -v "$1" >/dev/null 2>&1 || skip "$1 is not installed (run scripts/setup.sh)"
 }
 
+# unprivileged_part: the part of a test run as an unprivileged user (65534), for a test run
+# as root: NB_DIR is a runtime directory of that user's (its devices stopped and logs kept
+# when the test ends) and AS_NOBODY the command prefix that runs as that user. Where that
+# cannot be (not root, no setpriv, no user namespaces for the user) it says so and ends the
+# test with PASS.
+unprivileged_part() {
+    local nobody=65534
+    if [ "$(id -u)" != 0 ] || ! command -v setpriv >/dev/null ||
+        ! setpriv --reuid=$nobody --regid=$nobody --clear-groups unshare -U -m true 2>/dev/null ||
+        ! setpriv --reuid=$nobody --regid=$nobody --clear-groups test -x "$UROCE"; then
+        echo "SKIP (part): the unprivileged run needs root, setpriv and user namespaces for $nobody"
+        echo PASS
+        exit 0
+    fi
+    AS_NOBODY=(setpriv --reuid=$nobody --regid=$nobody --clear-groups env XDG_RUNTIME_DIR=)
+    NB_DIR=$(mktemp -d /tmp/uroce-test-nobody.XXXXXX)
+    chown $nobody:$nobody "$NB_DIR"
+    trap 'UROCE_RUNTIME_DIR=$NB_DIR "${AS_NOBODY[@]}" "$UROCE" stop >/dev/null 2>&1
+          cat "$NB_DIR"/*.log >>"$UROCE_RUNTIME_DIR/nobody-devices.log" 2>/dev/null
+          rm -rf "$NB_DIR"; cleanup' EXIT
+}
+
 # start_device NAME ADDR [extra uroce start args...]. The UDP port comes from
 # UROCE_UDP_PORT (each ctest has its own, so tests on one address can run in parallel).
 start_device() {

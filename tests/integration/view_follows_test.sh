@@ -62,16 +62,6 @@ follows() {
 
 follows "$(id -un)" "$UROCE_RUNTIME_DIR"
 
-nobody=65534
-if [ "$(id -u)" != 0 ] || ! command -v setpriv >/dev/null ||
-    ! setpriv --reuid=$nobody --regid=$nobody --clear-groups unshare -U -m true 2>/dev/null ||
-    ! setpriv --reuid=$nobody --regid=$nobody --clear-groups test -x "$UROCE"; then
-    echo "SKIP (part): the unprivileged run needs root, setpriv and user namespaces for $nobody"
-    echo PASS
-    exit 0
-fi
-nb_dir=$(mktemp -d /tmp/uroce-test-nobody.XXXXXX)
-chown $nobody:$nobody "$nb_dir"
-trap 'UROCE_RUNTIME_DIR=$nb_dir setpriv --reuid=$nobody --regid=$nobody --clear-groups "$UROCE" stop >/dev/null 2>&1; cat "$nb_dir"/*.log >>"$UROCE_RUNTIME_DIR/nobody-devices.log" 2>/dev/null; rm -rf "$nb_dir"; cleanup' EXIT
-follows nobody "$nb_dir" setpriv --reuid=$nobody --regid=$nobody --clear-groups env XDG_RUNTIME_DIR=
+unprivileged_part
+follows nobody "$NB_DIR" "${AS_NOBODY[@]}"
 echo PASS

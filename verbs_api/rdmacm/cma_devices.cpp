@@ -164,8 +164,10 @@ bool sync_devices() {
         }
         auto d = std::make_unique<DevConn>();
         d->name = info.name;
-        // "10.0.0.1", "fd77::1" or "fe80::1%eth0", as `uroce start --addr` took it.
-        net::parse_address(info.addr, 0, &d->addr);
+        // The device's first address ("10.0.0.1", "fd77::1", "fe80::1%eth0", or an
+        // interface's first), as `uroce start --addr` took it.
+        std::vector<net::Endpoint> addrs = net::address_list(info.addr, 0);
+        if (!addrs.empty()) d->addr = addrs[0];
         d->ibdev = dev;
         d->tag = uint32_t(g_devs.size());
         g_devs.push_back(std::move(d));

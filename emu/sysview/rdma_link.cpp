@@ -1,0 +1,142 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
+// `rdma link add NAME type rxe netdev IF` and `rdma link delete NAME` under `uroce run`: the
+// set-up CI scripts written for kernel Soft-RoCE do, made into `uroce start --name NAME
+// --addr IF` and `uroce stop NAME`. What rxe (and the kernel's nldev_newlink) refuse, this
+// refuses with the same words and exit status (iproute2's "error: " and strerror of the
+// kernel's errno, exit 1). docs/system-view.md, "rdma link add".
+#include <net/if.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "emu/abi/client.h"
+#include "emu/abi/protocol.h"
+#include "emu/abi/runtime.h"
+#include "emu/sysview/rdma_tool.h"
+#include "net/endpoint.h"
+
+namespace uroce::rdmatool {
+
+namespace {
+
+// iproute2's report of a kernel refusal: perror("error"), exit status 1.
+int kernel_says(int err) {
+    std::fprintf(stderr, "error: %s\n", std::strerror(err));
+    return 1;
+}
+
+bool overlap(const std::vector<net::Endpoint>& a, const std::vector<net::Endpoint>& b) {
+    for (const auto& x : a)
+        for (const auto& y : b)
+            if (x.same_addr(y)) return true;
+    return false;
+}
+
+// `uroce ARGS...` (this program), its standard output dropped; its exit status.
+int uroce(std::vector<std::string> args) {
+    pid_t pid = fork();
+    if (pid < 0) return 1;
+    if (pid == 0) {
+        if (FILE* null = std::freopen("/dev/null", "w", stdout); !null) _exit(1);
+        args.insert(args.begin(), "uroce");
+        std::vector<char*> argv;
+        for (auto& a : args) argv.push_back(a.data());
+        argv.push_back(nullptr);
+        execv("/proc/self/exe", argv.data());
+        _exit(127);
+    }
+    int st = 0;
+    while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {
+    }
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 1;
+}
+
+// The device `uroce run` started because none ran (UROCE_RUN_DEVICE), while no program
+// holds it: a set-up script's `rdma link add` on its netdev replaces it, as the script asks
+// for the device of that netdev; any other device there is rxe's "already configured".
+bool replaceable(const abi::DeviceInfo& d) {
+    const char* own = std::getenv("UROCE_RUN_DEVICE");
+    if (!own || d.name != own) return false;
+    std::string dump;
+    if (abi::simple_request(d.name, abi::Op::kDump, &dump) != 0) return false;
+    return dump.find("\ncounts sessions 0 ") != std::string::npos;
+}
+
+}  // namespace
+
+// words: NAME [type TYPE [netdev IF]], iproute2's order.
+int link_add(const std::vector<std::string>& words, int (*help)()) {
+    if (words.empty()) {
+        std::fprintf(stderr, "Please provide a link name to add.\n");
+        return 1;
+    }
+    const std::string& name = words[0];
+    if (words.size() < 2) return help(), 0;  // iproute2 shows the help, and succeeds
+    if (words[1] != "type") {
+        std::fprintf(stderr, "Unknown parameter '%s'.\n", words[1].c_str());
+        return 0;
+    }
+    if (words.size() < 3) {
+        std::fprintf(stderr, "Please provide a link type name.\n");
+        return 1;
+    }
+    const std::string& type = words[2];
+    if (words.size() < 4) return help(), 0;
+    if (words[3] != "netdev") {
+        std::fprintf(stderr, "Unknown parameter '%s'.\n", words[3].c_str());
+        return 0;
+    }
+    if (words.size() < 5) {
+        std::fprintf(stderr, "Please provide a net device name.\n");
+        return 1;
+    }
+    const std::string& netdev = words[4];
+    // The kernel's order: the name, the netdev, the link type (no module for any but rxe:
+    // uroce is RoCE only, so siw is what a kernel without the siw module answers), then rxe's
+    // one device per netdev, then the name taken.
+    if (name.empty() || name.find('%') != std::string::npos) return kernel_says(EINVAL);
+    if (!if_nametoindex(netdev.c_str())) return kernel_says(ENODEV);
+    if (type != "rxe") return kernel_says(EINVAL);
+    std::vector<net::Endpoint> mine = net::address_list(netdev, 0);
+    std::vector<abi::DeviceInfo> running = abi::list_devices();
+    for (const auto& d : running) {
+        if (!overlap(mine, net::address_list(d.addr, 0))) continue;
+        if (!replaceable(d)) return kernel_says(EEXIST);
+        if (uroce({"stop", d.name}) != 0) return kernel_says(EEXIST);
+    }
+    for (const auto& d : abi::list_devices())
+        if (d.name == name) return kernel_says(ENFILE);
+    if (mine.empty()) {
+        // rxe makes the device and fills its GID table when addresses come; a uroce device
+        // needs one to start with.
+        std::fprintf(stderr, "error: %s has no IPv4 or IPv6 address (uroce needs one)\n",
+                     netdev.c_str());
+        return 1;
+    }
+    return uroce({"start", "--name", name, "--addr", netdev}) == 0 ? 0 : 1;
+}
+
+// words: NAME (a device of the view; any uroce device can be deleted, as any rxe one).
+int link_delete(const std::vector<std::string>& words) {
+    if (words.empty()) {
+        std::fprintf(stderr, "Please provide device name.\n");
+        return 1;
+    }
+    std::string name = words[0].substr(0, words[0].find('/'));
+    if (words.size() > 1) {
+        std::fprintf(stderr, "Unknown parameter %s\n", words[1].c_str());
+        return 1;
+    }
+    for (const auto& d : abi::list_devices())
+        if (d.name == name) return uroce({"stop", name}) == 0 ? 0 : kernel_says(EIO);
+    std::fprintf(stderr, "Wrong device name - %s\n", name.c_str());
+    return 1;
+}
+
+}  // namespace uroce::rdmatool

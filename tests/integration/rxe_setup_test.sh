@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
+# A CI set-up written for kernel Soft-RoCE, in the form rust-ibverbs', Valkey's and QEMU's
+# take, runs unchanged under `uroce run` (docs/system-view.md, "rdma link add"): modprobe,
+# `rdma link add rxe0 type rxe netdev lo`, rdma link show, ibv_devices, an ibv_rc_pingpong
+# pair with -d rxe0 and an rping pair (each two processes), `rdma link delete rxe0`, and
+# ibv_devices no longer listing rxe0. As the caller and, run as root, as an unprivileged
+# user. Not in it yet: `rdma statistic` and `rdma res` (issue 41).
+# usage: rxe_setup_test.sh
+. "$(dirname "$0")/lib.sh"
+need ibv_rc_pingpong
+need rping
+
+script=$UROCE_RUNTIME_DIR/setup.sh
+cat >"$script" <<'SCRIPT'
+#!/bin/bash
+set -ex
+modprobe rdma_rxe
+lsmod | grep -q rdma_rxe
+rdma link add rxe0 type rxe netdev lo
+rdma link show | grep 'rxe0/1 state ACTIVE'
+ibv_devices | grep -q rxe0
+ibv_rc_pingpong -d rxe0 -g 0 -p "$1" -n 100 &
+sleep 1
+ibv_rc_pingpong -d rxe0 -g 0 -p "$1" -n 100 127.0.0.1
+wait $!
+rping -s -a 127.0.0.1 -p "$2" -C 20 &
+sleep 1
+rping -c -a 127.0.0.1 -p "$2" -C 20 -v
+wait $!
+rdma link delete rxe0
+! ibv_devices | grep -q rxe0
+! rdma link show | grep -q rxe0
+echo SETUP-PASSED
+SCRIPT
+chmod 755 "$script"
+
+# setup WHO RUNDIR AS...: the script under `uroce run`, commands run as AS... in RUNDIR.
+setup() {
+    local who=$1 dir=$2
+    shift 2
+    local out=$UROCE_RUNTIME_DIR/setup-$who.out
+    "$@" env UROCE_RUNTIME_DIR="$dir" "${VERBS_ENV[@]:1}" timeout 120 "$UROCE" run -- \
+        "$script" "$(tcp_port)" "$(tcp_port)" >"$out" 2>&1
+    local rc=$?
+    cat "$out"
+    [ $rc = 0 ] && grep -qx SETUP-PASSED "$out" || fail "$who: the set-up script failed (exit $rc)"
+    "$@" env UROCE_RUNTIME_DIR="$dir" "$UROCE" list | grep -q rxe0 &&
+        fail "$who: rxe0 still runs after rdma link delete"
+    echo "$who: the rxe set-up script ran unchanged"
+}
+
+setup "$(id -un)" "$UROCE_RUNTIME_DIR"
+
+unprivileged_part
+chmod 755 "$UROCE_RUNTIME_DIR" # the script, for nobody to run
+setup nobody "$NB_DIR" "${AS_NOBODY[@]}"
+echo PASS
