@@ -19,6 +19,8 @@
 #include <string>
 #include <vector>
 
+#include "emu/sysview/rdma_out.h"
+
 namespace uroce::rdmatool {
 
 namespace {
@@ -55,53 +57,6 @@ unsigned dev_index(const std::string& dev, unsigned place) {
             return unsigned(std::atoi(uv.c_str() + 6));
     return place;
 }
-
-struct Field {
-    std::string key, value;
-    bool number;
-};
-using Row = std::vector<Field>;
-
-std::string json_string(const std::string& s) {
-    std::string o = "\"";
-    for (char c : s) {
-        if (c == '"' || c == '\\') o += '\\';
-        o += c;
-    }
-    return o + "\"";
-}
-
-struct Out {
-    bool json = false, pretty = false, details = false;
-    std::vector<Row> rows;
-    std::vector<std::string> lines;  // the text form, one per row
-
-    void print() const {
-        if (!json) {
-            for (const std::string& l : lines) std::printf("%s\n", l.c_str());
-            return;
-        }
-        // iproute2's JSON writer: an array of objects; -p indents by four.
-        std::string s = pretty ? "[ " : "[";
-        for (size_t r = 0; r < rows.size(); ++r) {
-            if (r)
-                s += pretty ? ",{\n" : ",{";
-            else
-                s += pretty ? "{\n" : "{";
-            for (size_t i = 0; i < rows[r].size(); ++i) {
-                const Field& f = rows[r][i];
-                if (pretty) s += "        ";
-                s += json_string(f.key) + (pretty ? ": " : ":") +
-                     (f.number ? f.value : json_string(f.value));
-                if (i + 1 < rows[r].size()) s += ",";
-                if (pretty) s += "\n";
-            }
-            s += pretty ? "    }" : "}";
-        }
-        s += pretty ? " ]" : "]";
-        std::printf("%s\n", s.c_str());
-    }
-};
 
 const char* node_type_name(int t) {
     switch (t) {
@@ -269,6 +224,15 @@ bool is_option(const char* a, const char* name) {
 
 }  // namespace
 
+unsigned device_index(const std::string& dev) {
+    unsigned place = 0;
+    for (const std::string& d : entries(kSys)) {
+        if (d == dev) return dev_index(d, place);
+        ++place;
+    }
+    return place;
+}
+
 int run(int argc, char** argv) {
     Out out;
     // Options may come anywhere (iproute2 parses them with getopt_long, which permutes).
@@ -288,6 +252,12 @@ int run(int argc, char** argv) {
     }
     if (words.empty()) return usage();
     const std::string& object = words[0];
+    if (std::string("resource").rfind(object, 0) == 0 && object.size() >= 3) {
+        std::vector<std::string> rest(words.begin() + 1, words.end());
+        int r = res(rest, out.json, out.pretty);
+        if (r >= 0) return r;
+        return pass_on(argv);
+    }
     bool is_dev = object == "dev" || object == "device";
     bool is_link = object == "link";
     if (!is_dev && !is_link) return pass_on(argv);

@@ -18,4 +18,11 @@ int run(int argc, char** argv);
 int link_add(const std::vector<std::string>& words, int (*help)());
 int link_delete(const std::vector<std::string>& words);
 
+// The kernel's index of device `dev` (its uverbs number), as `rdma dev` shows it.
+unsigned device_index(const std::string& dev);
+
+// `rdma res [show [qp]]` for uroce's devices, from what each device reports (rdma_res.cpp);
+// words: what follows "res". Returns the exit status, or -1 for what the host's tool answers.
+int res(const std::vector<std::string>& words, bool json, bool pretty);
+
 }  // namespace uroce::rdmatool

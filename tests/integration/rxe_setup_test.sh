@@ -4,8 +4,8 @@
 # take, runs unchanged under `uroce run` (docs/system-view.md, "rdma link add"): modprobe,
 # `rdma link add rxe0 type rxe netdev lo`, rdma link show, ibv_devices, an ibv_rc_pingpong
 # pair with -d rxe0 and an rping pair (each two processes), `rdma link delete rxe0`, and
-# ibv_devices no longer listing rxe0. As the caller and, run as root, as an unprivileged
-# user. Not in it yet: `rdma statistic` and `rdma res` (issue 41).
+# ibv_devices no longer listing rxe0; `rdma res show qp` lists a running pair's QPs. As the
+# caller and, run as root, as an unprivileged user. Not in it yet: `rdma statistic` (issue 41).
 # usage: rxe_setup_test.sh
 . "$(dirname "$0")/lib.sh"
 need ibv_rc_pingpong
@@ -24,6 +24,20 @@ ibv_rc_pingpong -d rxe0 -g 0 -p "$1" -n 100 &
 sleep 1
 ibv_rc_pingpong -d rxe0 -g 0 -p "$1" -n 100 127.0.0.1
 wait $!
+# rdma res show qp lists a running pair's QPs (a longer pair, looked at while it runs).
+ibv_rc_pingpong -d rxe0 -g 0 -p "$1" -n 100000 >/dev/null &
+server=$!
+sleep 1
+ibv_rc_pingpong -d rxe0 -g 0 -p "$1" -n 100000 127.0.0.1 >/dev/null &
+client=$!
+for _ in $(seq 1 100); do
+    [ "$(rdma res show qp | grep -c '^link rxe0/1 .* type RC state RTS .* comm ibv_rc_pingpong')" = 2 ] && break
+    sleep 0.05
+done
+rdma res show qp
+[ "$(rdma -j res show qp | grep -o '"comm":"ibv_rc_pingpong"' | wc -l)" = 2 ]
+wait $client
+wait $server
 rping -s -a 127.0.0.1 -p "$2" -C 20 &
 sleep 1
 rping -c -a 127.0.0.1 -p "$2" -C 20 -v

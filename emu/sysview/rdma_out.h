@@ -1,0 +1,59 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
+// iproute2's output for the rdma tool's answers (rdma_tool.cpp, rdma_res.cpp): rows of
+// fields, printed as text lines or as iproute2's JSON (-j, -p).
+#pragma once
+
+#include <cstdio>
+#include <string>
+#include <vector>
+
+namespace uroce::rdmatool {
+
+struct Field {
+    std::string key, value;
+    bool number;
+};
+using Row = std::vector<Field>;
+
+inline std::string json_string(const std::string& s) {
+    std::string o = "\"";
+    for (char c : s) {
+        if (c == '"' || c == '\\') o += '\\';
+        o += c;
+    }
+    return o + "\"";
+}
+
+struct Out {
+    bool json = false, pretty = false, details = false;
+    std::vector<Row> rows;
+    std::vector<std::string> lines;  // the text form, one per row
+
+    void print() const {
+        if (!json) {
+            for (const std::string& l : lines) std::printf("%s\n", l.c_str());
+            return;
+        }
+        // iproute2's JSON writer: an array of objects; -p indents by four.
+        std::string s = pretty ? "[ " : "[";
+        for (size_t r = 0; r < rows.size(); ++r) {
+            if (r)
+                s += pretty ? ",{\n" : ",{";
+            else
+                s += pretty ? "{\n" : "{";
+            for (size_t i = 0; i < rows[r].size(); ++i) {
+                const Field& f = rows[r][i];
+                if (pretty) s += "        ";
+                s += json_string(f.key) + (pretty ? ": " : ":") +
+                     (f.number ? f.value : json_string(f.value));
+                if (i + 1 < rows[r].size()) s += ",";
+                if (pretty) s += "\n";
+            }
+            s += pretty ? "    }" : "}";
+        }
+        s += pretty ? " ]" : "]";
+        std::printf("%s\n", s.c_str());
+    }
+};
+
+}  // namespace uroce::rdmatool
