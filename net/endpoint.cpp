@@ -5,6 +5,8 @@
 #include <ifaddrs.h>
 #include <net/if.h>
 
+#include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <string>
 #include <vector>
@@ -77,10 +79,36 @@ bool parse_address(const std::string& s, uint16_t port, Endpoint* out) {
     return true;
 }
 
+namespace {
+
+// IPv6 addresses nothing can bind yet or ever: still in duplicate address detection
+// (IFA_F_TENTATIVE, a link just up) or failed it (IFA_F_DADFAILED); /proc/net/if_inet6 has
+// their flags, getifaddrs does not.
+std::vector<std::string> unusable_ipv6() {
+    std::vector<std::string> v;
+    FILE* f = std::fopen("/proc/net/if_inet6", "r");
+    if (!f) return v;
+    char hex[33], ifname[64];
+    unsigned idx, plen, scope, flags;
+    while (std::fscanf(f, "%32s %x %x %x %x %63s", hex, &idx, &plen, &scope, &flags, ifname) == 6)
+        if (flags & (0x40 | 0x08)) v.push_back(hex);
+    std::fclose(f);
+    return v;
+}
+
+std::string hex_of(const uint8_t* a) {
+    char h[33];
+    for (int i = 0; i < 16; ++i) std::snprintf(h + 2 * i, 3, "%02x", a[i]);
+    return h;
+}
+
+}  // namespace
+
 // Every IPv4 and IPv6 address interface `name` has now, as getifaddrs lists them (link-local
-// ones with the interface as their scope).
+// ones with the interface as their scope), but IPv6 ones that cannot be bound (tentative).
 std::vector<Endpoint> interface_addresses(const std::string& name, uint16_t port) {
     std::vector<Endpoint> v;
+    const std::vector<std::string> unusable = unusable_ipv6();
     ifaddrs* all = nullptr;
     if (getifaddrs(&all) != 0) return v;
     for (ifaddrs* i = all; i; i = i->ifa_next) {
@@ -92,6 +120,7 @@ std::vector<Endpoint> interface_addresses(const std::string& name, uint16_t port
             e = Endpoint(*reinterpret_cast<const sockaddr_in6*>(i->ifa_addr));
             const uint8_t* b = e.addr6();
             if (!(b[0] == 0xfe && (b[1] & 0xc0) == 0x80)) e.v6.sin6_scope_id = 0;
+            if (std::find(unusable.begin(), unusable.end(), hex_of(b)) != unusable.end()) continue;
         } else {
             continue;
         }

@@ -4,7 +4,9 @@
 // --addr IF` and `uroce stop NAME`. What rxe (and the kernel's nldev_newlink) refuse, this
 // refuses with the same words and exit status (iproute2's "error: " and strerror of the
 // kernel's errno, exit 1). docs/system-view.md, "rdma link add".
+#include <linux/magic.h>
 #include <net/if.h>
+#include <sys/statfs.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -68,6 +70,19 @@ bool replaceable(const abi::DeviceInfo& d) {
     return dump.find("\ncounts sessions 0 ") != std::string::npos;
 }
 
+// In `uroce run`'s view (its /sys/class/infiniband a tmpfs), waits until the view has caught
+// up with NAME's start or stop (the keeper resyncs on the device's info file): the kernel's
+// `rdma link add` returns with the device's files there, and scripts look at once.
+void wait_for_view(const std::string& name, bool present) {
+    struct statfs fs;
+    if (statfs("/sys/class/infiniband", &fs) != 0 || fs.f_type != TMPFS_MAGIC) return;
+    const std::string dir = "/sys/class/infiniband/" + name;
+    for (int i = 0; i < 1000; ++i) {  // 10 s: a loaded host's view takes a library start
+        if ((access(dir.c_str(), F_OK) == 0) == present) return;
+        usleep(10000);
+    }
+}
+
 }  // namespace
 
 // words: NAME [type TYPE [netdev IF]], iproute2's order.
@@ -119,7 +134,9 @@ int link_add(const std::vector<std::string>& words, int (*help)()) {
                      netdev.c_str());
         return 1;
     }
-    return uroce({"start", "--name", name, "--addr", netdev}) == 0 ? 0 : 1;
+    if (uroce({"start", "--name", name, "--addr", netdev}) != 0) return 1;
+    wait_for_view(name, true);
+    return 0;
 }
 
 // words: NAME (a device of the view; any uroce device can be deleted, as any rxe one).
@@ -134,7 +151,11 @@ int link_delete(const std::vector<std::string>& words) {
         return 1;
     }
     for (const auto& d : abi::list_devices())
-        if (d.name == name) return uroce({"stop", name}) == 0 ? 0 : kernel_says(EIO);
+        if (d.name == name) {
+            if (uroce({"stop", name}) != 0) return kernel_says(EIO);
+            wait_for_view(name, false);
+            return 0;
+        }
     std::fprintf(stderr, "Wrong device name - %s\n", name.c_str());
     return 1;
 }

@@ -24,20 +24,20 @@ ibv_rc_pingpong -d rxe0 -g 0 -p "$1" -n 100 &
 sleep 1
 ibv_rc_pingpong -d rxe0 -g 0 -p "$1" -n 100 127.0.0.1
 wait $!
-# rdma res show qp lists a running pair's QPs (a longer pair, looked at while it runs).
-ibv_rc_pingpong -d rxe0 -g 0 -p "$1" -n 100000 >/dev/null &
+# rdma res show qp lists a running pair's QPs (a pair that runs until it is looked at).
+ibv_rc_pingpong -d rxe0 -g 0 -p "$1" -n 100000000 >/dev/null &
 server=$!
 sleep 1
-ibv_rc_pingpong -d rxe0 -g 0 -p "$1" -n 100000 127.0.0.1 >/dev/null &
+ibv_rc_pingpong -d rxe0 -g 0 -p "$1" -n 100000000 127.0.0.1 >/dev/null &
 client=$!
-for _ in $(seq 1 100); do
+for _ in $(seq 1 400); do
     [ "$(rdma res show qp | grep -c '^link rxe0/1 .* type RC state RTS .* comm ibv_rc_pingpong')" = 2 ] && break
     sleep 0.05
 done
 rdma res show qp
 [ "$(rdma -j res show qp | grep -o '"comm":"ibv_rc_pingpong"' | wc -l)" = 2 ]
-wait $client
-wait $server
+kill $client $server
+wait $client $server || true
 rping -s -a 127.0.0.1 -p "$2" -C 20 &
 sleep 1
 rping -c -a 127.0.0.1 -p "$2" -C 20 -v
