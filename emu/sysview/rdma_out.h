@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
-// iproute2's output for the rdma tool's answers (rdma_tool.cpp, rdma_res.cpp): rows of
+// iproute2's output for the rdma tool's answers (rdma_tool.cpp, rdma_reports.cpp): rows of
 // fields, printed as text lines or as iproute2's JSON (-j, -p).
 #pragma once
 

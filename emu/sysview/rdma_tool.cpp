@@ -252,9 +252,11 @@ int run(int argc, char** argv) {
     }
     if (words.empty()) return usage();
     const std::string& object = words[0];
-    if (std::string("resource").rfind(object, 0) == 0 && object.size() >= 3) {
+    const bool is_res = std::string("resource").rfind(object, 0) == 0 && object.size() >= 3;
+    const bool is_stat = std::string("statistic").rfind(object, 0) == 0 && object.size() >= 4;
+    if (is_res || is_stat) {
         std::vector<std::string> rest(words.begin() + 1, words.end());
-        int r = res(rest, out.json, out.pretty);
+        int r = is_res ? res(rest, out.json, out.pretty) : statistic(rest, out.json, out.pretty);
         if (r >= 0) return r;
         return pass_on(argv);
     }

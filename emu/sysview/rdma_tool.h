@@ -21,8 +21,10 @@ int link_delete(const std::vector<std::string>& words);
 // The kernel's index of device `dev` (its uverbs number), as `rdma dev` shows it.
 unsigned device_index(const std::string& dev);
 
-// `rdma res [show [qp]]` for uroce's devices, from what each device reports (rdma_res.cpp);
-// words: what follows "res". Returns the exit status, or -1 for what the host's tool answers.
+// `rdma res [show [qp]]` and `rdma statistic [show] [link [DEV[/1]]]` for uroce's devices,
+// from what each device reports (rdma_reports.cpp); words: what follows the object. Return
+// the exit status, or -1 for what the host's tool answers.
 int res(const std::vector<std::string>& words, bool json, bool pretty);
+int statistic(const std::vector<std::string>& words, bool json, bool pretty);
 
 }  // namespace uroce::rdmatool

@@ -4,8 +4,9 @@
 # take, runs unchanged under `uroce run` (docs/system-view.md, "rdma link add"): modprobe,
 # `rdma link add rxe0 type rxe netdev lo`, rdma link show, ibv_devices, an ibv_rc_pingpong
 # pair with -d rxe0 and an rping pair (each two processes), `rdma link delete rxe0`, and
-# ibv_devices no longer listing rxe0; `rdma res show qp` lists a running pair's QPs. As the
-# caller and, run as root, as an unprivileged user. Not in it yet: `rdma statistic` (issue 41).
+# ibv_devices no longer listing rxe0; `rdma statistic` counts the packets a capture of the
+# pingpong holds, `rdma res show qp` lists a running pair's QPs. As the caller and, run as
+# root, as an unprivileged user.
 # usage: rxe_setup_test.sh
 . "$(dirname "$0")/lib.sh"
 need ibv_rc_pingpong
@@ -20,10 +21,23 @@ lsmod | grep -q rdma_rxe
 rdma link add rxe0 type rxe netdev lo
 rdma link show | grep 'rxe0/1 state ACTIVE'
 ibv_devices | grep -q rxe0
+# rdma statistic's packet counters grow by what a capture of the pair holds (one device:
+# each packet is sent and received by it, and captured both ways).
+stat() { rdma statistic show link rxe0/1 | tr ' ' '\n' | grep -A1 -x "$1" | tail -n 1; }
+sent0=$(stat sent_pkts) rcvd0=$(stat rcvd_pkts)
+"$3" capture start "$4" rxe0
 ibv_rc_pingpong -d rxe0 -g 0 -p "$1" -n 100 &
 sleep 1
 ibv_rc_pingpong -d rxe0 -g 0 -p "$1" -n 100 127.0.0.1
 wait $!
+"$3" capture stop rxe0
+grown=$(( $(stat sent_pkts) - sent0 + $(stat rcvd_pkts) - rcvd0 ))
+captured=$(python3 -c 'import struct, sys
+d = open(sys.argv[1], "rb").read(); o = 24; n = 0
+while o + 16 <= len(d): o += 16 + struct.unpack("<I", d[o + 8:o + 12])[0]; n += 1
+print(n)' "$4")
+echo "rdma statistic: sent_pkts + rcvd_pkts grew by $grown; the capture holds $captured packets"
+[ "$captured" -ge 400 ] && [ "$grown" -ge "$captured" ]
 # rdma res show qp lists a running pair's QPs (a pair that runs until it is looked at).
 ibv_rc_pingpong -d rxe0 -g 0 -p "$1" -n 100000000 >/dev/null &
 server=$!
@@ -55,7 +69,7 @@ setup() {
     shift 2
     local out=$UROCE_RUNTIME_DIR/setup-$who.out
     "$@" env UROCE_RUNTIME_DIR="$dir" "${VERBS_ENV[@]:1}" timeout 120 "$UROCE" run -- \
-        "$script" "$(tcp_port)" "$(tcp_port)" >"$out" 2>&1
+        "$script" "$(tcp_port)" "$(tcp_port)" "$UROCE" "$dir/rxe0.pcap" >"$out" 2>&1
     local rc=$?
     cat "$out"
     [ $rc = 0 ] && grep -qx SETUP-PASSED "$out" || fail "$who: the set-up script failed (exit $rc)"

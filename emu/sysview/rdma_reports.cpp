@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
-// `rdma res` and `rdma res show qp` (iproute2) for uroce's devices under `uroce run`: the
-// kernel answers them over NETLINK_RDMA from its restrack, which holds no uroce object; here
-// each device reports its objects (the `uroce res` dump) and they are printed as iproute2
-// prints the kernel's, text and JSON. docs/system-view.md, "rdma res".
+// `rdma res`, `rdma res show qp` and `rdma statistic` (iproute2) for uroce's devices under
+// `uroce run`: the kernel answers them over NETLINK_RDMA from its restrack and the drivers'
+// hw counters, which know no uroce device; here each device reports its objects and counters
+// (the `uroce res` dump) and they are printed as iproute2 prints the kernel's, text and JSON.
+// docs/system-view.md, "rdma dev and rdma link".
 #include <cctype>
 #include <fstream>
 #include <map>
@@ -125,7 +126,58 @@ void summary_rows(const std::string& dev, unsigned idx, Out* out) {
     out->lines.push_back(text);
 }
 
+// rxe's port counters that a device reports with the same meaning: every packet sent and
+// received (rxe_xmit_packet, rxe_rcv), and link_downed (a device's link never goes down).
+void stat_rows(const std::string& dev, Out* out) {
+    std::string sent = "0", rcvd = "0";
+    for (const DumpLine& d : dump_of(dev))
+        if (d.kind == "counters" && d.v.count("tx_pkts") && d.v.count("rx_pkts")) {
+            sent = d.v.at("tx_pkts");
+            rcvd = d.v.at("rx_pkts");
+        }
+    Row row{{"ifname", dev, false}, {"port", "1", true}};
+    std::string text = "link " + dev + "/1";
+    for (const auto& [k, v] : {std::pair<const char*, std::string>{"sent_pkts", sent},
+                               {"rcvd_pkts", rcvd},
+                               {"link_downed", "0"}}) {
+        row.push_back({k, v, true});
+        text += std::string(" ") + k + " " + v;
+    }
+    out->rows.push_back(row);
+    out->lines.push_back(text);
+}
+
 }  // namespace
+
+int statistic(const std::vector<std::string>& words, bool json, bool pretty) {
+    size_t i = 0;
+    if (i < words.size() && (std::string("show").rfind(words[i], 0) == 0 ||
+                             std::string("list").rfind(words[i], 0) == 0))
+        ++i;
+    if (i < words.size() && words[i] == "link") ++i;
+    std::string only, port;
+    if (i < words.size()) {
+        only = words[i].substr(0, words[i].find('/'));
+        if (words[i].find('/') != std::string::npos) port = words[i].substr(words[i].find('/') + 1);
+        ++i;
+    }
+    if (i < words.size() || (!port.empty() && port != "1")) return -1;  // qp, mr, mode, set...
+    Out out;
+    out.json = json;
+    out.pretty = pretty;
+    bool found = only.empty();
+    for (const auto& d : abi::list_devices()) {
+        if (!only.empty() && d.name != only) continue;
+        found = true;
+        stat_rows(d.name, &out);
+    }
+    if (!found) {
+        std::fprintf(stderr, "Wrong device name\n");
+        return 1;
+    }
+    out.print();
+    return 0;
+}
 
 int res(const std::vector<std::string>& words, bool json, bool pretty) {
     size_t i = 0;
