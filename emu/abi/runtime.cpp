@@ -114,6 +114,13 @@ void report_once(const std::string& line) {
 std::string socket_path(const std::string& name) { return runtime_dir() + "/" + name + ".sock"; }
 std::string info_path(const std::string& name) { return runtime_dir() + "/" + name + ".info"; }
 
+std::string info_file_device(const std::string& file) {
+    constexpr size_t kSuffix = 5;  // ".info"
+    if (file.size() <= kSuffix || file.compare(file.size() - kSuffix, kSuffix, ".info") != 0)
+        return "";
+    return file.substr(0, file.size() - kSuffix);
+}
+
 bool write_info(const DeviceInfo& info) {
     std::string tmp = info_path(info.name) + ".tmp";
     {
@@ -171,8 +178,8 @@ std::vector<DeviceInfo> list_devices() {
     if (!d) return out;
     while (dirent* e = readdir(d)) {
         std::string f = e->d_name;
-        if (f.size() <= 5 || f.compare(f.size() - 5, 5, ".info") != 0) continue;
-        std::string name = f.substr(0, f.size() - 5);
+        std::string name = info_file_device(f);
+        if (name.empty()) continue;
         DeviceInfo info;
         if (!read_info(name, &info)) continue;
         if (!process_alive(info.pid)) {

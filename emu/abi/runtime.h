@@ -45,6 +45,9 @@ void report_once(const std::string& line);
 
 std::string socket_path(const std::string& name);
 std::string info_path(const std::string& name);
+// The device a file of the runtime directory is the info file of (NAME.info), "" if none:
+// what a watcher of the directory sees come and go as devices start and stop.
+std::string info_file_device(const std::string& file);
 
 bool write_info(const DeviceInfo& info);
 bool read_info(const std::string& name, DeviceInfo* out);

@@ -22,6 +22,9 @@ std::string absolute(const std::string& path);
 std::string lib_dir();
 std::string path_with(const std::string& value, const char* list);
 std::string tools_dir();
+// The host's `tool`: the next one on PATH (then /usr/sbin, /sbin) that is not this program
+// (rdma, modprobe and lsmod under `uroce run` are links to it); "" if none.
+std::string next_on_path(const char* tool);
 std::string daemon_path();
 
 // usage.cpp: prints every command's usage; returns 2.

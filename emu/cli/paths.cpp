@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#include <cstring>
 #include <string>
 
 #include "emu/abi/client.h"
@@ -69,6 +70,25 @@ std::string daemon_path() {
     std::string installed = exe_dir() + "/" UROCE_BIN_TO_DAEMON "/uroced";
     if (access(installed.c_str(), X_OK) == 0) return installed;
     return exe_dir() + "/uroced";
+}
+
+std::string next_on_path(const char* tool) {
+    char self[4096];
+    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+    self[n > 0 ? n : 0] = 0;
+    const char* path = getenv("PATH");
+    std::string p = path ? path : "/usr/sbin:/usr/bin:/sbin:/bin";
+    p += ":/usr/sbin:/sbin";  // where kmod's tools are, off a user's PATH
+    for (size_t start = 0; start <= p.size();) {
+        size_t end = p.find(':', start);
+        if (end == std::string::npos) end = p.size();
+        std::string cand = p.substr(start, end - start) + "/" + tool;
+        start = end + 1;
+        char real[4096];
+        if (!realpath(cand.c_str(), real) || std::strcmp(real, self) == 0) continue;
+        if (access(real, X_OK) == 0) return real;
+    }
+    return "";
 }
 
 }  // namespace uroce::cli

@@ -11,13 +11,6 @@ namespace {
 
 using Words = std::vector<std::string>;
 
-// The word after `key`, or "".
-std::string field(const Words& w, const std::string& key) {
-    for (size_t i = 1; i + 1 < w.size(); ++i)
-        if (w[i] == key) return w[i + 1];
-    return "";
-}
-
 // The words after `key` up to `stop` (or the end).
 Words list(const Words& w, const std::string& key, const std::string& stop = "") {
     Words out;
@@ -66,15 +59,16 @@ void domain_section(const std::vector<DeviceDump>& all, const DeviceDump& d, con
                     std::vector<Section>* out) {
     const std::string& h = x[1];
     Section s;
-    std::string inode = field(x, "inode");
+    std::string inode = dump_field(x, "inode");
     s.title = d.name + " (" + d.addr + ") XRC domain " + h + ", inode " + inode + ", " +
-              field(x, "handles") + " handles, " + field(x, "objects") + " objects";
+              dump_field(x, "handles") + " handles, " + dump_field(x, "objects") + " objects";
     Node xn;
     xn.id = id(d, "xrcd", h);
     xn.cls = "xrcd";
     xn.col = 1;
-    xn.text = {"xrcd " + h, "inode " + inode, field(x, "handles") + " handles"};
-    xn.data = {{"dev", d.name}, {"xrcd", h}, {"inode", inode}, {"handles", field(x, "handles")}};
+    xn.text = {"xrcd " + h, "inode " + inode, dump_field(x, "handles") + " handles"};
+    xn.data = {
+        {"dev", d.name}, {"xrcd", h}, {"inode", inode}, {"handles", dump_field(x, "handles")}};
     s.nodes.push_back(xn);
 
     // The processes holding its handles: "handle_ids H/PID ...".
@@ -91,35 +85,36 @@ void domain_section(const std::vector<DeviceDump>& all, const DeviceDump& d, con
                            std::to_string(hs.size()) + (hs.size() == 1 ? " handle" : " handles")});
     }
     for (const Words& w : d.lines) {
-        if (w[0] == "srq" && field(w, "type") == "XRC" && field(w, "xrcd") == h) {
+        if (w[0] == "srq" && dump_field(w, "type") == "XRC" && dump_field(w, "xrcd") == h) {
             Node n;
             n.id = id(d, "srq", w[1]);
             n.cls = "srq";
             n.col = 2;
-            n.text = {
-                "XRC SRQ " + w[1],
-                "cq " + field(w, "cq") + ", pd " + field(w, "pd") + ", pid " + field(w, "pid"),
-                "max_wr " + field(w, "max_wr") + ", " + field(w, "qps") + " qps"};
-            n.data = {{"srqn", w[1]}, {"cq", field(w, "cq")}, {"pid", field(w, "pid")}};
+            n.text = {"XRC SRQ " + w[1],
+                      "cq " + dump_field(w, "cq") + ", pd " + dump_field(w, "pd") + ", pid " +
+                          dump_field(w, "pid"),
+                      "max_wr " + dump_field(w, "max_wr") + ", " + dump_field(w, "qps") + " qps"};
+            n.data = {{"srqn", w[1]}, {"cq", dump_field(w, "cq")}, {"pid", dump_field(w, "pid")}};
             s.nodes.push_back(n);
             s.edges.push_back({xn.id, n.id, "srq", ""});
         }
     }
     for (const Words& w : d.lines) {
-        if (w[0] != "qp" || field(w, "type") != "XRC_TGT" || field(w, "xrcd") != h) continue;
+        if (w[0] != "qp" || dump_field(w, "type") != "XRC_TGT" || dump_field(w, "xrcd") != h)
+            continue;
         Node n;
         n.id = id(d, "qp", w[1]);
         n.cls = "tgt";
         n.col = 2;
         Words holders = list(w, "holder_handles", "xrcd");
-        n.text = {"TGT QP " + w[1] + " " + field(w, "state"),
-                  "peer " + field(w, "dest") + " qp " + field(w, "dest_qpn"),
+        n.text = {"TGT QP " + w[1] + " " + dump_field(w, "state"),
+                  "peer " + dump_field(w, "dest") + " qp " + dump_field(w, "dest_qpn"),
                   "handles (pid/xrcd handle) " + join(holders, " ")};
         n.data = {{"qpn", w[1]},
-                  {"state", field(w, "state")},
+                  {"state", dump_field(w, "state")},
                   {"holders", join(holders, " ")},
-                  {"peer", field(w, "dest")},
-                  {"peer-qpn", field(w, "dest_qpn")}};
+                  {"peer", dump_field(w, "dest")},
+                  {"peer-qpn", dump_field(w, "dest_qpn")}};
         s.nodes.push_back(n);
         s.edges.push_back({xn.id, n.id, "tgt", ""});
         for (const auto& ph : holders) {
@@ -130,7 +125,7 @@ void domain_section(const std::vector<DeviceDump>& all, const DeviceDump& d, con
         }
         // Who sends to it: the INI QP its peer address and QP number name, on whichever
         // device has that address.
-        std::string peer = field(w, "dest"), pqpn = field(w, "dest_qpn");
+        std::string peer = dump_field(w, "dest"), pqpn = dump_field(w, "dest_qpn");
         if (peer.empty() || peer == "-") continue;
         Node ini;
         ini.cls = "ini";
@@ -141,17 +136,18 @@ void domain_section(const std::vector<DeviceDump>& all, const DeviceDump& d, con
         for (const DeviceDump& o : all) {
             if (o.addr != peer) continue;
             const Words* q = find_line(o, "qp", pqpn);
-            if (!q || field(*q, "type") != "XRC_INI") continue;
+            if (!q || dump_field(*q, "type") != "XRC_INI") continue;
             ini.id = id(o, "qp", pqpn);
-            ini.text = {"INI QP " + pqpn + " " + field(*q, "state"),
-                        o.name + " (" + peer + "), pid " + field(*q, "pid"),
-                        "sends to qp " + field(*q, "dest_qpn") + ", cq " + field(*q, "send_cq")};
+            ini.text = {
+                "INI QP " + pqpn + " " + dump_field(*q, "state"),
+                o.name + " (" + peer + "), pid " + dump_field(*q, "pid"),
+                "sends to qp " + dump_field(*q, "dest_qpn") + ", cq " + dump_field(*q, "send_cq")};
             ini.data = {{"dev", o.name},
                         {"addr", peer},
                         {"qpn", pqpn},
-                        {"pid", field(*q, "pid")},
-                        {"state", field(*q, "state")},
-                        {"dest-qpn", field(*q, "dest_qpn")}};
+                        {"pid", dump_field(*q, "pid")},
+                        {"state", dump_field(*q, "state")},
+                        {"dest-qpn", dump_field(*q, "dest_qpn")}};
         }
         bool have = false;
         for (const Node& m : s.nodes) have |= m.id == ini.id;
@@ -175,35 +171,37 @@ void process_section(const DeviceDump& d, const std::string& pid, std::vector<Se
         return node.id;
     };
     for (const Words& w : d.lines) {
-        if (field(w, "pid") != pid) continue;
-        if (w[0] == "pd") add("pd", 0, w[1], {"PD " + w[1], field(w, "users") + " users"});
-        if (w[0] == "cq") add("cq", 2, w[1], {"CQ " + w[1], "cqe " + field(w, "cqe")});
+        if (dump_field(w, "pid") != pid) continue;
+        if (w[0] == "pd") add("pd", 0, w[1], {"PD " + w[1], dump_field(w, "users") + " users"});
+        if (w[0] == "cq") add("cq", 2, w[1], {"CQ " + w[1], "cqe " + dump_field(w, "cqe")});
     }
     for (const Words& w : d.lines) {
-        if (field(w, "pid") != pid) continue;
-        std::string pd = field(w, "pd");
+        if (dump_field(w, "pid") != pid) continue;
+        std::string pd = dump_field(w, "pd");
         if (w[0] == "mr") {
-            std::string n = add("mr", 1, field(w, "lkey"),
-                                {"MR lkey " + field(w, "lkey"), "length " + field(w, "length")});
+            std::string n =
+                add("mr", 1, dump_field(w, "lkey"),
+                    {"MR lkey " + dump_field(w, "lkey"), "length " + dump_field(w, "length")});
             s.edges.push_back({id(d, "pd", pd), n, "pd", ""});
         } else if (w[0] == "srq") {
-            std::string n =
-                add("srq", 1, w[1],
-                    {"SRQ " + w[1] + " " + field(w, "type"), "max_wr " + field(w, "max_wr")});
+            std::string n = add(
+                "srq", 1, w[1],
+                {"SRQ " + w[1] + " " + dump_field(w, "type"), "max_wr " + dump_field(w, "max_wr")});
             s.edges.push_back({id(d, "pd", pd), n, "pd", ""});
-            if (field(w, "cq") != "0")
-                s.edges.push_back({n, id(d, "cq", field(w, "cq")), "cq", "completes"});
+            if (dump_field(w, "cq") != "0")
+                s.edges.push_back({n, id(d, "cq", dump_field(w, "cq")), "cq", "completes"});
         } else if (w[0] == "qp") {
-            std::string n = add("qp", 1, w[1],
-                                {"QP " + w[1] + " " + field(w, "type") + " " + field(w, "state"),
-                                 "to " + field(w, "dest") + " qp " + field(w, "dest_qpn")});
+            std::string n =
+                add("qp", 1, w[1],
+                    {"QP " + w[1] + " " + dump_field(w, "type") + " " + dump_field(w, "state"),
+                     "to " + dump_field(w, "dest") + " qp " + dump_field(w, "dest_qpn")});
             if (pd != "0") s.edges.push_back({id(d, "pd", pd), n, "pd", ""});
-            std::string sc = field(w, "send_cq"), rc = field(w, "recv_cq");
+            std::string sc = dump_field(w, "send_cq"), rc = dump_field(w, "recv_cq");
             if (sc != "0")
                 s.edges.push_back({n, id(d, "cq", sc), "cq", sc == rc ? "send+recv" : "send"});
             if (rc != "0" && rc != sc) s.edges.push_back({n, id(d, "cq", rc), "cq", "recv"});
-            if (field(w, "srq") != "0")
-                s.edges.push_back({n, id(d, "srq", field(w, "srq")), "srq", "receives from"});
+            if (dump_field(w, "srq") != "0")
+                s.edges.push_back({n, id(d, "srq", dump_field(w, "srq")), "srq", "receives from"});
         }
     }
     // Edges to objects the dump does not list for this pid (another process's PD) are dropped.
@@ -219,6 +217,12 @@ void process_section(const DeviceDump& d, const std::string& pid, std::vector<Se
 
 }  // namespace
 
+std::string dump_field(const std::vector<std::string>& w, const std::string& key) {
+    for (size_t i = 1; i + 1 < w.size(); ++i)
+        if (w[i] == key) return w[i + 1];
+    return "";
+}
+
 DeviceDump parse_dump(const std::string& name, const std::string& text) {
     DeviceDump d;
     d.name = name;
@@ -228,7 +232,7 @@ DeviceDump parse_dump(const std::string& name, const std::string& text) {
         Words w;
         for (std::string x; ws >> x;) w.push_back(x);
         if (w.size() < 2) continue;
-        if (w[0] == "device") d.addr = field(w, "addr");
+        if (w[0] == "device") d.addr = dump_field(w, "addr");
         d.lines.push_back(std::move(w));
     }
     return d;

@@ -19,6 +19,8 @@ struct DeviceDump {
     std::vector<std::vector<std::string>> lines;
 };
 DeviceDump parse_dump(const std::string& name, const std::string& text);
+// The word after `key` in a dump line (after its first word), or "".
+std::string dump_field(const std::vector<std::string>& line, const std::string& key);
 
 struct Node {
     std::string id;                 // unique in the graph, e.g. "uroce0/qp/0x12"

@@ -15,6 +15,8 @@
 #include <string>
 #include <vector>
 
+#include "emu/cli/cli.h"
+
 namespace uroce::modtools {
 
 const std::vector<std::string>& rdma_modules() {
@@ -33,28 +35,8 @@ bool is_rdma(std::string m) {
     return false;
 }
 
-// The next `tool` on PATH that is not this program; "" if none.
-std::string host_tool(const char* tool) {
-    char self[4096];
-    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
-    self[n > 0 ? n : 0] = 0;
-    const char* path = getenv("PATH");
-    std::string p = path ? path : "/usr/sbin:/usr/bin:/sbin:/bin";
-    p += ":/usr/sbin:/sbin";  // where kmod's tools are, off a user's PATH
-    for (size_t start = 0; start <= p.size();) {
-        size_t end = p.find(':', start);
-        if (end == std::string::npos) end = p.size();
-        std::string cand = p.substr(start, end - start) + "/" + tool;
-        start = end + 1;
-        char real[4096];
-        if (!realpath(cand.c_str(), real) || std::strcmp(real, self) == 0) continue;
-        if (access(real, X_OK) == 0) return real;
-    }
-    return "";
-}
-
 int pass_on(const char* tool, char** argv) {
-    std::string real = host_tool(tool);
+    std::string real = cli::next_on_path(tool);
     if (!real.empty()) execv(real.c_str(), argv);
     std::fprintf(stderr, "%s: the host has no %s (uroce run answers only for %s)\n", tool, tool,
                  "rdma_rxe, ib_uverbs, rdma_ucm, rdma_cm, ib_cm, iw_cm, ib_core");
@@ -91,7 +73,7 @@ int modprobe(int argc, char** argv, bool rmmod) {
 
 // The host's lsmod, then the RDMA modules it does not list, in its format.
 int lsmod(int argc, char** argv) {
-    std::string real = host_tool("lsmod");
+    std::string real = cli::next_on_path("lsmod");
     std::string out;
     if (!real.empty()) {
         int p[2];

@@ -92,41 +92,46 @@ int link_add(const std::vector<std::string>& words, int (*help)()) {
         return 1;
     }
     const std::string& name = words[0];
-    if (words.size() < 2) return help(), 0;  // iproute2 shows the help, and succeeds
-    if (words[1] != "type") {
-        std::fprintf(stderr, "Unknown parameter '%s'.\n", words[1].c_str());
-        return 0;
+    // iproute2's parse, keyword by keyword: none left shows the help (and succeeds), another
+    // word is an unknown parameter (also exit 0, as iproute2), a keyword without its value
+    // an error.
+    static const struct {
+        const char* keyword;
+        const char* missing;
+    } kArgs[] = {{"type", "Please provide a link type name.\n"},
+                 {"netdev", "Please provide a net device name.\n"}};
+    std::string value[2];
+    for (size_t k = 0, at = 1; k < 2; ++k, at += 2) {
+        if (words.size() <= at) return help(), 0;
+        if (words[at] != kArgs[k].keyword) {
+            std::fprintf(stderr, "Unknown parameter '%s'.\n", words[at].c_str());
+            return 0;
+        }
+        if (words.size() <= at + 1) {
+            std::fputs(kArgs[k].missing, stderr);
+            return 1;
+        }
+        value[k] = words[at + 1];
     }
-    if (words.size() < 3) {
-        std::fprintf(stderr, "Please provide a link type name.\n");
-        return 1;
-    }
-    const std::string& type = words[2];
-    if (words.size() < 4) return help(), 0;
-    if (words[3] != "netdev") {
-        std::fprintf(stderr, "Unknown parameter '%s'.\n", words[3].c_str());
-        return 0;
-    }
-    if (words.size() < 5) {
-        std::fprintf(stderr, "Please provide a net device name.\n");
-        return 1;
-    }
-    const std::string& netdev = words[4];
+    const std::string &type = value[0], &netdev = value[1];
     // The kernel's order: the name, the netdev, the link type (no module for any but rxe:
     // uroce is RoCE only, so siw is what a kernel without the siw module answers), then rxe's
-    // one device per netdev, then the name taken.
+    // one device per netdev, then the name taken (by a device that stays).
     if (name.empty() || name.find('%') != std::string::npos) return kernel_says(EINVAL);
     if (!if_nametoindex(netdev.c_str())) return kernel_says(ENODEV);
     if (type != "rxe") return kernel_says(EINVAL);
     std::vector<net::Endpoint> mine = net::address_list(netdev, 0);
-    std::vector<abi::DeviceInfo> running = abi::list_devices();
-    for (const auto& d : running) {
-        if (!overlap(mine, net::address_list(d.addr, 0))) continue;
-        if (!replaceable(d)) return kernel_says(EEXIST);
-        if (uroce({"stop", d.name}) != 0) return kernel_says(EEXIST);
+    std::vector<std::string> replaced;
+    bool name_taken = false;
+    for (const auto& d : abi::list_devices()) {
+        bool on_netdev = overlap(mine, net::address_list(d.addr, 0));
+        if (on_netdev && !replaceable(d)) return kernel_says(EEXIST);
+        if (on_netdev)
+            replaced.push_back(d.name);
+        else
+            name_taken |= d.name == name;
     }
-    for (const auto& d : abi::list_devices())
-        if (d.name == name) return kernel_says(ENFILE);
+    if (name_taken) return kernel_says(ENFILE);
     if (mine.empty()) {
         // rxe makes the device and fills its GID table when addresses come; a uroce device
         // needs one to start with.
@@ -134,6 +139,8 @@ int link_add(const std::vector<std::string>& words, int (*help)()) {
                      netdev.c_str());
         return 1;
     }
+    for (const std::string& r : replaced)
+        if (uroce({"stop", r}) != 0) return kernel_says(EEXIST);
     if (uroce({"start", "--name", name, "--addr", netdev}) != 0) return 1;
     wait_for_view(name, true);
     return 0;

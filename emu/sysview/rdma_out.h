@@ -5,6 +5,7 @@
 
 #include <cstdio>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace uroce::rdmatool {
@@ -24,10 +25,27 @@ inline std::string json_string(const std::string& s) {
     return o + "\"";
 }
 
+// One row and its text line built together: each field goes to both as "key value".
+struct Line {
+    Row row;
+    std::string text;
+    void add(const char* key, const std::string& value, bool number) {
+        row.push_back({key, value, number});
+        text += (text.empty() || text.back() == ' ' ? "" : " ") + std::string(key) + " " + value;
+    }
+    void num(const char* key, const std::string& value) { add(key, value, true); }
+    void str(const char* key, const std::string& value) { add(key, value, false); }
+};
+
 struct Out {
     bool json = false, pretty = false, details = false;
     std::vector<Row> rows;
     std::vector<std::string> lines;  // the text form, one per row
+
+    void push(Line l) {
+        rows.push_back(std::move(l.row));
+        lines.push_back(std::move(l.text));
+    }
 
     void print() const {
         if (!json) {

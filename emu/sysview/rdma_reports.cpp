@@ -4,16 +4,14 @@
 // hw counters, which know no uroce device; here each device reports its objects and counters
 // (the `uroce res` dump) and they are printed as iproute2 prints the kernel's, text and JSON.
 // docs/system-view.md, "rdma dev and rdma link".
-#include <cctype>
 #include <fstream>
-#include <map>
-#include <sstream>
 #include <string>
 #include <vector>
 
 #include "emu/abi/client.h"
 #include "emu/abi/protocol.h"
 #include "emu/abi/runtime.h"
+#include "emu/resgraph/res_graph.h"
 #include "emu/sysview/rdma_out.h"
 #include "emu/sysview/rdma_tool.h"
 
@@ -21,37 +19,18 @@ namespace uroce::rdmatool {
 
 namespace {
 
-// One line of the dump as its first word and its key/value pairs (an object's number, which
-// some lines put first, under the key "id").
-struct DumpLine {
-    std::string kind;
-    std::map<std::string, std::string> v;
-};
+using DumpLine = std::vector<std::string>;
 
+// The device's dump (the `uroce res` text), a line of words each.
 std::vector<DumpLine> dump_of(const std::string& dev) {
-    std::vector<DumpLine> out;
     std::string text;
-    if (abi::simple_request(dev, abi::Op::kDump, &text) != 0) return out;
-    std::istringstream in(text);
-    std::string line;
-    while (std::getline(in, line)) {
-        std::istringstream w(line);
-        DumpLine d;
-        w >> d.kind;
-        std::string k, val;
-        // "qp 0x11 type RC ...": the object's number first; "counts sessions 1 ...": pairs.
-        if (w >> k && !k.empty() && std::isdigit(static_cast<unsigned char>(k[0])))
-            d.v["id"] = k;
-        else if (w >> val)
-            d.v[k] = val;
-        while (w >> k >> val) d.v[k] = val;
-        out.push_back(d);
-    }
-    return out;
+    if (abi::simple_request(dev, abi::Op::kDump, &text) != 0) return {};
+    return resgraph::parse_dump(dev, text).lines;
 }
 
-unsigned number(const std::string& s) {
-    return unsigned(std::stoul(s.empty() ? "0" : s, nullptr, 0));
+// A number of the dump ("17", "0x11") in decimal, as iproute2 prints it.
+std::string decimal(const std::string& s) {
+    return std::to_string(std::stoul(s.empty() ? "0" : s, nullptr, 0));
 }
 
 // The process's name, as iproute2 reads it (/proc/PID/comm).
@@ -62,89 +41,78 @@ std::string comm_of(const std::string& pid) {
     return c;
 }
 
+// A device's row as iproute2 starts one: its index (JSON only) and name, and "link DEV/1"
+// for a port's.
+Line device_line(const std::string& dev, unsigned idx, bool port) {
+    Line l;
+    l.row = {{"ifindex", std::to_string(idx), true}, {"ifname", dev, false}};
+    if (port) l.row.push_back({"port", "1", true});
+    l.text = port ? "link " + dev + "/1" : std::to_string(idx) + ": " + dev + ":";
+    return l;
+}
+
 void qp_rows(const std::string& dev, unsigned idx, Out* out) {
-    for (const DumpLine& d : dump_of(dev)) {
-        if (d.kind != "qp") continue;
-        auto at = [&](const char* k) {
-            auto it = d.v.find(k);
-            return it == d.v.end() ? std::string() : it->second;
-        };
+    for (const DumpLine& w : dump_of(dev)) {
+        if (w[0] != "qp") continue;
+        auto at = [&](const char* k) { return resgraph::dump_field(w, k); };
         const std::string type = at("type");
-        Row row{
-            {"ifindex", std::to_string(idx), true}, {"ifname", dev, false}, {"port", "1", true}};
-        std::string text = "link " + dev + "/1 ";
-        auto num = [&](const char* key, unsigned v) {
-            row.push_back({key, std::to_string(v), true});
-            text += std::string(key) + " " + std::to_string(v) + " ";
-        };
-        auto str = [&](const char* key, const std::string& v) {
-            row.push_back({key, v, false});
-            text += std::string(key) + " " + v + " ";
-        };
+        Line l = device_line(dev, idx, true);
         // As the kernel's nldev: the remote QP and receive PSN of RC and UC QPs, the path
         // migration state of connected ones.
         bool connected = type == "RC" || type == "UC";
-        num("lqpn", number(at("id")));
-        if (connected) num("rqpn", number(at("dest_qpn")));
-        str("type", type);
-        str("state", at("state"));
-        if (connected) num("rq-psn", number(at("epsn")));
-        num("sq-psn", number(at("sq_psn")));
-        if (connected || type == "XRC_INI" || type == "XRC_TGT") str("path-mig-state", "MIGRATED");
-        num("pdn", number(at("pd")));
-        num("pid", number(at("pid")));
-        std::string comm = comm_of(at("pid"));
-        if (!comm.empty()) str("comm", comm);
-        text.pop_back();
-        out->rows.push_back(row);
-        out->lines.push_back(text);
+        l.num("lqpn", decimal(w[1]));
+        if (connected) l.num("rqpn", decimal(at("dest_qpn")));
+        l.str("type", type);
+        l.str("state", at("state"));
+        if (connected) l.num("rq-psn", decimal(at("epsn")));
+        l.num("sq-psn", decimal(at("sq_psn")));
+        if (connected || type == "XRC_INI" || type == "XRC_TGT")
+            l.str("path-mig-state", "MIGRATED");
+        l.num("pdn", decimal(at("pd")));
+        l.num("pid", decimal(at("pid")));
+        if (std::string comm = comm_of(at("pid")); !comm.empty()) l.str("comm", comm);
+        out->push(std::move(l));
     }
 }
 
 // The summary: the count of each kind of object, in the kernel's order.
 void summary_rows(const std::string& dev, unsigned idx, Out* out) {
-    std::map<std::string, std::string> counts;
-    unsigned cm_ids = 0;
-    for (const DumpLine& d : dump_of(dev)) {
-        if (d.kind == "counts") counts = d.v;
-        if (d.kind == "cm" && d.v.count("ids")) cm_ids = number(d.v.at("ids"));
+    DumpLine counts, cm;
+    for (DumpLine& w : dump_of(dev)) {
+        if (w[0] == "counts")
+            counts = std::move(w);
+        else if (w[0] == "cm")
+            cm = std::move(w);
     }
-    Row row{{"ifindex", std::to_string(idx), true}, {"ifname", dev, false}};
-    std::string text = std::to_string(idx) + ": " + dev + ": ";
+    Line l = device_line(dev, idx, false);
     const std::pair<const char*, std::string> kinds[] = {
-        {"pd", counts["pds"]},  {"cq", counts["cqs"]},
-        {"qp", counts["qps"]},  {"cm_id", std::to_string(cm_ids)},
-        {"mr", counts["mrs"]},  {"ctx", counts["sessions"]},
-        {"srq", counts["srqs"]}};
-    for (const auto& [k, v] : kinds) {
-        std::string n = v.empty() ? "0" : v;
-        row.push_back({k, n, true});
-        text += std::string(k) + " " + n + " ";
-    }
-    text.pop_back();
-    out->rows.push_back(row);
-    out->lines.push_back(text);
+        {"pd", resgraph::dump_field(counts, "pds")},
+        {"cq", resgraph::dump_field(counts, "cqs")},
+        {"qp", resgraph::dump_field(counts, "qps")},
+        {"cm_id", resgraph::dump_field(cm, "ids")},
+        {"mr", resgraph::dump_field(counts, "mrs")},
+        {"ctx", resgraph::dump_field(counts, "sessions")},
+        {"srq", resgraph::dump_field(counts, "srqs")}};
+    for (const auto& [k, v] : kinds) l.num(k, v.empty() ? "0" : v);
+    out->push(std::move(l));
 }
 
 // rxe's port counters that a device reports with the same meaning: every packet sent and
 // received (rxe_xmit_packet, rxe_rcv), and link_downed (a device's link never goes down).
 void stat_rows(const std::string& dev, Out* out) {
     std::string sent = "0", rcvd = "0";
-    for (const DumpLine& d : dump_of(dev))
-        if (d.kind == "counters" && d.v.count("tx_pkts") && d.v.count("rx_pkts")) {
-            sent = d.v.at("tx_pkts");
-            rcvd = d.v.at("rx_pkts");
+    for (const DumpLine& w : dump_of(dev))
+        if (w[0] == "counters") {
+            sent = resgraph::dump_field(w, "tx_pkts");
+            rcvd = resgraph::dump_field(w, "rx_pkts");
         }
-    Row row{{"ifname", dev, false}, {"port", "1", true}};
-    std::string text = "link " + dev + "/1";
-    for (const auto& [k, v] : {std::pair<const char*, std::string>{"sent_pkts", sent},
-                               {"rcvd_pkts", rcvd},
-                               {"link_downed", "0"}}) {
-        row.push_back({k, v, true});
-        text += std::string(" ") + k + " " + v;
-    }
-    out->rows.push_back(row);
-    out->lines.push_back(text);
+    Line l;
+    l.row = {{"ifname", dev, false}, {"port", "1", true}};
+    l.text = "link " + dev + "/1";
+    l.num("sent_pkts", sent);
+    l.num("rcvd_pkts", rcvd);
+    l.num("link_downed", "0");
+    out->push(std::move(l));
 }
 
 }  // namespace

@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "emu/cli/cli.h"
 #include "emu/sysview/rdma_out.h"
 
 namespace uroce::rdmatool {
@@ -181,23 +182,10 @@ bool link_show(Out* out, const Filter& f) {
     return found;
 }
 
-// The real tool: the next `rdma` on PATH that is not this program.
+// The real tool: the host's `rdma`.
 int pass_on(char** argv) {
-    char self[4096];
-    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
-    self[n > 0 ? n : 0] = 0;
-    const char* path = getenv("PATH");
-    std::string p = path ? path : "/usr/sbin:/usr/bin:/sbin:/bin";
-    for (size_t start = 0; start <= p.size();) {
-        size_t end = p.find(':', start);
-        if (end == std::string::npos) end = p.size();
-        std::string cand = p.substr(start, end - start) + "/rdma";
-        start = end + 1;
-        char real[4096];
-        if (!realpath(cand.c_str(), real) || std::strcmp(real, self) == 0) continue;
-        if (access(real, X_OK) != 0) continue;
-        execv(real, argv);
-    }
+    std::string real = cli::next_on_path("rdma");
+    if (!real.empty()) execv(real.c_str(), argv);
     std::fprintf(stderr,
                  "rdma: only `rdma dev` and `rdma link` are answered for uroce devices, and "
                  "no other rdma tool is on PATH\n");

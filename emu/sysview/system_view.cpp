@@ -486,10 +486,15 @@ struct State {
 };
 State g_view;
 
+// A device file of the view gone (a host entry of that name, bound back, too).
+void remove_node(const std::string& n) {
+    umount2(n.c_str(), MNT_DETACH);
+    unlink(n.c_str());
+}
+
 // The files of one device in the view: /dev/infiniband/<dev_name> (/dev/null, bound).
 std::string bind_node(const std::string& n) {
-    umount2(n.c_str(), MNT_DETACH);  // a host entry of that name, bound back: ours
-    unlink(n.c_str());               // replaces it
+    remove_node(n);  // ours replaces a host entry of that name
     int fd = open(n.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0666);
     if (fd < 0 || close(fd) != 0 || mount("/dev/null", n.c_str(), nullptr, MS_BIND, nullptr) != 0)
         return errno_text("bind /dev/null on " + n);
@@ -544,9 +549,7 @@ std::string resync(const std::string& libdir) {
         if (has(want, d)) continue;
         remove_tree("/sys/class/infiniband/" + d.first);
         remove_tree("/sys/class/infiniband_verbs/" + d.second);
-        std::string node = "/dev/infiniband/" + d.second;
-        umount2(node.c_str(), MNT_DETACH);
-        unlink(node.c_str());
+        remove_node("/dev/infiniband/" + d.second);
     }
     for (const Facts& f : now) {
         if (has(g_view.devices, std::make_pair(std::string(f.name), std::string(f.dev_name))))

@@ -33,11 +33,6 @@ std::vector<std::string> running() {
     return v;
 }
 
-bool names_info(const inotify_event* ev) {
-    size_t n = ev->len ? strnlen(ev->name, ev->len) : 0;
-    return n > 5 && std::strcmp(ev->name + n - 5, ".info") == 0;
-}
-
 }  // namespace
 
 int follow(const std::string& libdir, pid_t cmd) {
@@ -77,7 +72,7 @@ int follow(const std::string& libdir, pid_t cmd) {
                 for (char* q = buf; q < buf + got;) {
                     auto* ev = reinterpret_cast<inotify_event*>(q);
                     if (ev->mask & IN_IGNORED) wd = -1;
-                    if (names_info(ev)) look = true;
+                    if (ev->len && !abi::info_file_device(ev->name).empty()) look = true;
                     q += sizeof(inotify_event) + ev->len;
                 }
         }

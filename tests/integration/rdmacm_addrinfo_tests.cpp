@@ -17,6 +17,8 @@
 #include <cstring>
 #include <thread>
 
+#include "tests/integration/cm_events.h"
+
 extern "C" {
 int rdma_resolve_addrinfo(rdma_cm_id* id, const char* node, const char* service,
                           const rdma_addrinfo* hints);
@@ -44,10 +46,7 @@ uint64_t arg_of(const rdma_cm_event* ev) {
     EXPECT_EQ((call), -1);    \
     EXPECT_EQ(errno, (e))
 
-bool readable(rdma_event_channel* ch, int ms) {
-    pollfd p{ch->fd, POLLIN, 0};
-    return poll(&p, 1, ms) == 1;
-}
+using uroce::cmtest::readable;
 
 class Addrinfo : public ::testing::Test {
 protected:
@@ -62,18 +61,7 @@ protected:
     }
     // The next event, which must be `type` for id_.
     rdma_cm_event* next(rdma_cm_event_type type) {
-        if (!readable(ch_, 10000)) {
-            ADD_FAILURE() << "no event, expected " << rdma_event_str(type);
-            return nullptr;
-        }
-        rdma_cm_event* ev = nullptr;
-        if (rdma_get_cm_event(ch_, &ev) != 0) {
-            ADD_FAILURE() << "rdma_get_cm_event: " << std::strerror(errno);
-            return nullptr;
-        }
-        EXPECT_EQ(ev->event, type) << rdma_event_str(ev->event);
-        EXPECT_EQ(ev->id, id_);
-        return ev;
+        return uroce::cmtest::next_event(ch_, type, id_);
     }
     // A request that starts, and its ADDRINFO_RESOLVED (status 0), read and acknowledged.
     void resolves(const char* node, const char* service, const rdma_addrinfo* h) {

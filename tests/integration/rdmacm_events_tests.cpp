@@ -21,6 +21,8 @@
 #include <thread>
 #include <vector>
 
+#include "tests/integration/cm_events.h"
+
 namespace {
 
 constexpr const char* kAddr = "127.0.0.1";
@@ -34,29 +36,9 @@ sockaddr_in addr(uint16_t port) {
     return a;
 }
 
-// Whether an event waits on ch within ms (the fd is what an application polls).
-bool readable(rdma_event_channel* ch, int ms) {
-    pollfd p{ch->fd, POLLIN, 0};
-    return poll(&p, 1, ms) == 1;
-}
-
-// The next event on ch; it must be `type`, for `id` (nullptr: any id).
+using uroce::cmtest::readable;
 rdma_cm_event* next(rdma_event_channel* ch, rdma_cm_event_type type, rdma_cm_id* id = nullptr) {
-    if (!readable(ch, 10000)) {
-        ADD_FAILURE() << "no event, expected " << rdma_event_str(type);
-        return nullptr;
-    }
-    rdma_cm_event* ev = nullptr;
-    if (rdma_get_cm_event(ch, &ev) != 0) {
-        ADD_FAILURE() << "rdma_get_cm_event: " << std::strerror(errno);
-        return nullptr;
-    }
-    EXPECT_EQ(ev->event, type) << "got " << rdma_event_str(ev->event) << ", expected "
-                               << rdma_event_str(type);
-    if (id) {
-        EXPECT_EQ(ev->id, id);
-    }
-    return ev;
+    return uroce::cmtest::next_event(ch, type, id);
 }
 
 void ack(rdma_cm_event* ev) {

@@ -20,6 +20,8 @@
 #include <string>
 #include <thread>
 
+#include "tests/integration/cm_events.h"
+
 namespace {
 
 constexpr const char* kA = "127.0.0.10";
@@ -70,18 +72,7 @@ ibv_srq_init_attr srq_attr(uint32_t max_wr = 8, uint32_t max_sge = 1, void* ctx 
 }
 
 rdma_cm_event* wait_event(rdma_event_channel* ch, rdma_cm_event_type type) {
-    pollfd p{ch->fd, POLLIN, 0};
-    if (poll(&p, 1, 10000) != 1) {
-        ADD_FAILURE() << "no event within 10 s, expected " << rdma_event_str(type);
-        return nullptr;
-    }
-    rdma_cm_event* ev = nullptr;
-    if (rdma_get_cm_event(ch, &ev) != 0) {
-        ADD_FAILURE() << "rdma_get_cm_event: " << std::strerror(errno);
-        return nullptr;
-    }
-    EXPECT_EQ(ev->event, type) << rdma_event_str(ev->event) << " status " << ev->status;
-    return ev;
+    return uroce::cmtest::next_event(ch, type);
 }
 
 class CreateSrq : public ::testing::Test {

@@ -16,6 +16,8 @@
 #include <cstring>
 #include <string>
 
+#include "tests/integration/cm_events.h"
+
 namespace {
 
 // `uroce ARGS` exits 0.
@@ -76,18 +78,7 @@ protected:
         return true;
     }
     // The next event, of `type`.
-    rdma_cm_event* next(rdma_cm_event_type type) {
-        pollfd p{ch_->fd, POLLIN, 0};
-        if (poll(&p, 1, 10000) != 1) {
-            ADD_FAILURE() << "no event, expected " << rdma_event_str(type);
-            return nullptr;
-        }
-        rdma_cm_event* ev = nullptr;
-        if (rdma_get_cm_event(ch_, &ev) != 0) return nullptr;
-        EXPECT_EQ(ev->event, type)
-            << "got " << rdma_event_str(ev->event) << " status " << ev->status;
-        return ev;
-    }
+    rdma_cm_event* next(rdma_cm_event_type type) { return uroce::cmtest::next_event(ch_, type); }
     // A client connects to dst:port; the listener l takes the request on the device that
     // has dst and the connection is established. Returns false (with failures) otherwise.
     void connects(rdma_cm_id* l, const char* dst, uint16_t port) {

@@ -50,6 +50,9 @@ for _ in $(seq 1 400); do
 done
 rdma res show qp
 [ "$(rdma -j res show qp | grep -o '"comm":"ibv_rc_pingpong"' | wc -l)" = 2 ]
+rdma res
+rdma res | grep -Eq '^[0-9]+: rxe0: pd 2 cq 2 qp 2 cm_id 0 mr 2 ctx 2 srq 0$'
+rdma -j res | grep -q '"ifname":"rxe0","pd":2,"cq":2,"qp":2,'
 kill $client $server
 wait $client $server || true
 rping -s -a 127.0.0.1 -p "$2" -C 20 &

@@ -29,16 +29,32 @@ int establish(Id* id) {
     return cm_call(*id->dev, r);
 }
 
+// The device's CM id h of a listener, no longer the library's: its events go nowhere and
+// the device destroys it.
+static void release_listen(DevConn* d, uint32_t h) {
+    {
+        std::lock_guard<std::mutex> g(g_mu);
+        g_ids.erase(key(d->tag, h));
+    }
+    abi::CmReq r = cm_req(abi::CmOp::kDestroy, h);
+    cm_call(*d, r);
+}
+
 // Binds and listens on id->port on device d for the wildcard listener id (held under
-// g_listen_mu). Returns 0 or the errno; a handle the device gave stays in id->listens.
+// g_listen_mu). Returns 0 (the device's CM id added to id->listens) or the errno (nothing
+// left on d).
 int listen_on_dev(Id* id, DevConn* d) {
     abi::CmResp resp{};
     if (int e = bind_request(id, d, nullptr, id->port, &resp)) return e;
     register_key(d->tag, resp.handle, id);
-    id->listens.emplace_back(d, resp.handle);
     abi::CmReq l = cm_req(abi::CmOp::kListen, resp.handle);
     l.backlog = id->backlog;
-    return cm_call(*d, l);
+    if (int e = cm_call(*d, l)) {
+        release_listen(d, resp.handle);
+        return e;
+    }
+    id->listens.emplace_back(d, resp.handle);
+    return 0;
 }
 
 }  // namespace uroce::rdmacm
@@ -110,9 +126,10 @@ int rdma_establish(rdma_cm_id* idp) {
 // (waiting_listeners.cpp). On failure nothing is left registered and the errno is returned.
 static int listen_everywhere(Id* id) {
     sync_devices();
+    const bool afonly = effective_afonly(id);
     std::vector<DevConn*> devs;
     for (DevConn* d : all_devs())
-        if (listens_on(id->bind_family, effective_afonly(id), d->addr)) devs.push_back(d);
+        if (listens_on(id->bind_family, afonly, d->addr)) devs.push_back(d);
     int err = 0;
     for (DevConn* d : devs) {
         if (int e = ensure_open(*d)) {  // gone meanwhile: the others may do
@@ -125,14 +142,7 @@ static int listen_everywhere(Id* id) {
         }
     }
     if (err && (id->listens.empty() || err == EADDRINUSE)) {
-        for (auto& [d, h] : id->listens) {
-            {
-                std::lock_guard<std::mutex> g(g_mu);
-                g_ids.erase(key(d->tag, h));
-            }
-            abi::CmReq r = cm_req(abi::CmOp::kDestroy, h);
-            cm_call(*d, r);
-        }
+        for (auto& [d, h] : id->listens) release_listen(d, h);
         id->listens.clear();
         return err;
     }

@@ -37,33 +37,16 @@ void attach_waiting() {
             if ((k >> 32) == kLocalTag && id->listening && !id->dev) listeners.push_back(id);
     }
     // An id in g_ids stays alive while g_listen_mu is held: rdma_destroy_id takes it first.
+    // A device on which the port is taken (or that went away) is left out; the others
+    // keep listening.
     for (Id* id : listeners) {
+        const bool afonly = effective_afonly(id);
         for (DevConn* d : devs) {
             bool on = std::any_of(id->listens.begin(), id->listens.end(),
                                   [d](const auto& l) { return l.first == d; });
-            if (on || !listens_on(id->bind_family, effective_afonly(id), d->addr)) continue;
-            if (listen_on_dev(id, d)) {
-                // Not this device (the port taken there, or it went away): the handle it
-                // may have given is released; the others keep listening.
-                auto it = std::find_if(id->listens.begin(), id->listens.end(),
-                                       [d](const auto& l) { return l.first == d; });
-                if (it != id->listens.end()) {
-                    {
-                        std::lock_guard<std::mutex> g(g_mu);
-                        g_ids.erase(key(d->tag, it->second));
-                    }
-                    abi::CmReq r = cm_req(abi::CmOp::kDestroy, it->second);
-                    cm_call(*d, r);
-                    id->listens.erase(it);
-                }
-            }
+            if (!on && listens_on(id->bind_family, afonly, d->addr)) listen_on_dev(id, d);
         }
     }
-}
-
-bool is_info(const inotify_event* ev) {
-    size_t n = ev->len ? strnlen(ev->name, ev->len) : 0;
-    return n > 5 && std::strcmp(ev->name + n - 5, ".info") == 0;
 }
 
 // The watching thread: forever, as the library's device table lives as long as the process.
@@ -91,7 +74,8 @@ void watch() {
             if (ev->mask & (IN_IGNORED | IN_DELETE_SELF | IN_MOVE_SELF)) {
                 inotify_rm_watch(fd, wd);
                 wd = -1;
-            } else if ((ev->mask & (IN_MOVED_TO | IN_CREATE)) && is_info(ev)) {
+            } else if ((ev->mask & (IN_MOVED_TO | IN_CREATE)) && ev->len &&
+                       !abi::info_file_device(ev->name).empty()) {
                 arrived = true;
             }
             p += sizeof(inotify_event) + ev->len;
