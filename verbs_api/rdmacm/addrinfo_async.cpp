@@ -11,7 +11,6 @@
 
 #include <cerrno>
 #include <cstdint>
-#include <cstring>
 
 #include "verbs_api/rdmacm/cma_internal.h"
 
@@ -87,14 +86,7 @@ int rdma_query_addrinfo(rdma_cm_id* idp, rdma_addrinfo** info) {
 
 int rdma_write_cm_event(rdma_cm_id* idp, rdma_cm_event_type event, int status, uint64_t arg) {
     if (!idp || int(event) != kEventUser) return fail(EINVAL);
-    Id* id = id_of(idp);
-    abi::CmEventRec rec{};
-    rec.event = event;
-    rec.status = status;
-    rec.dev_tag = kLocalTag;
-    rec.handle = id->lid;
-    std::memcpy(rec.private_data, &arg, sizeof arg);  // the event's param.arg
-    write_local(id->chan, rec);
+    post_local(id_of(idp), event, status, arg);
     return 0;
 }
 

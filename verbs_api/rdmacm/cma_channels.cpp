@@ -136,12 +136,13 @@ void write_local(Channel* c, const abi::CmEventRec& rec) {
     }
 }
 
-void post_local(Id* id, rdma_cm_event_type type, int status) {
+void post_local(Id* id, rdma_cm_event_type type, int status, uint64_t arg) {
     abi::CmEventRec rec{};
     rec.event = type;
     rec.status = status;
     rec.dev_tag = kLocalTag;
     rec.handle = id->lid;
+    std::memcpy(rec.private_data, &arg, sizeof arg);  // RDMA_CM_EVENT_USER's param.arg
     write_local(id->chan, rec);
 }
 

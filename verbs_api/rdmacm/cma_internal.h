@@ -62,7 +62,8 @@ void unref_channel(Channel* c);
 void free_channel(Channel* c);
 int ensure_channel(Channel* c, DevConn* d);
 void write_local(Channel* c, const abi::CmEventRec& rec);
-void post_local(Id* id, rdma_cm_event_type type, int status);
+// An event the library makes itself (arg: RDMA_CM_EVENT_USER's param.arg).
+void post_local(Id* id, rdma_cm_event_type type, int status, uint64_t arg = 0);
 int next_record(Channel* c, abi::CmEventRec* rec);
 std::vector<uint64_t> id_keys(const Id* id);
 void move_events(Id* id, Channel* from, Channel* to);
