@@ -14,7 +14,6 @@
 
 #include "verbs_api/rdmacm/cma_internal.h"
 
-using namespace uroce;
 using namespace uroce::rdmacm;
 
 namespace {
