@@ -71,12 +71,14 @@ std::string Device::dump() const {
           << s.mrs.size() << " cqs " << s.cqs.size() << " qps " << s.qps.size() << "\n";
     });
     pds_.for_each([&](uint32_t h, const Pd& pd) {
-        o << "pd " << h << " pid " << pd.owner->pid << " users " << pd.users << "\n";
+        o << "pd " << h << " pid " << pd.owner->pid << " users " << pd.users << " ctx "
+          << pd.owner->id << "\n";
     });
-    mrs_.for_each([&](uint32_t, const Mr& mr) {
+    mrs_.for_each([&](uint32_t h, const Mr& mr) {
         o << "mr lkey 0x" << std::hex << mr.lkey << " addr 0x" << mr.addr << std::dec << " length "
           << mr.length << " pd " << mr.pd << " access 0x" << std::hex << mr.access << std::dec
-          << " pid " << mr.owner->pid << " windows " << mr.windows << "\n";
+          << " pid " << mr.owner->pid << " windows " << mr.windows << " mrn " << h << " rkey 0x"
+          << std::hex << mr.rkey << " iova 0x" << mr.iova << std::dec << "\n";
     });
     mws_.for_each([&](uint32_t h, const Mw& mw) {
         o << "mw " << h << " type " << mw.type << " rkey 0x" << std::hex << mw.rkey << std::dec
@@ -90,7 +92,8 @@ std::string Device::dump() const {
         o << "\n";
     });
     cqs_.for_each([&](uint32_t h, const Cq& cq) {
-        o << "cq " << h << " cqe " << cq.cqe << " pid " << cq.owner->pid << "\n";
+        o << "cq " << h << " cqe " << cq.cqe << " pid " << cq.owner->pid << " users " << cq.users
+          << " ctx " << cq.owner->id << "\n";
     });
     qps_.for_each([&](uint32_t qpn, const Qp& qp) {
         o << "qp 0x" << std::hex << qpn << std::dec << " type " << qp_type_name(qp.type)

@@ -1,10 +1,15 @@
 // SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
-// `rdma res`, `rdma res show qp` and `rdma statistic` (iproute2) for uroce's devices under
-// `uroce run`: the kernel answers them over NETLINK_RDMA from its restrack and the drivers'
-// hw counters, which know no uroce device; here each device reports its objects and counters
-// (the `uroce res` dump) and they are printed as iproute2 prints the kernel's, text and JSON.
-// docs/system-view.md, "rdma dev and rdma link".
+// `rdma res`, `rdma res show qp|cm_id|cq|pd|mr|ctx|srq` and `rdma statistic` (iproute2) for uroce's
+// devices under `uroce run`: the kernel answers them over NETLINK_RDMA from its restrack and the
+// drivers' hw counters, which know no uroce device; here each device reports its objects and
+// counters (the `uroce res` dump) and they are printed as iproute2 prints the kernel's, text and
+// JSON. docs/system-view.md, "rdma dev and rdma link".
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
 #include <fstream>
+#include <iterator>
 #include <string>
 #include <vector>
 
@@ -71,6 +76,158 @@ void qp_rows(const std::string& dev, unsigned idx, Out* out) {
         l.num("pdn", decimal(at("pd")));
         l.num("pid", decimal(at("pid")));
         if (std::string comm = comm_of(at("pid")); !comm.empty()) l.str("comm", comm);
+        out->push(std::move(l));
+    }
+}
+
+// A device's row for the objects iproute2 prints with print_dev ("dev DEV").
+Line dev_line(const std::string& dev, unsigned idx) {
+    Line l;
+    l.row = {{"ifindex", std::to_string(idx), true}, {"ifname", dev, false}};
+    l.text = "dev " + dev;
+    return l;
+}
+
+// The owner's pid and name, as the kernel reports a user object's.
+void owner_fields(Line& l, const std::string& pid) {
+    l.num("pid", decimal(pid));
+    if (std::string comm = comm_of(pid); !comm.empty()) l.str("comm", comm);
+}
+
+// Keys and addresses the kernel shows only to a caller with CAP_NET_ADMIN.
+bool admin() { return geteuid() == 0; }
+
+std::string hex(const std::string& s) {
+    char b[32];
+    std::snprintf(b, sizeof b, "0x%lx", std::stoul(s.empty() ? "0" : s, nullptr, 0));
+    return b;
+}
+
+void pd_row(const DumpLine& w, Line& l) {
+    l.num("pdn", w[1]);
+    if (admin()) l.str("local_dma_lkey", "0x0");  // no reserved lkey, as rxe's user PDs
+    l.num("users", decimal(resgraph::dump_field(w, "users")));
+    l.num("ctxn", decimal(resgraph::dump_field(w, "ctx")));
+    owner_fields(l, resgraph::dump_field(w, "pid"));
+}
+
+void mr_row(const DumpLine& w, Line& l) {
+    auto at = [&](const char* k) { return resgraph::dump_field(w, k); };
+    l.num("mrn", decimal(at("mrn")));
+    if (admin()) {
+        l.str("rkey", hex(at("rkey")));
+        l.str("lkey", hex(at("lkey")));
+        l.str("iova", hex(at("iova")));
+    }
+    l.num("mrlen", decimal(at("length")));
+    l.num("pdn", decimal(at("pd")));
+    owner_fields(l, at("pid"));
+}
+
+void cq_row(const DumpLine& w, Line& l) {
+    l.num("cqn", w[1]);
+    l.num("cqe", decimal(resgraph::dump_field(w, "cqe")));
+    l.num("users", decimal(resgraph::dump_field(w, "users")));
+    // iproute2's print_on_off: a bool in JSON, "off" in text (no CQ moderation here).
+    l.row.push_back({"adaptive-moderation", "false", true});
+    l.text += " adaptive-moderation off";
+    l.num("ctxn", decimal(resgraph::dump_field(w, "ctx")));
+    owner_fields(l, resgraph::dump_field(w, "pid"));
+}
+
+void ctx_row(const DumpLine& w, Line& l) {
+    l.num("ctxn", w[1]);
+    owner_fields(l, resgraph::dump_field(w, "pid"));
+}
+
+// The QPs that take their receives from SRQ `srqn`, as the kernel lists them: runs of
+// consecutive QPNs as ranges, "17-32,40".
+std::vector<std::string> srq_qps(const std::vector<DumpLine>& dump, const std::string& srqn) {
+    std::vector<unsigned long> qpns;
+    for (const DumpLine& q : dump)
+        if (q[0] == "qp" && resgraph::dump_field(q, "srq") == srqn)
+            qpns.push_back(std::stoul(q[1], nullptr, 0));
+    std::sort(qpns.begin(), qpns.end());
+    std::vector<std::string> runs;
+    for (size_t i = 0, j; i < qpns.size(); i = j) {
+        for (j = i + 1; j < qpns.size() && qpns[j] == qpns[j - 1] + 1;) ++j;
+        runs.push_back(std::to_string(qpns[i]) +
+                       (j - i > 1 ? "-" + std::to_string(qpns[j - 1]) : std::string()));
+    }
+    return runs;
+}
+
+// rdma_cm's states as the kernel names them, from the device's protocol state.
+const char* cm_state(const std::string& st) {
+    if (st == "idle") return "ADDR_BOUND";
+    if (st == "listen") return "LISTEN";
+    if (st == "dreq_sent" || st == "dreq_rcvd" || st == "timewait") return "DISCONNECT";
+    return "CONNECT";  // a connection being made or made, SIDR's too
+}
+
+const char* cm_ps(const std::string& ps) {
+    unsigned long v = std::stoul(ps.empty() ? "0" : ps, nullptr, 0);
+    return v == 0x106 ? "TCP" : v == 0x111 ? "UDP" : v == 0x2 || v == 0x3f ? "IPoIB" : "---";
+}
+
+// "[fd77::1]:7174" as iproute2 prints an address and port: "fd77::1:7174".
+std::string cm_endpoint(std::string a) {
+    if (!a.empty() && a[0] == '[') {
+        size_t close = a.find(']');
+        a = a.substr(1, close - 1) + a.substr(close + 1);
+    }
+    return a;
+}
+
+void object_rows(const std::string& kind, const std::string& dev, unsigned idx, Out* out) {
+    std::vector<DumpLine> dump = dump_of(dev);
+    for (const DumpLine& w : dump) {
+        if (w.size() < 2) continue;
+        if (kind == "cm_id") {
+            if (w[0] != "cm_id" || resgraph::dump_field(w, "pid") == "0") continue;  // parked
+            auto at = [&](const char* k) { return resgraph::dump_field(w, k); };
+            if (at("state") == "parked") continue;
+            Line l = device_line(dev, idx, true);
+            l.num("cm-idn", w[1]);
+            const char* ps = cm_ps(at("ps"));
+            if (decimal(at("qpn")) != "0") {
+                l.num("lqpn", decimal(at("qpn")));
+                l.str("qp-type", std::string(ps) == "TCP" ? "RC" : "UD");
+            }
+            l.str("state", cm_state(at("state")));
+            l.str("ps", ps);
+            owner_fields(l, at("pid"));
+            l.str("src-addr", cm_endpoint(at("local")));
+            std::string remote = cm_endpoint(at("remote"));
+            if (remote != "0.0.0.0:0" && remote != ":::0") l.str("dst-addr", remote);
+            out->push(std::move(l));
+            continue;
+        }
+        const std::string head = kind == "ctx" ? "session" : kind;
+        if (w[0] != head) continue;
+        Line l = dev_line(dev, idx);
+        if (kind == "pd") pd_row(w, l);
+        if (kind == "mr") mr_row(w, l);
+        if (kind == "cq") cq_row(w, l);
+        if (kind == "ctx") ctx_row(w, l);
+        if (kind == "srq") {
+            l.num("srqn", w[1]);
+            l.str("type", resgraph::dump_field(w, "type"));
+            if (std::vector<std::string> runs = srq_qps(dump, w[1]); !runs.empty()) {
+                // A JSON array of strings, "17-32,40" in text (iproute2's print_qps).
+                std::string arr, text;
+                for (const std::string& r : runs) {
+                    arr += (arr.empty() ? "[" : ",") + json_string(r);
+                    text += (text.empty() ? "" : ",") + r;
+                }
+                l.row.push_back({"lqpn", arr + "]", true});
+                l.text += " lqpn " + text;
+            }
+            l.num("pdn", decimal(resgraph::dump_field(w, "pd")));
+            if (resgraph::dump_field(w, "type") == "XRC")
+                l.num("cqn", decimal(resgraph::dump_field(w, "cq")));
+            owner_fields(l, resgraph::dump_field(w, "pid"));
+        }
         out->push(std::move(l));
     }
 }
@@ -151,9 +308,11 @@ int res(const std::vector<std::string>& words, bool json, bool pretty) {
     size_t i = 0;
     if (i < words.size() && std::string("show").rfind(words[i], 0) == 0) ++i;
     std::string kind = i < words.size() ? words[i++] : "";
-    if (!kind.empty() && kind != "qp") return -1;  // cq, mr, pd, cm_id, ...: the host's tool
-    std::string only;                              // "link DEV[/PORT]"
-    if (i + 1 < words.size() && words[i] == "link")
+    static const char* const kKinds[] = {"qp", "cm_id", "cq", "pd", "mr", "ctx", "srq"};
+    if (!kind.empty() && std::find(std::begin(kKinds), std::end(kKinds), kind) == std::end(kKinds))
+        return -1;     // counters and the like: the host's tool
+    std::string only;  // "link DEV[/PORT]" or "dev DEV"
+    if (i + 1 < words.size() && (words[i] == "link" || words[i] == "dev"))
         only = words[i + 1].substr(0, words[i + 1].find('/'));
     else if (i < words.size())
         return -1;  // filters this does not take
@@ -165,8 +324,10 @@ int res(const std::vector<std::string>& words, bool json, bool pretty) {
         unsigned idx = device_index(d.name);
         if (kind.empty())
             summary_rows(d.name, idx, &out);
-        else
+        else if (kind == "qp")
             qp_rows(d.name, idx, &out);
+        else
+            object_rows(kind, d.name, idx, &out);
     }
     out.print();
     return 0;
