@@ -40,7 +40,7 @@ const char* cm_event_name(uint32_t e) {
 
 }  // namespace
 
-CmAgent::CmAgent(Device& dev) : dev_(dev), rng_(std::random_device{}()) {
+CmAgent::CmAgent(const CmEnv& env) : env_(env), rng_(std::random_device{}()) {
     table_.next_comm = rng_();
     tid_hi_ = rng_();
     gsi_psn_ = rng_() & 0xffffff;
@@ -173,8 +173,8 @@ void CmAgent::post(const Id& id, abi::CmEventRec& ev) {
     if (!id.owner) return;
     auto it = channels_.find({id.owner, id.channel});
     if (it == channels_.end()) return;
-    dev_.trace_.add("cm event %s id %u status %d -> pid %d", cm_event_name(ev.event), ev.handle,
-                    ev.status, int(id.owner->pid));
+    env_.trace.add("cm event %s id %u status %d -> pid %d", cm_event_name(ev.event), ev.handle,
+                   ev.status, int(id.owner->pid));
     ev.dev_tag = it->second.dev_tag;
     if (write(it->second.fd, &ev, sizeof ev) < 0) {
         // The application is not reading its channel (or closed it): the event is lost, as

@@ -4,7 +4,8 @@
 // requests, connections), sends and retransmits REQ/REP/RTU/REJ/MRA/DREQ/DREP and
 // SIDR_REQ/SIDR_REP MADs, and reports what happens as rdma_cm events written into the
 // sessions' event channel pipes. Everything here runs on the engine thread. See docs/cm.md;
-// cm_agent.cpp says which file holds which part.
+// cm_agent.cpp says which file holds which part. Of the device it uses what CmEnv names
+// (emu/cm/cm_env.h): the wire, counters, trace, config, GUID and port MTU.
 #pragma once
 
 #include <netinet/in.h>
@@ -17,6 +18,7 @@
 #include <vector>
 
 #include "emu/abi/cm_protocol.h"
+#include "emu/cm/cm_env.h"
 #include "emu/cm/cm_id_table.h"
 #include "net/endpoint.h"
 #include "net/headers.h"
@@ -27,7 +29,6 @@ namespace cm {
 struct IpHdr;
 }
 
-class Device;
 struct Session;
 
 class CmAgent {
@@ -52,7 +53,7 @@ public:
     static constexpr uint64_t kParkNs = 200'000'000;
     static constexpr size_t kMaxParked = 64;
 
-    explicit CmAgent(Device& dev);
+    explicit CmAgent(const CmEnv& env);
     ~CmAgent();
     CmAgent(const CmAgent&) = delete;
     CmAgent& operator=(const CmAgent&) = delete;
@@ -129,7 +130,7 @@ private:
     abi::CmEventRec event_for(const Id& id, uint32_t type, int32_t status) const;
     void post(const Id& id, abi::CmEventRec& ev);
 
-    Device& dev_;
+    CmEnv env_;  // references: copying it copies none of the parts
     CmIdTable table_;
     uint8_t rx_tos_ = 0;  // the IPv4 TOS of the MAD being handled (on_mad)
     std::map<std::pair<const Session*, uint32_t>, Channel> channels_;

@@ -114,7 +114,7 @@ void CmAgent::on_req(const CmAddr& peer, const uint8_t* mad, uint64_t tid, bool 
     // The path MTU: the REQ's, but no more than this port carries (the active side chose
     // its own port's).
     id.mtu = std::min<uint8_t>(std::clamp<uint8_t>(m.path_mtu, IBV_MTU_256, IBV_MTU_4096),
-                               uint8_t(dev_.port_mtu_));
+                               uint8_t(env_.port_mtu));
     id.tid = tid;
     table_.comm[id.local_comm_id] = id.handle;
     table_.remote[{peer, id.remote_comm_id}] = id.handle;

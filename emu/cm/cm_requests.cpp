@@ -166,22 +166,22 @@ void CmAgent::trace_request(const Session& s, const abi::CmReq& r, const abi::Cm
     }
     const uint32_t handle = r.cm_op == CmOp::kBind ? out.handle : r.handle;
     if (out.err) {
-        dev_.trace_.add("cm pid %d %s id %u failed: %s", int(s.pid), what, handle,
-                        strerrorname_np(out.err) ? strerrorname_np(out.err) : "?");
+        env_.trace.add("cm pid %d %s id %u failed: %s", int(s.pid), what, handle,
+                       strerrorname_np(out.err) ? strerrorname_np(out.err) : "?");
     } else if (r.cm_op == CmOp::kBind || r.cm_op == CmOp::kListen) {
         auto it = table_.ids.find(handle);
         const Id* id = it == table_.ids.end() ? nullptr : it->second.get();
         const std::string a =
             id ? cm_addr_port(id->local_addr, id->local_port, id->family == AF_INET6, scope())
                : cm_addr_port(addr_of(r.local_addr), 0, r.family == AF_INET6);
-        dev_.trace_.add("cm pid %d %s id %u %s ps 0x%x", int(s.pid), what, handle, a.c_str(),
-                        id ? id->ps : r.ps);
+        env_.trace.add("cm pid %d %s id %u %s ps 0x%x", int(s.pid), what, handle, a.c_str(),
+                       id ? id->ps : r.ps);
     } else if (r.cm_op == CmOp::kConnect) {
         const std::string a = cm_addr_port(addr_of(r.remote_addr), r.remote_port, false, scope());
-        dev_.trace_.add("cm pid %d connect id %u to %s qp 0x%x", int(s.pid), handle, a.c_str(),
-                        r.qpn);
+        env_.trace.add("cm pid %d connect id %u to %s qp 0x%x", int(s.pid), handle, a.c_str(),
+                       r.qpn);
     } else {
-        dev_.trace_.add("cm pid %d %s id %u", int(s.pid), what, handle);
+        env_.trace.add("cm pid %d %s id %u", int(s.pid), what, handle);
     }
 }
 
@@ -271,7 +271,7 @@ int CmAgent::connect(Id& id, const abi::CmReq& r) {
         table_.comm[id.local_comm_id] = id.handle;
         m.local_comm_id = id.local_comm_id;
         m.service_id = sid;
-        m.local_ca_guid = dev_.guid_;
+        m.local_ca_guid = env_.guid;
         m.local_qpn = id.local_qpn;
         m.initiator_depth = id.init_depth;
         m.remote_cm_response_timeout = kMadTimeoutCode;
@@ -339,7 +339,7 @@ int CmAgent::accept(Id& id, const abi::CmReq& r) {
     m.target_ack_delay = 15;
     m.failover_accepted = 0;
     m.rnr_retry_count = r.rnr_retry_count & 7;
-    m.local_ca_guid = dev_.guid_;
+    m.local_ca_guid = env_.guid;
     if (id.qp_type == IBV_QPT_XRC_RECV) {
         // An XRC target names its QP as the EE context and always receives through an
         // SRQ (the kernel's cm_format_rep).
