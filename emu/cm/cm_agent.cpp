@@ -15,7 +15,9 @@
 #include <sstream>
 
 #include "emu/cm/cm_mad.h"
-#include "emu/engine/device.h"
+#include "emu/control/trace.h"
+#include "emu/engine/schedule.h"  // now_ns
+#include "emu/verbs/objects.h"
 
 namespace uroce::emu {
 

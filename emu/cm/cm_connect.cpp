@@ -8,7 +8,7 @@
 
 #include "emu/cm/cm_agent.h"
 #include "emu/cm/cm_mad.h"
-#include "emu/engine/device.h"
+#include "emu/engine/schedule.h"  // now_ns
 
 namespace uroce::emu {
 

@@ -12,7 +12,8 @@
 
 #include "emu/cm/cm_agent.h"
 #include "emu/cm/cm_mad.h"
-#include "emu/engine/device.h"
+#include "emu/control/trace.h"
+#include "emu/verbs/objects.h"
 
 namespace uroce::emu {
 

@@ -7,7 +7,6 @@
 
 #include "emu/cm/cm_agent.h"
 #include "emu/cm/cm_mad.h"
-#include "emu/engine/device.h"
 
 namespace uroce::emu {
 

@@ -3,13 +3,17 @@
 // completion channels and CQs on behalf of one application session, and the dispatch of a
 // control request. Every argument is validated here; the library is not trusted. QPs:
 // qp_verbs.cpp; SRQs: srq.cpp; resizing a CQ: cq_resize.cpp.
+#include "emu/verbs/control_verbs.h"
+
 #include <fcntl.h>
 #include <unistd.h>
 
 #include <cerrno>
 
 #include "emu/abi/flush.h"
-#include "emu/engine/device.h"
+#include "emu/verbs/mcast_groups.h"
+#include "emu/verbs/memory_windows.h"
+#include "emu/verbs/xrc_domains.h"
 
 namespace uroce::emu {
 

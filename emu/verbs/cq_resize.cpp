@@ -6,7 +6,9 @@
 // has swapped rings).
 #include <cerrno>
 
-#include "emu/engine/device.h"
+#include "emu/engine/transport_env.h"
+#include "emu/transport/rc_requester.h"
+#include "emu/verbs/control_verbs.h"
 
 namespace uroce::emu {
 

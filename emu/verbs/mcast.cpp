@@ -13,7 +13,12 @@
 #include <cstring>
 #include <sstream>
 
-#include "emu/engine/device.h"
+#include "emu/engine/counters.h"
+#include "emu/engine/transport_env.h"
+#include "emu/engine/wire.h"
+#include "emu/transport/ud_transport.h"
+#include "emu/verbs/mcast_groups.h"
+#include "emu/verbs/xrc_domains.h"
 
 namespace uroce::emu {
 

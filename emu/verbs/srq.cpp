@@ -4,7 +4,8 @@
 #include <algorithm>
 #include <cerrno>
 
-#include "emu/engine/device.h"
+#include "emu/verbs/control_verbs.h"
+#include "emu/verbs/xrc_domains.h"
 
 namespace uroce::emu {
 

@@ -8,8 +8,14 @@
 #include <algorithm>
 #include <cerrno>
 
-#include "emu/engine/device.h"
+#include "emu/control/trace.h"
+#include "emu/engine/counters.h"
+#include "emu/engine/transport_env.h"
+#include "emu/transport/completions.h"
+#include "emu/transport/rc_responder.h"
+#include "emu/verbs/control_verbs.h"
 #include "emu/verbs/qp_state.h"
+#include "emu/verbs/xrc_domains.h"
 #include "net/opcodes.h"
 
 namespace uroce::emu {
