@@ -101,7 +101,7 @@ private:
     void trace_mad(const char* dir, const char* prep, const CmAddr& peer, const uint8_t* mad);
     CmAddr own_addr() const;    // the device's address
     uint32_t scope() const;     // its interface: link-local peers are on it (and print with it)
-    void send_request(Id& id);  // id.mad, armed for retransmission
+    void send_request(Id& id);  // id.mad, armed for kMadRetries retransmissions
     void arm(Id& id, uint64_t deadline);
     void timeout(Id& id, uint64_t now);
     void enter_timewait(Id& id);
@@ -123,12 +123,25 @@ private:
               uint32_t remote_id);
     void unpark(Id& id);
     void on_sidr_rep(const uint8_t* mad);
+    // An MRA for the `msg` (cm::kMsgReq, kMsgRep) the id received.
+    void send_mra(const Id& id, uint8_t msg, const CmAddr& to, uint64_t tid);
+    // The answer to the SIDR_REQ the id holds, kept in id.mad for a repeated SIDR_REQ; the QP
+    // and Q_Key only with kSidrOk.
+    void send_sidr_rep(Id& id, uint8_t status, const uint8_t* pd = nullptr, uint32_t pd_len = 0,
+                       uint32_t qpn = 0, uint32_t qkey = 0);
     void send_rej(const CmAddr& to, uint32_t local_comm, uint32_t remote_comm, uint8_t msg,
                   uint16_t reason, uint64_t tid, const uint8_t* pd, size_t pd_len, bool ari_guid,
                   uint8_t tos);
 
     abi::CmEventRec event_for(const Id& id, uint32_t type, int32_t status) const;
     void post(const Id& id, abi::CmEventRec& ev);
+    // An event of `type` for the id's owner, with `pd_len` bytes of private data from `pd`.
+    void post(const Id& id, uint32_t type, int32_t status = 0, const uint8_t* pd = nullptr,
+              uint32_t pd_len = 0);
+    // The id a REQ or SIDR_REQ made on `listener` (child_of) enters the table, and the
+    // listener's owner hears CONNECT_REQUEST with the request's user private data.
+    void post_connect_request(Id& listener, std::unique_ptr<Id> child, const uint8_t* user_pd,
+                              uint32_t user_pd_len);
 
     CmEnv env_;  // references: copying it copies none of the parts
     CmIdTable table_;

@@ -59,14 +59,7 @@ void CmAgent::on_req(const CmAddr& peer, const uint8_t* mad, uint64_t tid, bool 
         if (it != table_.ids.end()) {
             Id& id = *it->second;
             if (id.st == St::kReqRcvd) {
-                cm::Mra mra;
-                mra.local_comm_id = id.local_comm_id;
-                mra.remote_comm_id = id.remote_comm_id;
-                mra.msg_mraed = cm::kMsgReq;
-                mra.service_timeout = kMraServiceTimeout;
-                uint8_t out[cm::kMadLen];
-                cm::encode(mra, id.tid, out);
-                send_mad(peer, out, id.tos);
+                send_mra(id, cm::kMsgReq, peer, id.tid);
             } else if (id.st == St::kRepSent) {
                 send_mad(peer, id.mad, id.tos);
             }
@@ -118,14 +111,8 @@ void CmAgent::on_req(const CmAddr& peer, const uint8_t* mad, uint64_t tid, bool 
     id.tid = tid;
     table_.comm[id.local_comm_id] = id.handle;
     table_.remote[{peer, id.remote_comm_id}] = id.handle;
-    ++listener->pending;
-    abi::CmEventRec ev = event_for(id, RDMA_CM_EVENT_CONNECT_REQUEST, 0);
-    ev.handle = listener->handle;
-    ev.new_handle = id.handle;
-    ev.private_data_len = abi::kCmReqUserPrivate;
-    std::memcpy(ev.private_data, m.private_data + cm::kIpHdrLen, abi::kCmReqUserPrivate);
-    table_.ids[id.handle] = std::move(c);
-    post(*table_.ids[id.handle], ev);
+    post_connect_request(*listener, std::move(c), m.private_data + cm::kIpHdrLen,
+                         abi::kCmReqUserPrivate);
 }
 
 void CmAgent::on_rep(const uint8_t* mad, uint64_t tid) {
@@ -154,22 +141,12 @@ void CmAgent::on_rep(const uint8_t* mad, uint64_t tid) {
             table_.erase(id->handle);
             return;
         }
-        abi::CmEventRec ev = event_for(*id, RDMA_CM_EVENT_CONNECT_RESPONSE, 0);
-        ev.private_data_len = abi::kCmRepPrivate;
-        std::memcpy(ev.private_data, m.private_data, abi::kCmRepPrivate);
-        post(*id, ev);
+        post(*id, RDMA_CM_EVENT_CONNECT_RESPONSE, 0, m.private_data, abi::kCmRepPrivate);
         break;
     }
     case St::kRepRcvd: {
         // The application has not established yet: ask the passive side for patience.
-        cm::Mra mra;
-        mra.local_comm_id = id->local_comm_id;
-        mra.remote_comm_id = id->remote_comm_id;
-        mra.msg_mraed = cm::kMsgRep;
-        mra.service_timeout = kMraServiceTimeout;
-        uint8_t out[cm::kMadLen];
-        cm::encode(mra, tid, out);
-        send_mad(id->remote_addr, out, id->tos);
+        send_mra(*id, cm::kMsgRep, id->remote_addr, tid);
         break;
     }
     case St::kEstablished:
@@ -187,8 +164,7 @@ void CmAgent::on_rtu(const uint8_t* mad) {
     id->deadline = 0;
     id->st = St::kEstablished;
     table_.leave_pending(*id);
-    abi::CmEventRec ev = event_for(*id, RDMA_CM_EVENT_ESTABLISHED, 0);
-    post(*id, ev);
+    post(*id, RDMA_CM_EVENT_ESTABLISHED);
 }
 
 void CmAgent::on_rej(const uint8_t* mad) {
@@ -204,10 +180,7 @@ void CmAgent::on_rej(const uint8_t* mad) {
         id->deadline = 0;
         id->st = St::kIdle;
         table_.leave_pending(*id);
-        abi::CmEventRec ev = event_for(*id, RDMA_CM_EVENT_REJECTED, m.reason);
-        ev.private_data_len = abi::kCmRejPrivate;
-        std::memcpy(ev.private_data, m.private_data, abi::kCmRejPrivate);
-        post(*id, ev);
+        post(*id, RDMA_CM_EVENT_REJECTED, m.reason, m.private_data, abi::kCmRejPrivate);
         if (!id->owner) table_.erase(id->handle);
         break;
     }

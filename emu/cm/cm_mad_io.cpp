@@ -107,6 +107,30 @@ void CmAgent::send_rej(const CmAddr& to, uint32_t local_comm, uint32_t remote_co
     send_mad(to, mad, tos);
 }
 
+void CmAgent::send_mra(const Id& id, uint8_t msg, const CmAddr& to, uint64_t tid) {
+    cm::Mra m;
+    m.local_comm_id = id.local_comm_id;
+    m.remote_comm_id = id.remote_comm_id;
+    m.msg_mraed = msg;
+    m.service_timeout = kMraServiceTimeout;
+    uint8_t mad[cm::kMadLen];
+    cm::encode(m, tid, mad);
+    send_mad(to, mad, id.tos);
+}
+
+void CmAgent::send_sidr_rep(Id& id, uint8_t status, const uint8_t* pd, uint32_t pd_len,
+                            uint32_t qpn, uint32_t qkey) {
+    cm::SidrRep m;
+    m.request_id = id.remote_comm_id;
+    m.status = status;
+    m.qpn = qpn;
+    m.service_id = cm::service_id(id.ps, ntohs(id.local_port));
+    m.qkey = qkey;
+    if (pd_len) std::memcpy(m.private_data, pd, pd_len);
+    cm::encode(m, id.tid, id.mad);
+    send_mad(id.remote_addr, id.mad, id.tos);
+}
+
 void CmAgent::on_mad(const net::Endpoint& from, const net::Packet& p) {
     ++mads_rx_;
     if (p.bth.opcode != net::kUdSendOnly) {

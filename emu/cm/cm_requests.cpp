@@ -135,8 +135,7 @@ void CmAgent::request(Session& s, const abi::CmReq& r, abi::CmResp& out, int in_
             id->st = St::kEstablished;
             id->deadline = 0;
             table_.leave_pending(*id);
-            abi::CmEventRec ev = event_for(*id, RDMA_CM_EVENT_ESTABLISHED, 0);
-            post(*id, ev);
+            post(*id, RDMA_CM_EVENT_ESTABLISHED);
         }
         break;
     default: err = EOPNOTSUPP;
@@ -304,8 +303,6 @@ int CmAgent::connect(Id& id, const abi::CmReq& r) {
         cm::encode(m, id.tid, id.mad);
         id.st = St::kReqSent;
     }
-    id.retries_left = kMadRetries;
-    id.wait_ns = kMadTimeoutNs;
     send_request(id);
     return 0;
 }
@@ -313,15 +310,8 @@ int CmAgent::connect(Id& id, const abi::CmReq& r) {
 int CmAgent::accept(Id& id, const abi::CmReq& r) {
     if (id.st == St::kSidrReqRcvd) {
         if (r.private_data_len > abi::kCmSidrRepPrivate) return EINVAL;
-        cm::SidrRep m;
-        m.request_id = id.remote_comm_id;
-        m.status = cm::kSidrOk;
-        m.qpn = r.qpn & 0xffffff;
-        m.service_id = cm::service_id(id.ps, ntohs(id.local_port));
-        m.qkey = r.qkey;
-        std::memcpy(m.private_data, r.private_data, r.private_data_len);
-        cm::encode(m, id.tid, id.mad);
-        send_mad(id.remote_addr, id.mad, id.tos);
+        send_sidr_rep(id, cm::kSidrOk, r.private_data, r.private_data_len, r.qpn & 0xffffff,
+                      r.qkey);
         id.st = St::kSidrDone;  // id.mad answers a repeated SIDR_REQ
         table_.leave_pending(id);
         return 0;
@@ -355,8 +345,6 @@ int CmAgent::accept(Id& id, const abi::CmReq& r) {
     std::memcpy(m.private_data, r.private_data, r.private_data_len);
     cm::encode(m, id.tid, id.mad);
     id.st = St::kRepSent;
-    id.retries_left = kMadRetries;
-    id.wait_ns = kMadTimeoutNs;
     send_request(id);
     return 0;
 }
@@ -364,13 +352,7 @@ int CmAgent::accept(Id& id, const abi::CmReq& r) {
 int CmAgent::reject(Id& id, const abi::CmReq& r) {
     if (id.st == St::kSidrReqRcvd) {
         if (r.private_data_len > abi::kCmSidrRepPrivate) return EINVAL;
-        cm::SidrRep m;
-        m.request_id = id.remote_comm_id;
-        m.status = cm::kSidrReject;
-        m.service_id = cm::service_id(id.ps, ntohs(id.local_port));
-        std::memcpy(m.private_data, r.private_data, r.private_data_len);
-        cm::encode(m, id.tid, id.mad);
-        send_mad(id.remote_addr, id.mad, id.tos);
+        send_sidr_rep(id, cm::kSidrReject, r.private_data, r.private_data_len);
         id.st = St::kSidrDone;
         table_.leave_pending(id);
         return 0;
@@ -400,22 +382,11 @@ void CmAgent::destroy(Id& id) {
                  id.tid, nullptr, 0, false, id.tos);
         break;
     case St::kRepSent:
-        send_rej(id.remote_addr, id.local_comm_id, id.remote_comm_id, cm::kMsgRep, cm::kRejConsumer,
-                 id.tid, nullptr, 0, false, id.tos);
-        break;
     case St::kRepRcvd:
         send_rej(id.remote_addr, id.local_comm_id, id.remote_comm_id, cm::kMsgRep, cm::kRejConsumer,
                  id.tid, nullptr, 0, false, id.tos);
         break;
-    case St::kSidrReqRcvd: {
-        cm::SidrRep m;
-        m.request_id = id.remote_comm_id;
-        m.status = cm::kSidrReject;
-        m.service_id = cm::service_id(id.ps, ntohs(id.local_port));
-        cm::encode(m, id.tid, id.mad);
-        send_mad(id.remote_addr, id.mad, id.tos);
-        break;
-    }
+    case St::kSidrReqRcvd: send_sidr_rep(id, cm::kSidrReject); break;
     case St::kEstablished:
     case St::kDreqRcvd:
         disconnect(id);  // DREQ (then retransmitted), or DREP and TimeWait

@@ -45,14 +45,8 @@ void CmAgent::on_sidr_req(const CmAddr& peer, const uint8_t* mad, uint64_t tid, 
     id.tos = rx_tos_;  // a SIDR_REQ carries no path: the TOS it came with
     id.tid = tid;
     table_.remote[{peer, id.remote_comm_id}] = id.handle;
-    ++listener->pending;
-    abi::CmEventRec ev = event_for(id, RDMA_CM_EVENT_CONNECT_REQUEST, 0);
-    ev.handle = listener->handle;
-    ev.new_handle = id.handle;
-    ev.private_data_len = abi::kCmSidrReqUserPrivate;
-    std::memcpy(ev.private_data, m.private_data + cm::kIpHdrLen, abi::kCmSidrReqUserPrivate);
-    table_.ids[id.handle] = std::move(c);
-    post(*table_.ids[id.handle], ev);
+    post_connect_request(*listener, std::move(c), m.private_data + cm::kIpHdrLen,
+                         abi::kCmSidrReqUserPrivate);
 }
 
 void CmAgent::on_sidr_rep(const uint8_t* mad) {
@@ -62,17 +56,13 @@ void CmAgent::on_sidr_rep(const uint8_t* mad) {
     if (!id || id->st != St::kSidrReqSent) return;
     id->deadline = 0;
     id->st = St::kSidrDone;
-    abi::CmEventRec ev;
     if (m.status == cm::kSidrOk) {
         id->remote_qpn = m.qpn;
         id->qkey = m.qkey;
-        ev = event_for(*id, RDMA_CM_EVENT_ESTABLISHED, 0);
-        ev.private_data_len = abi::kCmSidrRepPrivate;
-        std::memcpy(ev.private_data, m.private_data, abi::kCmSidrRepPrivate);
+        post(*id, RDMA_CM_EVENT_ESTABLISHED, 0, m.private_data, abi::kCmSidrRepPrivate);
     } else {
-        ev = event_for(*id, RDMA_CM_EVENT_UNREACHABLE, m.status);
+        post(*id, RDMA_CM_EVENT_UNREACHABLE, m.status);
     }
-    post(*id, ev);
     if (!id->owner) table_.erase(id->handle);
 }
 
