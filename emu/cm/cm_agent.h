@@ -117,9 +117,12 @@ private:
     // The id a REQ or SIDR REQ from `peer` makes on `listener` (cm_connect.cpp).
     std::unique_ptr<Id> child_of(const Id& listener, const CmAddr& peer, const cm::IpHdr& hdr,
                                  uint32_t qp_type, St st);
-    // The listener on (ps, port) that takes a request with this header (nullptr: none).
-    Id* listener_for(uint32_t ps, uint16_t port, const cm::IpHdr& hdr);
-    bool park(const CmAddr& peer, const uint8_t* mad, uint64_t tid, uint32_t ps, uint16_t port,
+    // The listener that takes a REQ or SIDR_REQ for `service_id`, by the RDMA CM IP header
+    // its private data `pd` begins with (read into *hdr). nullptr: none, or (*ip_cm false)
+    // not an RDMA CM request.
+    Id* listener_for(uint64_t service_id, const uint8_t* pd, cm::IpHdr* hdr, bool* ip_cm);
+    // The request waits (kParkNs) for a listener on its service ID's port; false: too many do.
+    bool park(const CmAddr& peer, const uint8_t* mad, uint64_t tid, uint64_t service_id,
               uint32_t remote_id);
     void unpark(Id& id);
     void on_sidr_rep(const uint8_t* mad);

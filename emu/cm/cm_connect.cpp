@@ -41,12 +41,15 @@ std::unique_ptr<CmAgent::Id> CmAgent::child_of(const Id& listener, const CmAddr&
     return id;
 }
 
-CmAgent::Id* CmAgent::listener_for(uint32_t ps, uint16_t port, const cm::IpHdr& hdr) {
-    auto it = table_.ports.find({ps, port});
+CmAgent::Id* CmAgent::listener_for(uint64_t service_id, const uint8_t* pd, cm::IpHdr* hdr,
+                                   bool* ip_cm) {
+    *ip_cm = cm::is_rdma_cm_service(service_id) && cm::get_ip_hdr(pd, hdr);
+    if (!*ip_cm) return nullptr;
+    auto it = table_.ports.find({cm::service_ps(service_id), cm::service_port(service_id)});
     if (it == table_.ports.end()) return nullptr;
     Id& l = *table_.ids[it->second];
     if (l.st != St::kListen || !l.owner) return nullptr;
-    return listener_takes(l.local_addr, l.family, l.afonly, hdr.version, hdr.dst) ? &l : nullptr;
+    return listener_takes(l.local_addr, l.family, l.afonly, hdr->version, hdr->dst) ? &l : nullptr;
 }
 
 void CmAgent::on_req(const CmAddr& peer, const uint8_t* mad, uint64_t tid, bool may_park) {
@@ -67,13 +70,9 @@ void CmAgent::on_req(const CmAddr& peer, const uint8_t* mad, uint64_t tid, bool 
         return;
     }
     cm::IpHdr hdr;
-    Id* listener = nullptr;
-    bool ip_cm = cm::is_rdma_cm_service(m.service_id) && cm::get_ip_hdr(m.private_data, &hdr);
-    if (ip_cm)
-        listener = listener_for(cm::service_ps(m.service_id), cm::service_port(m.service_id), hdr);
-    if (!listener && ip_cm && may_park &&
-        park(peer, mad, tid, cm::service_ps(m.service_id), cm::service_port(m.service_id),
-             m.local_comm_id))
+    bool ip_cm;
+    Id* listener = listener_for(m.service_id, m.private_data, &hdr, &ip_cm);
+    if (!listener && ip_cm && may_park && park(peer, mad, tid, m.service_id, m.local_comm_id))
         return;
     if (!listener) {
         send_rej(peer, 0, m.local_comm_id, cm::kMsgReq, cm::kRejInvalidServiceId, tid, nullptr, 0,

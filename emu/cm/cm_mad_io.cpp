@@ -168,13 +168,13 @@ void CmAgent::on_mad(const net::Endpoint& from, const net::Packet& p) {
 // Keeps a request for a port with no listener (as an id in state kParked, so duplicates of
 // it are recognised and its timer runs with the others) until a listener comes or kParkNs
 // pass. False when too many are waiting already.
-bool CmAgent::park(const CmAddr& peer, const uint8_t* mad, uint64_t tid, uint32_t ps, uint16_t port,
+bool CmAgent::park(const CmAddr& peer, const uint8_t* mad, uint64_t tid, uint64_t service_id,
                    uint32_t remote_id) {
     if (parked_ >= kMaxParked) return false;
     auto p = table_.make();
     p->st = St::kParked;
-    p->ps = ps;
-    p->local_port = htons(port);
+    p->ps = cm::service_ps(service_id);
+    p->local_port = htons(cm::service_port(service_id));
     p->remote_addr = peer;
     p->remote_comm_id = remote_id;
     p->tid = tid;

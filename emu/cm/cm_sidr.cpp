@@ -21,14 +21,9 @@ void CmAgent::on_sidr_req(const CmAddr& peer, const uint8_t* mad, uint64_t tid, 
         return;
     }
     cm::IpHdr hdr;
-    Id* listener = nullptr;
-    bool ip_cm = cm::is_rdma_cm_service(m.service_id) && cm::get_ip_hdr(m.private_data, &hdr);
-    if (ip_cm)
-        listener = listener_for(cm::service_ps(m.service_id), cm::service_port(m.service_id), hdr);
-    if (!listener && ip_cm && may_park &&
-        park(peer, mad, tid, cm::service_ps(m.service_id), cm::service_port(m.service_id),
-             m.request_id))
-        return;
+    bool ip_cm;
+    Id* listener = listener_for(m.service_id, m.private_data, &hdr, &ip_cm);
+    if (!listener && ip_cm && may_park && park(peer, mad, tid, m.service_id, m.request_id)) return;
     if (!listener || listener->pending >= uint32_t(listener->backlog)) {
         cm::SidrRep rep;
         rep.request_id = m.request_id;
