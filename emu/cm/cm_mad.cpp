@@ -75,7 +75,7 @@ private:
     const uint8_t* mad_;
 };
 
-// The layouts (IBTA vol. 1, chapter 12.6). M: the message, const for a Writer.
+// The layouts (IBTA vol. 1, chapter 12). M: the message, const for a Writer.
 template <class Io, class M>
 void req_fields(Io&& io, M& m) {
     io.field(0, 4, m.local_comm_id);
