@@ -15,7 +15,9 @@
 #include <sstream>
 
 #include "emu/cm/cm_mad.h"
-#include "emu/engine/device.h"
+#include "emu/control/trace.h"
+#include "emu/engine/schedule.h"  // now_ns
+#include "emu/verbs/objects.h"
 
 namespace uroce::emu {
 
@@ -40,7 +42,7 @@ const char* cm_event_name(uint32_t e) {
 
 }  // namespace
 
-CmAgent::CmAgent(Device& dev) : dev_(dev), rng_(std::random_device{}()) {
+CmAgent::CmAgent(const CmEnv& env) : env_(env), rng_(std::random_device{}()) {
     table_.next_comm = rng_();
     tid_hi_ = rng_();
     gsi_psn_ = rng_() & 0xffffff;
@@ -75,6 +77,8 @@ void CmAgent::close_session(Session& s) {
 }
 
 void CmAgent::send_request(Id& id) {
+    id.retries_left = kMadRetries;
+    id.wait_ns = kMadTimeoutNs;
     send_mad(id.remote_addr, id.mad, id.tos);
     arm(id, now_ns() + id.wait_ns);
 }
@@ -122,24 +126,19 @@ void CmAgent::timeout(Id& id, uint64_t now) {
     case St::kTimewait: {
         id.st = St::kIdle;
         if (!id.owner) return table_.erase(id.handle);
-        abi::CmEventRec ev = event_for(id, RDMA_CM_EVENT_TIMEWAIT_EXIT, 0);
-        post(id, ev);
-        return;
+        return post(id, RDMA_CM_EVENT_TIMEWAIT_EXIT);
     }
     default: return;
     }
     // Out of retries.
     if (id.st == St::kDreqSent) {
         enter_timewait(id);
-        abi::CmEventRec ev = event_for(id, RDMA_CM_EVENT_DISCONNECTED, -ETIMEDOUT);
-        post(id, ev);
-        return;
+        return post(id, RDMA_CM_EVENT_DISCONNECTED, -ETIMEDOUT);
     }
     id.st = St::kIdle;
     table_.leave_pending(id);
     if (!id.owner) return table_.erase(id.handle);
-    abi::CmEventRec ev = event_for(id, RDMA_CM_EVENT_UNREACHABLE, -ETIMEDOUT);
-    post(id, ev);
+    post(id, RDMA_CM_EVENT_UNREACHABLE, -ETIMEDOUT);
 }
 
 // ---- events ------------------------------------------------------------------------------
@@ -173,13 +172,34 @@ void CmAgent::post(const Id& id, abi::CmEventRec& ev) {
     if (!id.owner) return;
     auto it = channels_.find({id.owner, id.channel});
     if (it == channels_.end()) return;
-    dev_.trace_.add("cm event %s id %u status %d -> pid %d", cm_event_name(ev.event), ev.handle,
-                    ev.status, int(id.owner->pid));
+    env_.trace.add("cm event %s id %u status %d -> pid %d", cm_event_name(ev.event), ev.handle,
+                   ev.status, int(id.owner->pid));
     ev.dev_tag = it->second.dev_tag;
     if (write(it->second.fd, &ev, sizeof ev) < 0) {
         // The application is not reading its channel (or closed it): the event is lost, as
         // an event the kernel cannot queue would be.
     }
+}
+
+void CmAgent::post(const Id& id, uint32_t type, int32_t status, const uint8_t* pd,
+                   uint32_t pd_len) {
+    abi::CmEventRec ev = event_for(id, type, status);
+    ev.private_data_len = uint8_t(pd_len);
+    if (pd_len) std::memcpy(ev.private_data, pd, pd_len);
+    post(id, ev);
+}
+
+void CmAgent::post_connect_request(Id& listener, std::unique_ptr<Id> child, const uint8_t* user_pd,
+                                   uint32_t user_pd_len) {
+    Id& id = *child;
+    ++listener.pending;
+    abi::CmEventRec ev = event_for(id, RDMA_CM_EVENT_CONNECT_REQUEST, 0);
+    ev.handle = listener.handle;
+    ev.new_handle = id.handle;
+    ev.private_data_len = uint8_t(user_pd_len);
+    std::memcpy(ev.private_data, user_pd, user_pd_len);
+    table_.ids[id.handle] = std::move(child);
+    post(id, ev);
 }
 
 CmAgent::Objects CmAgent::objects() const {

@@ -4,7 +4,8 @@
 // requests, connections), sends and retransmits REQ/REP/RTU/REJ/MRA/DREQ/DREP and
 // SIDR_REQ/SIDR_REP MADs, and reports what happens as rdma_cm events written into the
 // sessions' event channel pipes. Everything here runs on the engine thread. See docs/cm.md;
-// cm_agent.cpp says which file holds which part.
+// cm_agent.cpp says which file holds which part. Of the device it uses what CmEnv names
+// (emu/cm/cm_env.h): the wire, counters, trace, config, GUID and port MTU.
 #pragma once
 
 #include <netinet/in.h>
@@ -17,6 +18,7 @@
 #include <vector>
 
 #include "emu/abi/cm_protocol.h"
+#include "emu/cm/cm_env.h"
 #include "emu/cm/cm_id_table.h"
 #include "net/endpoint.h"
 #include "net/headers.h"
@@ -27,7 +29,6 @@ namespace cm {
 struct IpHdr;
 }
 
-class Device;
 struct Session;
 
 class CmAgent {
@@ -52,7 +53,7 @@ public:
     static constexpr uint64_t kParkNs = 200'000'000;
     static constexpr size_t kMaxParked = 64;
 
-    explicit CmAgent(Device& dev);
+    explicit CmAgent(const CmEnv& env);
     ~CmAgent();
     CmAgent(const CmAgent&) = delete;
     CmAgent& operator=(const CmAgent&) = delete;
@@ -100,7 +101,7 @@ private:
     void trace_mad(const char* dir, const char* prep, const CmAddr& peer, const uint8_t* mad);
     CmAddr own_addr() const;    // the device's address
     uint32_t scope() const;     // its interface: link-local peers are on it (and print with it)
-    void send_request(Id& id);  // id.mad, armed for retransmission
+    void send_request(Id& id);  // id.mad, armed for kMadRetries retransmissions
     void arm(Id& id, uint64_t deadline);
     void timeout(Id& id, uint64_t now);
     void enter_timewait(Id& id);
@@ -116,20 +117,36 @@ private:
     // The id a REQ or SIDR REQ from `peer` makes on `listener` (cm_connect.cpp).
     std::unique_ptr<Id> child_of(const Id& listener, const CmAddr& peer, const cm::IpHdr& hdr,
                                  uint32_t qp_type, St st);
-    // The listener on (ps, port) that takes a request with this header (nullptr: none).
-    Id* listener_for(uint32_t ps, uint16_t port, const cm::IpHdr& hdr);
-    bool park(const CmAddr& peer, const uint8_t* mad, uint64_t tid, uint32_t ps, uint16_t port,
+    // The listener that takes a REQ or SIDR_REQ for `service_id`, by the RDMA CM IP header
+    // its private data `pd` begins with (read into *hdr). nullptr: none, or (*ip_cm false)
+    // not an RDMA CM request.
+    Id* listener_for(uint64_t service_id, const uint8_t* pd, cm::IpHdr* hdr, bool* ip_cm);
+    // The request waits (kParkNs) for a listener on its service ID's port; false: too many do.
+    bool park(const CmAddr& peer, const uint8_t* mad, uint64_t tid, uint64_t service_id,
               uint32_t remote_id);
     void unpark(Id& id);
     void on_sidr_rep(const uint8_t* mad);
+    // An MRA for the `msg` (cm::kMsgReq, kMsgRep) the id received.
+    void send_mra(const Id& id, uint8_t msg, const CmAddr& to, uint64_t tid);
+    // The answer to the SIDR_REQ the id holds, kept in id.mad for a repeated SIDR_REQ; the QP
+    // and Q_Key only with kSidrOk.
+    void send_sidr_rep(Id& id, uint8_t status, const uint8_t* pd = nullptr, uint32_t pd_len = 0,
+                       uint32_t qpn = 0, uint32_t qkey = 0);
     void send_rej(const CmAddr& to, uint32_t local_comm, uint32_t remote_comm, uint8_t msg,
                   uint16_t reason, uint64_t tid, const uint8_t* pd, size_t pd_len, bool ari_guid,
                   uint8_t tos);
 
     abi::CmEventRec event_for(const Id& id, uint32_t type, int32_t status) const;
     void post(const Id& id, abi::CmEventRec& ev);
+    // An event of `type` for the id's owner, with `pd_len` bytes of private data from `pd`.
+    void post(const Id& id, uint32_t type, int32_t status = 0, const uint8_t* pd = nullptr,
+              uint32_t pd_len = 0);
+    // The id a REQ or SIDR_REQ made on `listener` (child_of) enters the table, and the
+    // listener's owner hears CONNECT_REQUEST with the request's user private data.
+    void post_connect_request(Id& listener, std::unique_ptr<Id> child, const uint8_t* user_pd,
+                              uint32_t user_pd_len);
 
-    Device& dev_;
+    CmEnv env_;  // references: copying it copies none of the parts
     CmIdTable table_;
     uint8_t rx_tos_ = 0;  // the IPv4 TOS of the MAD being handled (on_mad)
     std::map<std::pair<const Session*, uint32_t>, Channel> channels_;

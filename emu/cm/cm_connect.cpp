@@ -8,7 +8,7 @@
 
 #include "emu/cm/cm_agent.h"
 #include "emu/cm/cm_mad.h"
-#include "emu/engine/device.h"
+#include "emu/engine/schedule.h"  // now_ns
 
 namespace uroce::emu {
 
@@ -41,12 +41,15 @@ std::unique_ptr<CmAgent::Id> CmAgent::child_of(const Id& listener, const CmAddr&
     return id;
 }
 
-CmAgent::Id* CmAgent::listener_for(uint32_t ps, uint16_t port, const cm::IpHdr& hdr) {
-    auto it = table_.ports.find({ps, port});
+CmAgent::Id* CmAgent::listener_for(uint64_t service_id, const uint8_t* pd, cm::IpHdr* hdr,
+                                   bool* ip_cm) {
+    *ip_cm = cm::is_rdma_cm_service(service_id) && cm::get_ip_hdr(pd, hdr);
+    if (!*ip_cm) return nullptr;
+    auto it = table_.ports.find({cm::service_ps(service_id), cm::service_port(service_id)});
     if (it == table_.ports.end()) return nullptr;
     Id& l = *table_.ids[it->second];
     if (l.st != St::kListen || !l.owner) return nullptr;
-    return listener_takes(l.local_addr, l.family, l.afonly, hdr.version, hdr.dst) ? &l : nullptr;
+    return listener_takes(l.local_addr, l.family, l.afonly, hdr->version, hdr->dst) ? &l : nullptr;
 }
 
 void CmAgent::on_req(const CmAddr& peer, const uint8_t* mad, uint64_t tid, bool may_park) {
@@ -59,14 +62,7 @@ void CmAgent::on_req(const CmAddr& peer, const uint8_t* mad, uint64_t tid, bool 
         if (it != table_.ids.end()) {
             Id& id = *it->second;
             if (id.st == St::kReqRcvd) {
-                cm::Mra mra;
-                mra.local_comm_id = id.local_comm_id;
-                mra.remote_comm_id = id.remote_comm_id;
-                mra.msg_mraed = cm::kMsgReq;
-                mra.service_timeout = kMraServiceTimeout;
-                uint8_t out[cm::kMadLen];
-                cm::encode(mra, id.tid, out);
-                send_mad(peer, out, id.tos);
+                send_mra(id, cm::kMsgReq, peer, id.tid);
             } else if (id.st == St::kRepSent) {
                 send_mad(peer, id.mad, id.tos);
             }
@@ -74,13 +70,9 @@ void CmAgent::on_req(const CmAddr& peer, const uint8_t* mad, uint64_t tid, bool 
         return;
     }
     cm::IpHdr hdr;
-    Id* listener = nullptr;
-    bool ip_cm = cm::is_rdma_cm_service(m.service_id) && cm::get_ip_hdr(m.private_data, &hdr);
-    if (ip_cm)
-        listener = listener_for(cm::service_ps(m.service_id), cm::service_port(m.service_id), hdr);
-    if (!listener && ip_cm && may_park &&
-        park(peer, mad, tid, cm::service_ps(m.service_id), cm::service_port(m.service_id),
-             m.local_comm_id))
+    bool ip_cm;
+    Id* listener = listener_for(m.service_id, m.private_data, &hdr, &ip_cm);
+    if (!listener && ip_cm && may_park && park(peer, mad, tid, m.service_id, m.local_comm_id))
         return;
     if (!listener) {
         send_rej(peer, 0, m.local_comm_id, cm::kMsgReq, cm::kRejInvalidServiceId, tid, nullptr, 0,
@@ -114,18 +106,12 @@ void CmAgent::on_req(const CmAddr& peer, const uint8_t* mad, uint64_t tid, bool 
     // The path MTU: the REQ's, but no more than this port carries (the active side chose
     // its own port's).
     id.mtu = std::min<uint8_t>(std::clamp<uint8_t>(m.path_mtu, IBV_MTU_256, IBV_MTU_4096),
-                               uint8_t(dev_.port_mtu_));
+                               uint8_t(env_.port_mtu));
     id.tid = tid;
     table_.comm[id.local_comm_id] = id.handle;
     table_.remote[{peer, id.remote_comm_id}] = id.handle;
-    ++listener->pending;
-    abi::CmEventRec ev = event_for(id, RDMA_CM_EVENT_CONNECT_REQUEST, 0);
-    ev.handle = listener->handle;
-    ev.new_handle = id.handle;
-    ev.private_data_len = abi::kCmReqUserPrivate;
-    std::memcpy(ev.private_data, m.private_data + cm::kIpHdrLen, abi::kCmReqUserPrivate);
-    table_.ids[id.handle] = std::move(c);
-    post(*table_.ids[id.handle], ev);
+    post_connect_request(*listener, std::move(c), m.private_data + cm::kIpHdrLen,
+                         abi::kCmReqUserPrivate);
 }
 
 void CmAgent::on_rep(const uint8_t* mad, uint64_t tid) {
@@ -154,22 +140,12 @@ void CmAgent::on_rep(const uint8_t* mad, uint64_t tid) {
             table_.erase(id->handle);
             return;
         }
-        abi::CmEventRec ev = event_for(*id, RDMA_CM_EVENT_CONNECT_RESPONSE, 0);
-        ev.private_data_len = abi::kCmRepPrivate;
-        std::memcpy(ev.private_data, m.private_data, abi::kCmRepPrivate);
-        post(*id, ev);
+        post(*id, RDMA_CM_EVENT_CONNECT_RESPONSE, 0, m.private_data, abi::kCmRepPrivate);
         break;
     }
     case St::kRepRcvd: {
         // The application has not established yet: ask the passive side for patience.
-        cm::Mra mra;
-        mra.local_comm_id = id->local_comm_id;
-        mra.remote_comm_id = id->remote_comm_id;
-        mra.msg_mraed = cm::kMsgRep;
-        mra.service_timeout = kMraServiceTimeout;
-        uint8_t out[cm::kMadLen];
-        cm::encode(mra, tid, out);
-        send_mad(id->remote_addr, out, id->tos);
+        send_mra(*id, cm::kMsgRep, id->remote_addr, tid);
         break;
     }
     case St::kEstablished:
@@ -187,8 +163,7 @@ void CmAgent::on_rtu(const uint8_t* mad) {
     id->deadline = 0;
     id->st = St::kEstablished;
     table_.leave_pending(*id);
-    abi::CmEventRec ev = event_for(*id, RDMA_CM_EVENT_ESTABLISHED, 0);
-    post(*id, ev);
+    post(*id, RDMA_CM_EVENT_ESTABLISHED);
 }
 
 void CmAgent::on_rej(const uint8_t* mad) {
@@ -204,10 +179,7 @@ void CmAgent::on_rej(const uint8_t* mad) {
         id->deadline = 0;
         id->st = St::kIdle;
         table_.leave_pending(*id);
-        abi::CmEventRec ev = event_for(*id, RDMA_CM_EVENT_REJECTED, m.reason);
-        ev.private_data_len = abi::kCmRejPrivate;
-        std::memcpy(ev.private_data, m.private_data, abi::kCmRejPrivate);
-        post(*id, ev);
+        post(*id, RDMA_CM_EVENT_REJECTED, m.reason, m.private_data, abi::kCmRejPrivate);
         if (!id->owner) table_.erase(id->handle);
         break;
     }

@@ -6,7 +6,7 @@
 
 #include "emu/cm/cm_agent.h"
 #include "emu/cm/cm_mad.h"
-#include "emu/engine/device.h"
+#include "emu/engine/schedule.h"  // now_ns
 
 namespace uroce::emu {
 
@@ -23,8 +23,6 @@ int CmAgent::disconnect(Id& id) {
         id.tid = new_tid();
         cm::encode_dreq(m, id.tid, id.mad);
         id.st = St::kDreqSent;
-        id.retries_left = kMadRetries;
-        id.wait_ns = kMadTimeoutNs;
         send_request(id);
         return 0;
     }
@@ -68,8 +66,7 @@ void CmAgent::on_dreq(const CmAddr& peer, const uint8_t* mad, uint64_t tid) {
         table_.leave_pending(*id);
         id->tid = tid;
         id->st = St::kDreqRcvd;
-        abi::CmEventRec ev = event_for(*id, RDMA_CM_EVENT_DISCONNECTED, 0);
-        post(*id, ev);
+        post(*id, RDMA_CM_EVENT_DISCONNECTED);
         break;
     }
     case St::kDreqSent: {
@@ -77,8 +74,7 @@ void CmAgent::on_dreq(const CmAddr& peer, const uint8_t* mad, uint64_t tid) {
         cm::encode_drep(rep, tid, id->mad);
         send_mad(id->remote_addr, id->mad, id->tos);
         enter_timewait(*id);
-        abi::CmEventRec ev = event_for(*id, RDMA_CM_EVENT_DISCONNECTED, 0);
-        post(*id, ev);
+        post(*id, RDMA_CM_EVENT_DISCONNECTED);
         break;
     }
     case St::kTimewait: {
@@ -97,8 +93,7 @@ void CmAgent::on_drep(const uint8_t* mad) {
     Id* id = table_.by_comm(m.remote_comm_id);
     if (!id || id->st != St::kDreqSent) return;
     enter_timewait(*id);
-    abi::CmEventRec ev = event_for(*id, RDMA_CM_EVENT_DISCONNECTED, 0);
-    post(*id, ev);
+    post(*id, RDMA_CM_EVENT_DISCONNECTED);
 }
 
 }  // namespace uroce::emu

@@ -19,12 +19,6 @@ uint64_t get(const uint8_t* mad, size_t off, int n) {
     for (int i = 0; i < n; ++i) v = (v << 8) | p[i];
     return v;
 }
-void put_bytes(uint8_t* mad, size_t off, const void* src, size_t n) {
-    std::memcpy(mad + kMadHdrLen + off, src, n);
-}
-void get_bytes(const uint8_t* mad, size_t off, void* dst, size_t n) {
-    std::memcpy(dst, mad + kMadHdrLen + off, n);
-}
 
 void header(uint8_t* mad, uint16_t attr, uint64_t tid) {
     std::memset(mad, 0, kMadLen);
@@ -37,19 +31,153 @@ void header(uint8_t* mad, uint16_t attr, uint64_t tid) {
     mad[17] = uint8_t(attr);
 }
 
-// Two comm IDs, then private data at `pd_off`.
-void encode_short(uint16_t attr, const Short& m, uint64_t tid, uint8_t* mad, size_t pd_off,
-                  size_t pd_len) {
-    header(mad, attr, tid);
-    put(mad, 0, 4, m.local_comm_id);
-    put(mad, 4, 4, m.remote_comm_id);
-    put_bytes(mad, pd_off, m.private_data, pd_len);
+// Each message's layout is written once, as a function over a Writer (encode) or a Reader
+// (decode), so that the two directions cannot disagree. field: `n` bytes at `off`; bits:
+// `width` bits from bit `shift` of the `n` bytes at `off` (sub-byte fields); bytes: an array.
+class Writer {
+public:
+    // Starts the MAD: its header, the message zero.
+    Writer(uint8_t* mad, uint16_t attr, uint64_t tid) : mad_(mad) { header(mad, attr, tid); }
+    template <class T>
+    void field(size_t off, int n, const T& v) {
+        put(mad_, off, n, uint64_t(v));
+    }
+    template <class T>
+    void bits(size_t off, int n, int shift, int width, const T& v) {
+        const uint64_t mask = (uint64_t(1) << width) - 1;
+        put(mad_, off, n, get(mad_, off, n) | ((uint64_t(v) & mask) << shift));
+    }
+    void bytes(size_t off, const void* src, size_t len) {
+        std::memcpy(mad_ + kMadHdrLen + off, src, len);
+    }
+
+private:
+    uint8_t* mad_;
+};
+
+class Reader {
+public:
+    explicit Reader(const uint8_t* mad) : mad_(mad) {}
+    template <class T>
+    void field(size_t off, int n, T& v) {
+        v = T(get(mad_, off, n));
+    }
+    template <class T>
+    void bits(size_t off, int n, int shift, int width, T& v) {
+        const uint64_t mask = (uint64_t(1) << width) - 1;
+        v = T((get(mad_, off, n) >> shift) & mask);
+    }
+    void bytes(size_t off, void* dst, size_t len) {
+        std::memcpy(dst, mad_ + kMadHdrLen + off, len);
+    }
+
+private:
+    const uint8_t* mad_;
+};
+
+// The layouts (IBTA vol. 1, chapter 12). M: the message, const for a Writer.
+template <class Io, class M>
+void req_fields(Io&& io, M& m) {
+    io.field(0, 4, m.local_comm_id);
+    io.field(8, 8, m.service_id);
+    io.field(16, 8, m.local_ca_guid);
+    io.field(28, 4, m.local_qkey);
+    io.field(32, 3, m.local_qpn);
+    io.field(35, 1, m.responder_resources);
+    io.field(39, 1, m.initiator_depth);
+    io.bits(43, 1, 3, 5, m.remote_cm_response_timeout);
+    io.bits(43, 1, 1, 2, m.transport);
+    io.bits(43, 1, 0, 1, m.flow_control);
+    io.field(44, 3, m.starting_psn);
+    io.bits(47, 1, 3, 5, m.local_cm_response_timeout);
+    io.bits(47, 1, 0, 3, m.retry_count);
+    io.field(48, 2, m.pkey);
+    io.bits(50, 1, 4, 4, m.path_mtu);
+    io.bits(50, 1, 0, 3, m.rnr_retry_count);
+    io.bits(51, 1, 4, 4, m.max_cm_retries);
+    io.bits(51, 1, 3, 1, m.srq);
+    io.bits(51, 1, 0, 3, m.ext_transport);
+    io.field(52, 2, m.local_lid);
+    io.field(54, 2, m.remote_lid);
+    io.bytes(56, m.local_gid, 16);
+    io.bytes(72, m.remote_gid, 16);
+    io.bits(88, 4, 12, 20, m.flow_label);
+    io.bits(88, 4, 0, 6, m.packet_rate);
+    io.field(92, 1, m.traffic_class);
+    io.field(93, 1, m.hop_limit);
+    io.bits(94, 1, 4, 4, m.sl);  // subnet local 0: the path uses a GRH
+    io.bits(95, 1, 3, 5, m.local_ack_timeout);
+    io.bytes(140, m.private_data, sizeof m.private_data);
 }
-void decode_short(const uint8_t* mad, Short* m, size_t pd_off, size_t pd_len) {
-    m->local_comm_id = uint32_t(get(mad, 0, 4));
-    m->remote_comm_id = uint32_t(get(mad, 4, 4));
-    std::memset(m->private_data, 0, sizeof m->private_data);
-    get_bytes(mad, pd_off, m->private_data, pd_len);
+
+template <class Io, class M>
+void rep_fields(Io&& io, M& m) {
+    io.field(0, 4, m.local_comm_id);
+    io.field(4, 4, m.remote_comm_id);
+    io.field(8, 4, m.local_qkey);
+    io.field(12, 3, m.local_qpn);
+    io.field(16, 3, m.local_eecn);
+    io.field(20, 3, m.starting_psn);
+    io.field(24, 1, m.responder_resources);
+    io.field(25, 1, m.initiator_depth);
+    io.bits(26, 1, 3, 5, m.target_ack_delay);
+    io.bits(26, 1, 1, 2, m.failover_accepted);
+    io.bits(26, 1, 0, 1, m.flow_control);
+    io.bits(27, 1, 5, 3, m.rnr_retry_count);
+    io.bits(27, 1, 4, 1, m.srq);
+    io.field(28, 8, m.local_ca_guid);
+    io.bytes(36, m.private_data, sizeof m.private_data);
+}
+
+template <class Io, class M>
+void rej_fields(Io&& io, M& m) {
+    io.field(0, 4, m.local_comm_id);
+    io.field(4, 4, m.remote_comm_id);
+    io.bits(8, 1, 6, 2, m.msg_rejected);
+    io.bits(9, 1, 1, 7, m.ari_len);
+    io.field(10, 2, m.reason);
+    io.bytes(12, m.ari, sizeof m.ari);
+    io.bytes(84, m.private_data, sizeof m.private_data);
+}
+
+template <class Io, class M>
+void mra_fields(Io&& io, M& m) {
+    io.field(0, 4, m.local_comm_id);
+    io.field(4, 4, m.remote_comm_id);
+    io.bits(8, 1, 6, 2, m.msg_mraed);
+    io.bits(9, 1, 3, 5, m.service_timeout);
+}
+
+// RTU, DREP (private data at 8, 224 bytes) and DREQ (the remote QPN at 8, then 220 bytes).
+template <class Io, class M>
+void short_fields(Io&& io, M& m, bool dreq) {
+    io.field(0, 4, m.local_comm_id);
+    io.field(4, 4, m.remote_comm_id);
+    if (dreq) io.field(8, 3, m.remote_qpn);
+    io.bytes(dreq ? 12 : 8, m.private_data, dreq ? 220 : 224);
+}
+
+template <class Io, class M>
+void sidr_req_fields(Io&& io, M& m) {
+    io.field(0, 4, m.request_id);
+    io.field(4, 2, m.pkey);
+    io.field(8, 8, m.service_id);
+    io.bytes(16, m.private_data, sizeof m.private_data);
+}
+
+template <class Io, class M>
+void sidr_rep_fields(Io&& io, M& m) {
+    io.field(0, 4, m.request_id);
+    io.field(4, 1, m.status);
+    io.field(8, 3, m.qpn);
+    io.field(12, 8, m.service_id);
+    io.field(20, 4, m.qkey);
+    io.bytes(96, m.private_data, sizeof m.private_data);
+}
+
+void decode_short(const uint8_t* mad, Short* m, bool dreq) {
+    std::memset(m->private_data, 0, sizeof m->private_data);  // a DREQ's is 4 bytes shorter
+    short_fields(Reader(mad), *m, dreq);
 }
 
 }  // namespace
@@ -97,197 +225,39 @@ bool parse_hdr(const uint8_t* mad, MadHdr* h) {
     return true;
 }
 
-void encode(const Req& m, uint64_t tid, uint8_t* mad) {
-    header(mad, kAttrReq, tid);
-    put(mad, 0, 4, m.local_comm_id);
-    put(mad, 8, 8, m.service_id);
-    put(mad, 16, 8, m.local_ca_guid);
-    put(mad, 28, 4, m.local_qkey);
-    put(mad, 32, 3, m.local_qpn);
-    put(mad, 35, 1, m.responder_resources);
-    put(mad, 39, 1, m.initiator_depth);
-    put(mad, 43, 1,
-        uint8_t((m.remote_cm_response_timeout & 31) << 3) | uint8_t((m.transport & 3) << 1) |
-            (m.flow_control ? 1 : 0));
-    put(mad, 44, 3, m.starting_psn);
-    put(mad, 47, 1, uint8_t((m.local_cm_response_timeout & 31) << 3) | (m.retry_count & 7));
-    put(mad, 48, 2, m.pkey);
-    put(mad, 50, 1, uint8_t((m.path_mtu & 15) << 4) | (m.rnr_retry_count & 7));
-    put(mad, 51, 1,
-        uint8_t((m.max_cm_retries & 15) << 4) | (m.srq ? 0x08 : 0) | (m.ext_transport & 7));
-    put(mad, 52, 2, m.local_lid);
-    put(mad, 54, 2, m.remote_lid);
-    put_bytes(mad, 56, m.local_gid, 16);
-    put_bytes(mad, 72, m.remote_gid, 16);
-    put(mad, 88, 4, (uint32_t(m.flow_label & 0xfffff) << 12) | (m.packet_rate & 63));
-    put(mad, 92, 1, m.traffic_class);
-    put(mad, 93, 1, m.hop_limit);
-    put(mad, 94, 1, uint8_t((m.sl & 15) << 4));  // subnet local 0: the path uses a GRH
-    put(mad, 95, 1, uint8_t((m.local_ack_timeout & 31) << 3));
-    put_bytes(mad, 140, m.private_data, sizeof m.private_data);
-}
+void encode(const Req& m, uint64_t tid, uint8_t* mad) { req_fields(Writer(mad, kAttrReq, tid), m); }
+void decode(const uint8_t* mad, Req* m) { req_fields(Reader(mad), *m); }
 
-void decode(const uint8_t* mad, Req* m) {
-    m->local_comm_id = uint32_t(get(mad, 0, 4));
-    m->service_id = get(mad, 8, 8);
-    m->local_ca_guid = get(mad, 16, 8);
-    m->local_qkey = uint32_t(get(mad, 28, 4));
-    m->local_qpn = uint32_t(get(mad, 32, 3));
-    m->responder_resources = uint8_t(get(mad, 35, 1));
-    m->initiator_depth = uint8_t(get(mad, 39, 1));
-    uint8_t b = uint8_t(get(mad, 43, 1));
-    m->remote_cm_response_timeout = b >> 3;
-    m->transport = (b >> 1) & 3;
-    m->flow_control = b & 1;
-    m->starting_psn = uint32_t(get(mad, 44, 3));
-    b = uint8_t(get(mad, 47, 1));
-    m->local_cm_response_timeout = b >> 3;
-    m->retry_count = b & 7;
-    m->pkey = uint16_t(get(mad, 48, 2));
-    b = uint8_t(get(mad, 50, 1));
-    m->path_mtu = b >> 4;
-    m->rnr_retry_count = b & 7;
-    b = uint8_t(get(mad, 51, 1));
-    m->max_cm_retries = b >> 4;
-    m->srq = (b & 0x08) != 0;
-    m->ext_transport = b & 7;
-    m->local_lid = uint16_t(get(mad, 52, 2));
-    m->remote_lid = uint16_t(get(mad, 54, 2));
-    get_bytes(mad, 56, m->local_gid, 16);
-    get_bytes(mad, 72, m->remote_gid, 16);
-    uint32_t fl = uint32_t(get(mad, 88, 4));
-    m->flow_label = fl >> 12;
-    m->packet_rate = fl & 63;
-    m->traffic_class = uint8_t(get(mad, 92, 1));
-    m->hop_limit = uint8_t(get(mad, 93, 1));
-    m->sl = uint8_t(get(mad, 94, 1)) >> 4;
-    m->local_ack_timeout = uint8_t(get(mad, 95, 1)) >> 3;
-    get_bytes(mad, 140, m->private_data, sizeof m->private_data);
-}
+void encode(const Rep& m, uint64_t tid, uint8_t* mad) { rep_fields(Writer(mad, kAttrRep, tid), m); }
+void decode(const uint8_t* mad, Rep* m) { rep_fields(Reader(mad), *m); }
 
-void encode(const Rep& m, uint64_t tid, uint8_t* mad) {
-    header(mad, kAttrRep, tid);
-    put(mad, 0, 4, m.local_comm_id);
-    put(mad, 4, 4, m.remote_comm_id);
-    put(mad, 8, 4, m.local_qkey);
-    put(mad, 12, 3, m.local_qpn);
-    put(mad, 16, 3, m.local_eecn);
-    put(mad, 20, 3, m.starting_psn);
-    put(mad, 24, 1, m.responder_resources);
-    put(mad, 25, 1, m.initiator_depth);
-    put(mad, 26, 1,
-        uint8_t((m.target_ack_delay & 31) << 3) | uint8_t((m.failover_accepted & 3) << 1) |
-            (m.flow_control ? 1 : 0));
-    put(mad, 27, 1, uint8_t((m.rnr_retry_count & 7) << 5) | (m.srq ? 0x10 : 0));
-    put(mad, 28, 8, m.local_ca_guid);
-    put_bytes(mad, 36, m.private_data, sizeof m.private_data);
-}
+void encode(const Rej& m, uint64_t tid, uint8_t* mad) { rej_fields(Writer(mad, kAttrRej, tid), m); }
+void decode(const uint8_t* mad, Rej* m) { rej_fields(Reader(mad), *m); }
 
-void decode(const uint8_t* mad, Rep* m) {
-    m->local_comm_id = uint32_t(get(mad, 0, 4));
-    m->remote_comm_id = uint32_t(get(mad, 4, 4));
-    m->local_qkey = uint32_t(get(mad, 8, 4));
-    m->local_qpn = uint32_t(get(mad, 12, 3));
-    m->local_eecn = uint32_t(get(mad, 16, 3));
-    m->starting_psn = uint32_t(get(mad, 20, 3));
-    m->responder_resources = uint8_t(get(mad, 24, 1));
-    m->initiator_depth = uint8_t(get(mad, 25, 1));
-    uint8_t b = uint8_t(get(mad, 26, 1));
-    m->target_ack_delay = b >> 3;
-    m->failover_accepted = (b >> 1) & 3;
-    m->flow_control = b & 1;
-    b = uint8_t(get(mad, 27, 1));
-    m->rnr_retry_count = b >> 5;
-    m->srq = (b & 0x10) != 0;
-    m->local_ca_guid = get(mad, 28, 8);
-    get_bytes(mad, 36, m->private_data, sizeof m->private_data);
-}
-
-void encode(const Rej& m, uint64_t tid, uint8_t* mad) {
-    header(mad, kAttrRej, tid);
-    put(mad, 0, 4, m.local_comm_id);
-    put(mad, 4, 4, m.remote_comm_id);
-    put(mad, 8, 1, uint8_t((m.msg_rejected & 3) << 6));
-    put(mad, 9, 1, uint8_t((m.ari_len & 127) << 1));
-    put(mad, 10, 2, m.reason);
-    put_bytes(mad, 12, m.ari, sizeof m.ari);
-    put_bytes(mad, 84, m.private_data, sizeof m.private_data);
-}
-
-void decode(const uint8_t* mad, Rej* m) {
-    m->local_comm_id = uint32_t(get(mad, 0, 4));
-    m->remote_comm_id = uint32_t(get(mad, 4, 4));
-    m->msg_rejected = uint8_t(get(mad, 8, 1)) >> 6;
-    m->ari_len = uint8_t(get(mad, 9, 1)) >> 1;
-    m->reason = uint16_t(get(mad, 10, 2));
-    get_bytes(mad, 12, m->ari, sizeof m->ari);
-    get_bytes(mad, 84, m->private_data, sizeof m->private_data);
-}
-
-void encode(const Mra& m, uint64_t tid, uint8_t* mad) {
-    header(mad, kAttrMra, tid);
-    put(mad, 0, 4, m.local_comm_id);
-    put(mad, 4, 4, m.remote_comm_id);
-    put(mad, 8, 1, uint8_t((m.msg_mraed & 3) << 6));
-    put(mad, 9, 1, uint8_t((m.service_timeout & 31) << 3));
-}
-
-void decode(const uint8_t* mad, Mra* m) {
-    m->local_comm_id = uint32_t(get(mad, 0, 4));
-    m->remote_comm_id = uint32_t(get(mad, 4, 4));
-    m->msg_mraed = uint8_t(get(mad, 8, 1)) >> 6;
-    m->service_timeout = uint8_t(get(mad, 9, 1)) >> 3;
-}
+void encode(const Mra& m, uint64_t tid, uint8_t* mad) { mra_fields(Writer(mad, kAttrMra, tid), m); }
+void decode(const uint8_t* mad, Mra* m) { mra_fields(Reader(mad), *m); }
 
 void encode_rtu(const Short& m, uint64_t tid, uint8_t* mad) {
-    encode_short(kAttrRtu, m, tid, mad, 8, 224);
+    short_fields(Writer(mad, kAttrRtu, tid), m, false);
 }
 void encode_drep(const Short& m, uint64_t tid, uint8_t* mad) {
-    encode_short(kAttrDrep, m, tid, mad, 8, 224);
+    short_fields(Writer(mad, kAttrDrep, tid), m, false);
 }
 void encode_dreq(const Short& m, uint64_t tid, uint8_t* mad) {
-    encode_short(kAttrDreq, m, tid, mad, 12, 220);
-    put(mad, 8, 3, m.remote_qpn);
+    short_fields(Writer(mad, kAttrDreq, tid), m, true);
 }
-void decode_rtu(const uint8_t* mad, Short* m) { decode_short(mad, m, 8, 224); }
-void decode_drep(const uint8_t* mad, Short* m) { decode_short(mad, m, 8, 224); }
-void decode_dreq(const uint8_t* mad, Short* m) {
-    decode_short(mad, m, 12, 220);
-    m->remote_qpn = uint32_t(get(mad, 8, 3));
-}
+void decode_rtu(const uint8_t* mad, Short* m) { decode_short(mad, m, false); }
+void decode_drep(const uint8_t* mad, Short* m) { decode_short(mad, m, false); }
+void decode_dreq(const uint8_t* mad, Short* m) { decode_short(mad, m, true); }
 
 void encode(const SidrReq& m, uint64_t tid, uint8_t* mad) {
-    header(mad, kAttrSidrReq, tid);
-    put(mad, 0, 4, m.request_id);
-    put(mad, 4, 2, m.pkey);
-    put(mad, 8, 8, m.service_id);
-    put_bytes(mad, 16, m.private_data, sizeof m.private_data);
+    sidr_req_fields(Writer(mad, kAttrSidrReq, tid), m);
 }
-
-void decode(const uint8_t* mad, SidrReq* m) {
-    m->request_id = uint32_t(get(mad, 0, 4));
-    m->pkey = uint16_t(get(mad, 4, 2));
-    m->service_id = get(mad, 8, 8);
-    get_bytes(mad, 16, m->private_data, sizeof m->private_data);
-}
+void decode(const uint8_t* mad, SidrReq* m) { sidr_req_fields(Reader(mad), *m); }
 
 void encode(const SidrRep& m, uint64_t tid, uint8_t* mad) {
-    header(mad, kAttrSidrRep, tid);
-    put(mad, 0, 4, m.request_id);
-    put(mad, 4, 1, m.status);
-    put(mad, 8, 3, m.qpn);
-    put(mad, 12, 8, m.service_id);
-    put(mad, 20, 4, m.qkey);
-    put_bytes(mad, 96, m.private_data, sizeof m.private_data);
+    sidr_rep_fields(Writer(mad, kAttrSidrRep, tid), m);
 }
-
-void decode(const uint8_t* mad, SidrRep* m) {
-    m->request_id = uint32_t(get(mad, 0, 4));
-    m->status = uint8_t(get(mad, 4, 1));
-    m->qpn = uint32_t(get(mad, 8, 3));
-    m->service_id = get(mad, 12, 8);
-    m->qkey = uint32_t(get(mad, 20, 4));
-    get_bytes(mad, 96, m->private_data, sizeof m->private_data);
-}
+void decode(const uint8_t* mad, SidrRep* m) { sidr_rep_fields(Reader(mad), *m); }
 
 }  // namespace uroce::emu::cm

@@ -35,18 +35,18 @@ const char* attr_name(uint16_t attr) {
 
 CmAddr CmAgent::own_addr() const {
     CmAddr a;
-    dev_.cfg_.endpoint().gid(a.data());
+    env_.config.endpoint().gid(a.data());
     return a;
 }
 
 uint32_t CmAgent::scope() const {
-    const net::Endpoint self = dev_.cfg_.endpoint();
+    const net::Endpoint self = env_.config.endpoint();
     return self.is_v6() ? self.v6.sin6_scope_id : 0;
 }
 
 void CmAgent::send_mad(const CmAddr& to_addr, const uint8_t* mad, uint8_t tos) {
     uint32_t slot;
-    uint8_t* buf = dev_.wire_.tx_begin(&slot);
+    uint8_t* buf = env_.wire.tx_begin(&slot);
     if (!buf) return;  // every transmit buffer is in flight: the retransmit timer covers it
     net::Packet p{};
     p.bth.opcode = net::kUdSendOnly;
@@ -59,13 +59,13 @@ void CmAgent::send_mad(const CmAddr& to_addr, const uint8_t* mad, uint8_t tos) {
     size_t h = net::encode_headers(p, buf);
     std::memcpy(buf + h, mad, cm::kMadLen);
     // A link-local peer is on the device's interface (its address's scope).
-    net::Endpoint to = net::Endpoint::from_gid(to_addr.data(), dev_.cfg_.port, scope());
+    net::Endpoint to = net::Endpoint::from_gid(to_addr.data(), env_.config.port, scope());
     if (to.is_v6() && !IN6_IS_ADDR_LINKLOCAL(&to.v6.sin6_addr)) to.v6.sin6_scope_id = 0;
     ++mads_tx_;
     trace_mad("tx", "to", to_addr, mad);
     // TOS: the connection's (the id's, or the REQ's on the passive side), as the kernel's CM
     // sends with the path's traffic class; TTL: the path's hop limit, 64.
-    dev_.wire_.transmit(slot, h + cm::kMadLen, to, nullptr, net::IpMarks{tos, net::kDefaultTtl});
+    env_.wire.transmit(slot, h + cm::kMadLen, to, nullptr, net::IpMarks{tos, net::kDefaultTtl});
 }
 
 // "cm tx REQ to 127.0.0.3 comm 0x... 0x..." (the first two words after the MAD header are
@@ -80,12 +80,12 @@ void CmAgent::trace_mad(const char* dir, const char* prep, const CmAddr& peer, c
     if (h.attr_id == cm::kAttrRej) {
         cm::Rej m;
         cm::decode(mad, &m);
-        dev_.trace_.add("cm %s REJ %s %s comm 0x%x 0x%x reason %u", dir, prep, ip, ntohl(w[0]),
-                        ntohl(w[1]), m.reason);
+        env_.trace.add("cm %s REJ %s %s comm 0x%x 0x%x reason %u", dir, prep, ip, ntohl(w[0]),
+                       ntohl(w[1]), m.reason);
         return;
     }
-    dev_.trace_.add("cm %s %s %s %s comm 0x%x 0x%x", dir, attr_name(h.attr_id), prep, ip,
-                    ntohl(w[0]), ntohl(w[1]));
+    env_.trace.add("cm %s %s %s %s comm 0x%x 0x%x", dir, attr_name(h.attr_id), prep, ip,
+                   ntohl(w[0]), ntohl(w[1]));
 }
 
 void CmAgent::send_rej(const CmAddr& to, uint32_t local_comm, uint32_t remote_comm, uint8_t msg,
@@ -97,7 +97,7 @@ void CmAgent::send_rej(const CmAddr& to, uint32_t local_comm, uint32_t remote_co
     m.msg_rejected = msg;
     m.reason = reason;
     if (ari_guid) {  // a timeout REJ names the CA that timed out
-        uint64_t g = htobe64(dev_.guid_);
+        uint64_t g = htobe64(env_.guid);
         std::memcpy(m.ari, &g, 8);
         m.ari_len = 8;
     }
@@ -107,20 +107,44 @@ void CmAgent::send_rej(const CmAddr& to, uint32_t local_comm, uint32_t remote_co
     send_mad(to, mad, tos);
 }
 
+void CmAgent::send_mra(const Id& id, uint8_t msg, const CmAddr& to, uint64_t tid) {
+    cm::Mra m;
+    m.local_comm_id = id.local_comm_id;
+    m.remote_comm_id = id.remote_comm_id;
+    m.msg_mraed = msg;
+    m.service_timeout = kMraServiceTimeout;
+    uint8_t mad[cm::kMadLen];
+    cm::encode(m, tid, mad);
+    send_mad(to, mad, id.tos);
+}
+
+void CmAgent::send_sidr_rep(Id& id, uint8_t status, const uint8_t* pd, uint32_t pd_len,
+                            uint32_t qpn, uint32_t qkey) {
+    cm::SidrRep m;
+    m.request_id = id.remote_comm_id;
+    m.status = status;
+    m.qpn = qpn;
+    m.service_id = cm::service_id(id.ps, ntohs(id.local_port));
+    m.qkey = qkey;
+    if (pd_len) std::memcpy(m.private_data, pd, pd_len);
+    cm::encode(m, id.tid, id.mad);
+    send_mad(id.remote_addr, id.mad, id.tos);
+}
+
 void CmAgent::on_mad(const net::Endpoint& from, const net::Packet& p) {
     ++mads_rx_;
     if (p.bth.opcode != net::kUdSendOnly) {
         ++mads_bad_;
-        return dev_.counters_.drop(net::DropReason::kOpNotForQp);
+        return env_.counters.drop(net::DropReason::kOpNotForQp);
     }
     if (p.deth.qkey != cm::kGsiQkey) {
         ++mads_bad_;
-        return dev_.counters_.drop(net::DropReason::kBadQkey);
+        return env_.counters.drop(net::DropReason::kBadQkey);
     }
     cm::MadHdr h;
     if (p.payload_len < cm::kMadLen || !cm::parse_hdr(p.payload, &h)) {
         ++mads_bad_;  // not a CM MAD we speak (other management classes are not served)
-        return dev_.counters_.drop(net::DropReason::kBadLength);
+        return env_.counters.drop(net::DropReason::kBadLength);
     }
     const uint8_t* mad = p.payload;
     rx_tos_ = p.ip.tos;
@@ -144,13 +168,13 @@ void CmAgent::on_mad(const net::Endpoint& from, const net::Packet& p) {
 // Keeps a request for a port with no listener (as an id in state kParked, so duplicates of
 // it are recognised and its timer runs with the others) until a listener comes or kParkNs
 // pass. False when too many are waiting already.
-bool CmAgent::park(const CmAddr& peer, const uint8_t* mad, uint64_t tid, uint32_t ps, uint16_t port,
+bool CmAgent::park(const CmAddr& peer, const uint8_t* mad, uint64_t tid, uint64_t service_id,
                    uint32_t remote_id) {
     if (parked_ >= kMaxParked) return false;
     auto p = table_.make();
     p->st = St::kParked;
-    p->ps = ps;
-    p->local_port = htons(port);
+    p->ps = cm::service_ps(service_id);
+    p->local_port = htons(cm::service_port(service_id));
     p->remote_addr = peer;
     p->remote_comm_id = remote_id;
     p->tid = tid;

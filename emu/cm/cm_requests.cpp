@@ -12,7 +12,8 @@
 
 #include "emu/cm/cm_agent.h"
 #include "emu/cm/cm_mad.h"
-#include "emu/engine/device.h"
+#include "emu/control/trace.h"
+#include "emu/verbs/objects.h"
 
 namespace uroce::emu {
 
@@ -134,8 +135,7 @@ void CmAgent::request(Session& s, const abi::CmReq& r, abi::CmResp& out, int in_
             id->st = St::kEstablished;
             id->deadline = 0;
             table_.leave_pending(*id);
-            abi::CmEventRec ev = event_for(*id, RDMA_CM_EVENT_ESTABLISHED, 0);
-            post(*id, ev);
+            post(*id, RDMA_CM_EVENT_ESTABLISHED);
         }
         break;
     default: err = EOPNOTSUPP;
@@ -166,22 +166,22 @@ void CmAgent::trace_request(const Session& s, const abi::CmReq& r, const abi::Cm
     }
     const uint32_t handle = r.cm_op == CmOp::kBind ? out.handle : r.handle;
     if (out.err) {
-        dev_.trace_.add("cm pid %d %s id %u failed: %s", int(s.pid), what, handle,
-                        strerrorname_np(out.err) ? strerrorname_np(out.err) : "?");
+        env_.trace.add("cm pid %d %s id %u failed: %s", int(s.pid), what, handle,
+                       strerrorname_np(out.err) ? strerrorname_np(out.err) : "?");
     } else if (r.cm_op == CmOp::kBind || r.cm_op == CmOp::kListen) {
         auto it = table_.ids.find(handle);
         const Id* id = it == table_.ids.end() ? nullptr : it->second.get();
         const std::string a =
             id ? cm_addr_port(id->local_addr, id->local_port, id->family == AF_INET6, scope())
                : cm_addr_port(addr_of(r.local_addr), 0, r.family == AF_INET6);
-        dev_.trace_.add("cm pid %d %s id %u %s ps 0x%x", int(s.pid), what, handle, a.c_str(),
-                        id ? id->ps : r.ps);
+        env_.trace.add("cm pid %d %s id %u %s ps 0x%x", int(s.pid), what, handle, a.c_str(),
+                       id ? id->ps : r.ps);
     } else if (r.cm_op == CmOp::kConnect) {
         const std::string a = cm_addr_port(addr_of(r.remote_addr), r.remote_port, false, scope());
-        dev_.trace_.add("cm pid %d connect id %u to %s qp 0x%x", int(s.pid), handle, a.c_str(),
-                        r.qpn);
+        env_.trace.add("cm pid %d connect id %u to %s qp 0x%x", int(s.pid), handle, a.c_str(),
+                       r.qpn);
     } else {
-        dev_.trace_.add("cm pid %d %s id %u", int(s.pid), what, handle);
+        env_.trace.add("cm pid %d %s id %u", int(s.pid), what, handle);
     }
 }
 
@@ -271,7 +271,7 @@ int CmAgent::connect(Id& id, const abi::CmReq& r) {
         table_.comm[id.local_comm_id] = id.handle;
         m.local_comm_id = id.local_comm_id;
         m.service_id = sid;
-        m.local_ca_guid = dev_.guid_;
+        m.local_ca_guid = env_.guid;
         m.local_qpn = id.local_qpn;
         m.initiator_depth = id.init_depth;
         m.remote_cm_response_timeout = kMadTimeoutCode;
@@ -303,8 +303,6 @@ int CmAgent::connect(Id& id, const abi::CmReq& r) {
         cm::encode(m, id.tid, id.mad);
         id.st = St::kReqSent;
     }
-    id.retries_left = kMadRetries;
-    id.wait_ns = kMadTimeoutNs;
     send_request(id);
     return 0;
 }
@@ -312,15 +310,8 @@ int CmAgent::connect(Id& id, const abi::CmReq& r) {
 int CmAgent::accept(Id& id, const abi::CmReq& r) {
     if (id.st == St::kSidrReqRcvd) {
         if (r.private_data_len > abi::kCmSidrRepPrivate) return EINVAL;
-        cm::SidrRep m;
-        m.request_id = id.remote_comm_id;
-        m.status = cm::kSidrOk;
-        m.qpn = r.qpn & 0xffffff;
-        m.service_id = cm::service_id(id.ps, ntohs(id.local_port));
-        m.qkey = r.qkey;
-        std::memcpy(m.private_data, r.private_data, r.private_data_len);
-        cm::encode(m, id.tid, id.mad);
-        send_mad(id.remote_addr, id.mad, id.tos);
+        send_sidr_rep(id, cm::kSidrOk, r.private_data, r.private_data_len, r.qpn & 0xffffff,
+                      r.qkey);
         id.st = St::kSidrDone;  // id.mad answers a repeated SIDR_REQ
         table_.leave_pending(id);
         return 0;
@@ -339,7 +330,7 @@ int CmAgent::accept(Id& id, const abi::CmReq& r) {
     m.target_ack_delay = 15;
     m.failover_accepted = 0;
     m.rnr_retry_count = r.rnr_retry_count & 7;
-    m.local_ca_guid = dev_.guid_;
+    m.local_ca_guid = env_.guid;
     if (id.qp_type == IBV_QPT_XRC_RECV) {
         // An XRC target names its QP as the EE context and always receives through an
         // SRQ (the kernel's cm_format_rep).
@@ -354,8 +345,6 @@ int CmAgent::accept(Id& id, const abi::CmReq& r) {
     std::memcpy(m.private_data, r.private_data, r.private_data_len);
     cm::encode(m, id.tid, id.mad);
     id.st = St::kRepSent;
-    id.retries_left = kMadRetries;
-    id.wait_ns = kMadTimeoutNs;
     send_request(id);
     return 0;
 }
@@ -363,13 +352,7 @@ int CmAgent::accept(Id& id, const abi::CmReq& r) {
 int CmAgent::reject(Id& id, const abi::CmReq& r) {
     if (id.st == St::kSidrReqRcvd) {
         if (r.private_data_len > abi::kCmSidrRepPrivate) return EINVAL;
-        cm::SidrRep m;
-        m.request_id = id.remote_comm_id;
-        m.status = cm::kSidrReject;
-        m.service_id = cm::service_id(id.ps, ntohs(id.local_port));
-        std::memcpy(m.private_data, r.private_data, r.private_data_len);
-        cm::encode(m, id.tid, id.mad);
-        send_mad(id.remote_addr, id.mad, id.tos);
+        send_sidr_rep(id, cm::kSidrReject, r.private_data, r.private_data_len);
         id.st = St::kSidrDone;
         table_.leave_pending(id);
         return 0;
@@ -399,22 +382,11 @@ void CmAgent::destroy(Id& id) {
                  id.tid, nullptr, 0, false, id.tos);
         break;
     case St::kRepSent:
-        send_rej(id.remote_addr, id.local_comm_id, id.remote_comm_id, cm::kMsgRep, cm::kRejConsumer,
-                 id.tid, nullptr, 0, false, id.tos);
-        break;
     case St::kRepRcvd:
         send_rej(id.remote_addr, id.local_comm_id, id.remote_comm_id, cm::kMsgRep, cm::kRejConsumer,
                  id.tid, nullptr, 0, false, id.tos);
         break;
-    case St::kSidrReqRcvd: {
-        cm::SidrRep m;
-        m.request_id = id.remote_comm_id;
-        m.status = cm::kSidrReject;
-        m.service_id = cm::service_id(id.ps, ntohs(id.local_port));
-        cm::encode(m, id.tid, id.mad);
-        send_mad(id.remote_addr, id.mad, id.tos);
-        break;
-    }
+    case St::kSidrReqRcvd: send_sidr_rep(id, cm::kSidrReject); break;
     case St::kEstablished:
     case St::kDreqRcvd:
         disconnect(id);  // DREQ (then retransmitted), or DREP and TimeWait

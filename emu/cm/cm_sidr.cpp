@@ -7,7 +7,6 @@
 
 #include "emu/cm/cm_agent.h"
 #include "emu/cm/cm_mad.h"
-#include "emu/engine/device.h"
 
 namespace uroce::emu {
 
@@ -22,14 +21,9 @@ void CmAgent::on_sidr_req(const CmAddr& peer, const uint8_t* mad, uint64_t tid, 
         return;
     }
     cm::IpHdr hdr;
-    Id* listener = nullptr;
-    bool ip_cm = cm::is_rdma_cm_service(m.service_id) && cm::get_ip_hdr(m.private_data, &hdr);
-    if (ip_cm)
-        listener = listener_for(cm::service_ps(m.service_id), cm::service_port(m.service_id), hdr);
-    if (!listener && ip_cm && may_park &&
-        park(peer, mad, tid, cm::service_ps(m.service_id), cm::service_port(m.service_id),
-             m.request_id))
-        return;
+    bool ip_cm;
+    Id* listener = listener_for(m.service_id, m.private_data, &hdr, &ip_cm);
+    if (!listener && ip_cm && may_park && park(peer, mad, tid, m.service_id, m.request_id)) return;
     if (!listener || listener->pending >= uint32_t(listener->backlog)) {
         cm::SidrRep rep;
         rep.request_id = m.request_id;
@@ -46,14 +40,8 @@ void CmAgent::on_sidr_req(const CmAddr& peer, const uint8_t* mad, uint64_t tid, 
     id.tos = rx_tos_;  // a SIDR_REQ carries no path: the TOS it came with
     id.tid = tid;
     table_.remote[{peer, id.remote_comm_id}] = id.handle;
-    ++listener->pending;
-    abi::CmEventRec ev = event_for(id, RDMA_CM_EVENT_CONNECT_REQUEST, 0);
-    ev.handle = listener->handle;
-    ev.new_handle = id.handle;
-    ev.private_data_len = abi::kCmSidrReqUserPrivate;
-    std::memcpy(ev.private_data, m.private_data + cm::kIpHdrLen, abi::kCmSidrReqUserPrivate);
-    table_.ids[id.handle] = std::move(c);
-    post(*table_.ids[id.handle], ev);
+    post_connect_request(*listener, std::move(c), m.private_data + cm::kIpHdrLen,
+                         abi::kCmSidrReqUserPrivate);
 }
 
 void CmAgent::on_sidr_rep(const uint8_t* mad) {
@@ -63,17 +51,13 @@ void CmAgent::on_sidr_rep(const uint8_t* mad) {
     if (!id || id->st != St::kSidrReqSent) return;
     id->deadline = 0;
     id->st = St::kSidrDone;
-    abi::CmEventRec ev;
     if (m.status == cm::kSidrOk) {
         id->remote_qpn = m.qpn;
         id->qkey = m.qkey;
-        ev = event_for(*id, RDMA_CM_EVENT_ESTABLISHED, 0);
-        ev.private_data_len = abi::kCmSidrRepPrivate;
-        std::memcpy(ev.private_data, m.private_data, abi::kCmSidrRepPrivate);
+        post(*id, RDMA_CM_EVENT_ESTABLISHED, 0, m.private_data, abi::kCmSidrRepPrivate);
     } else {
-        ev = event_for(*id, RDMA_CM_EVENT_UNREACHABLE, m.status);
+        post(*id, RDMA_CM_EVENT_UNREACHABLE, m.status);
     }
-    post(*id, ev);
     if (!id->owner) table_.erase(id->handle);
 }
 

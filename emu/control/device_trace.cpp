@@ -85,7 +85,7 @@ void ControlVerbs::trace_call(const Session& s, const abi::Request& req, const a
         object_of(req, obj, sizeof obj);
         char why[160] = "";
         if (req.op == Op::kModifyQp && resp.err == EINVAL)
-            if (const Qp* qp = dev_.qps_.get(req.u.modify_qp.qpn); qp && dev_.xrc_.holds(s, qp)) {
+            if (const Qp* qp = env_.qps.get(req.u.modify_qp.qpn); qp && env_.xrc.holds(s, qp)) {
                 const auto& m = req.u.modify_qp;
                 uint32_t next =
                     (m.mask & IBV_QP_STATE) ? enum_bits(m.attr.qp_state) : uint32_t(qp->state);
@@ -95,43 +95,43 @@ void ControlVerbs::trace_call(const Session& s, const abi::Request& req, const a
                     qp_modify_explain(qp->type, qp->state, ibv_qp_state(next),
                                       m.mask & ~qp_ignored_attrs(qp->type), why, sizeof why);
             }
-        dev_.trace_.add("pid %d %s%s failed: %s%s%s", pid, op_name(req.op), obj,
-                        strerrorname_np(resp.err) ? strerrorname_np(resp.err) : "?",
-                        why[0] ? ": " : "", why);
+        env_.trace.add("pid %d %s%s failed: %s%s%s", pid, op_name(req.op), obj,
+                       strerrorname_np(resp.err) ? strerrorname_np(resp.err) : "?",
+                       why[0] ? ": " : "", why);
         return;
     }
     const auto& u = req.u;
     const auto& r = resp.u;
     switch (req.op) {
-    case Op::kAllocPd: dev_.trace_.add("pid %d alloc_pd pd %u", pid, r.pd.pd); break;
-    case Op::kDeallocPd: dev_.trace_.add("pid %d dealloc_pd pd %u", pid, u.pd.pd); break;
+    case Op::kAllocPd: env_.trace.add("pid %d alloc_pd pd %u", pid, r.pd.pd); break;
+    case Op::kDeallocPd: env_.trace.add("pid %d dealloc_pd pd %u", pid, u.pd.pd); break;
     case Op::kRegMr:
-        dev_.trace_.add(
+        env_.trace.add(
             "pid %d reg_mr mr %u pd %u lkey 0x%x rkey 0x%x iova 0x%llx length %llu "
             "access 0x%x",
             pid, r.reg_mr.handle, u.reg_mr.pd, r.reg_mr.lkey, r.reg_mr.rkey,
             static_cast<unsigned long long>(u.reg_mr.iova),
             static_cast<unsigned long long>(u.reg_mr.length), u.reg_mr.access);
         break;
-    case Op::kDeregMr: dev_.trace_.add("pid %d dereg_mr mr %u", pid, u.handle.handle); break;
+    case Op::kDeregMr: env_.trace.add("pid %d dereg_mr mr %u", pid, u.handle.handle); break;
     case Op::kReregMr:
         if (const Mr* mr = mr_for_key(u.rereg_mr.handle))
-            dev_.trace_.add(
+            env_.trace.add(
                 "pid %d rereg_mr mr %u flags 0x%x pd %u iova 0x%llx length %llu access 0x%x", pid,
                 u.rereg_mr.handle, u.rereg_mr.flags, mr->pd,
                 static_cast<unsigned long long>(mr->iova),
                 static_cast<unsigned long long>(mr->length), mr->access);
         break;
     case Op::kCreateCq:
-        dev_.trace_.add("pid %d create_cq cq %u cqe %u", pid, r.create_cq.handle, r.create_cq.cqe);
+        env_.trace.add("pid %d create_cq cq %u cqe %u", pid, r.create_cq.handle, r.create_cq.cqe);
         break;
-    case Op::kDestroyCq: dev_.trace_.add("pid %d destroy_cq cq %u", pid, u.handle.handle); break;
+    case Op::kDestroyCq: env_.trace.add("pid %d destroy_cq cq %u", pid, u.handle.handle); break;
     case Op::kResizeCq:
-        dev_.trace_.add("pid %d resize_cq cq %u cqe %u", pid, u.resize_cq.handle, r.resize_cq.cqe);
+        env_.trace.add("pid %d resize_cq cq %u cqe %u", pid, u.resize_cq.handle, r.resize_cq.cqe);
         break;
     case Op::kCreateQp: {
         const auto& c = u.create_qp;
-        dev_.trace_.add(
+        env_.trace.add(
             "pid %d create_qp qp 0x%x type %s pd %u send_cq %u recv_cq %u srq %u "
             "xrcd handle %u max_send_wr %u max_recv_wr %u",
             pid, r.create_qp.qpn, qp_type_name(ibv_qp_type(c.qp_type)), c.pd, c.send_cq, c.recv_cq,
@@ -140,7 +140,7 @@ void ControlVerbs::trace_call(const Session& s, const abi::Request& req, const a
     }
     case Op::kModifyQp: {
         const auto& m = u.modify_qp;
-        const Qp* qp = dev_.qps_.get(m.qpn);
+        const Qp* qp = env_.qps.get(m.qpn);
         const ibv_qp_state now = qp ? qp->state : before;
         char extra[160] = "";
         size_t n = 0;
@@ -156,65 +156,65 @@ void ControlVerbs::trace_call(const Session& s, const abi::Request& req, const a
         const uint64_t used = m.mask & ~(qp ? qp_ignored_attrs(qp->type) : 0);
         if (used & IBV_QP_RETRY_CNT) put(" retry_cnt %u", m.attr.retry_cnt);
         if (used & IBV_QP_RNR_RETRY) put(" rnr_retry %u", m.attr.rnr_retry);
-        dev_.trace_.add("pid %d modify_qp qp 0x%x %s -> %s mask 0x%llx%s", pid, m.qpn,
-                        qp_state_name(before), qp_state_name(now),
-                        static_cast<unsigned long long>(m.mask), extra);
+        env_.trace.add("pid %d modify_qp qp 0x%x %s -> %s mask 0x%llx%s", pid, m.qpn,
+                       qp_state_name(before), qp_state_name(now),
+                       static_cast<unsigned long long>(m.mask), extra);
         break;
     }
     case Op::kDestroyQp: break;  // release_qp / destroy_qp_now say what happened
     case Op::kCreateSrq: {
         const auto& c = u.create_srq;
         if (c.srq_type == IBV_SRQT_XRC)
-            dev_.trace_.add("pid %d create_srq srq %u type XRC xrcd handle %u cq %u max_wr %u", pid,
-                            r.create_srq.handle, c.xrcd, c.cq, r.create_srq.max_wr);
+            env_.trace.add("pid %d create_srq srq %u type XRC xrcd handle %u cq %u max_wr %u", pid,
+                           r.create_srq.handle, c.xrcd, c.cq, r.create_srq.max_wr);
         else
-            dev_.trace_.add("pid %d create_srq srq %u pd %u max_wr %u", pid, r.create_srq.handle,
-                            c.pd, r.create_srq.max_wr);
+            env_.trace.add("pid %d create_srq srq %u pd %u max_wr %u", pid, r.create_srq.handle,
+                           c.pd, r.create_srq.max_wr);
         break;
     }
     case Op::kModifySrq:
         if (u.modify_srq.mask & IBV_SRQ_LIMIT)
-            dev_.trace_.add("pid %d modify_srq srq %u srq_limit %u%s", pid, u.modify_srq.handle,
-                            u.modify_srq.attr.srq_limit,
-                            u.modify_srq.attr.srq_limit ? " (armed)" : "");
+            env_.trace.add("pid %d modify_srq srq %u srq_limit %u%s", pid, u.modify_srq.handle,
+                           u.modify_srq.attr.srq_limit,
+                           u.modify_srq.attr.srq_limit ? " (armed)" : "");
         if (u.modify_srq.mask & IBV_SRQ_MAX_WR)
-            dev_.trace_.add("pid %d modify_srq srq %u max_wr %u", pid, u.modify_srq.handle,
-                            u.modify_srq.attr.max_wr);
+            env_.trace.add("pid %d modify_srq srq %u max_wr %u", pid, u.modify_srq.handle,
+                           u.modify_srq.attr.max_wr);
         break;
-    case Op::kDestroySrq: dev_.trace_.add("pid %d destroy_srq srq %u", pid, u.handle.handle); break;
+    case Op::kDestroySrq: env_.trace.add("pid %d destroy_srq srq %u", pid, u.handle.handle); break;
     case Op::kOpenXrcd:
-        if (const XrcdHandle* hh = dev_.xrcd_handles_.get(r.xrcd.handle))
-            if (const Xrcd* x = dev_.xrcds_.get(hh->xrcd)) {
+        if (const XrcdHandle* hh = env_.xrcd_handles.get(r.xrcd.handle))
+            if (const Xrcd* x = env_.xrcds.get(hh->xrcd)) {
                 if (x->has_inode)
-                    dev_.trace_.add(
+                    env_.trace.add(
                         "pid %d open_xrcd xrcd %u handle %u inode %u:%u:%llu %s, %u handles", pid,
                         hh->xrcd, r.xrcd.handle, major(x->dev), minor(x->dev),
                         static_cast<unsigned long long>(x->ino),
                         x->handles == 1 ? "created" : "joined", x->handles);
                 else
-                    dev_.trace_.add("pid %d open_xrcd xrcd %u handle %u (no inode)", pid, hh->xrcd,
-                                    r.xrcd.handle);
+                    env_.trace.add("pid %d open_xrcd xrcd %u handle %u (no inode)", pid, hh->xrcd,
+                                   r.xrcd.handle);
             }
         break;
     case Op::kCloseXrcd: break;  // close_xrcd says whether the domain lives on
     case Op::kOpenQp:
-        if (const Qp* qp = dev_.qps_.get(r.open_qp.qpn))
-            dev_.trace_.add("pid %d open_qp qp 0x%x (%s, xrcd %u, state %s), %zu handles", pid,
-                            r.open_qp.qpn, qp_type_name(qp->type), qp->xrcd,
-                            qp_state_name(qp->state), qp->holders.size());
+        if (const Qp* qp = env_.qps.get(r.open_qp.qpn))
+            env_.trace.add("pid %d open_qp qp 0x%x (%s, xrcd %u, state %s), %zu handles", pid,
+                           r.open_qp.qpn, qp_type_name(qp->type), qp->xrcd,
+                           qp_state_name(qp->state), qp->holders.size());
         break;
     case Op::kAttachMcast:
     case Op::kDetachMcast: {
         const uint8_t* g = u.mcast.gid;
-        dev_.trace_.add("pid %d %s qp 0x%x group %u.%u.%u.%u", pid, op_name(req.op), u.mcast.qpn,
-                        g[12], g[13], g[14], g[15]);
+        env_.trace.add("pid %d %s qp 0x%x group %u.%u.%u.%u", pid, op_name(req.op), u.mcast.qpn,
+                       g[12], g[13], g[14], g[15]);
         break;
     }
     case Op::kAllocMw:
-        dev_.trace_.add("pid %d alloc_mw mw %u type %u rkey 0x%x", pid, r.mw.handle, u.mw.type,
-                        r.mw.rkey);
+        env_.trace.add("pid %d alloc_mw mw %u type %u rkey 0x%x", pid, r.mw.handle, u.mw.type,
+                       r.mw.rkey);
         break;
-    case Op::kDeallocMw: dev_.trace_.add("pid %d dealloc_mw mw %u", pid, u.handle.handle); break;
+    case Op::kDeallocMw: env_.trace.add("pid %d dealloc_mw mw %u", pid, u.handle.handle); break;
     default: break;  // queries, channels: nothing changed worth a line
     }
 }

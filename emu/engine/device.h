@@ -18,6 +18,7 @@
 #include "emu/abi/caps.h"
 #include "emu/abi/protocol.h"
 #include "emu/cm/cm_agent.h"
+#include "emu/cm/cm_env.h"
 #include "emu/control/trace.h"
 #include "emu/engine/counters.h"
 #include "emu/engine/dma.h"
@@ -36,6 +37,7 @@
 #include "emu/verbs/mcast_groups.h"
 #include "emu/verbs/memory_windows.h"
 #include "emu/verbs/objects.h"
+#include "emu/verbs/verbs_env.h"
 #include "emu/verbs/xrc_domains.h"
 #include "net/fault_injector.h"
 
@@ -193,14 +195,14 @@ private:
     Trace trace_;
     Schedule sched_;  // QPs with send work to push, QPs with a deadline
 
-    // The control verbs and their own state (emu/verbs/): they use the tables above and
-    // reach the rest of the device as friends.
-    friend class ControlVerbs;
-    friend class XrcDomains;
-    friend class McastGroups;
-    ControlVerbs verbs_{*this};
-    XrcDomains xrc_{*this};
-    McastGroups mcast_{*this};
+    // The control verbs and their own state (emu/verbs/). Their environment names the
+    // parts they use, some declared below: their constructors only keep the reference.
+    VerbsEnv verbs_env_{pds_,          mrs_,      channels_, cqs_,  qps_,       srqs_,      xrcds_,
+                        xrcd_handles_, counters_, trace_,    cfg_,  wire_,      sched_,     verbs_,
+                        xrc_,          mcast_,    windows_,  done_, requester_, responder_, ud_};
+    ControlVerbs verbs_{verbs_env_};
+    XrcDomains xrc_{verbs_env_};
+    McastGroups mcast_{verbs_env_};
     MemoryWindows windows_{mws_, pds_, verbs_};
 
     // DMA into the applications' memory; a deferred write that fails goes to the
@@ -240,9 +242,8 @@ private:
     std::mutex cmd_mu_;
     std::deque<std::function<void()>> cmds_;
 
-    // Last: it holds a reference to the device and uses its packet I/O.
-    friend class CmAgent;
-    CmAgent cm_{*this};
+    // Last: it sends through the packet I/O.
+    CmAgent cm_{CmEnv{wire_, counters_, trace_, cfg_, guid_, port_mtu_}};
 };
 
 }  // namespace uroce::emu

@@ -3,13 +3,17 @@
 // completion channels and CQs on behalf of one application session, and the dispatch of a
 // control request. Every argument is validated here; the library is not trusted. QPs:
 // qp_verbs.cpp; SRQs: srq.cpp; resizing a CQ: cq_resize.cpp.
+#include "emu/verbs/control_verbs.h"
+
 #include <fcntl.h>
 #include <unistd.h>
 
 #include <cerrno>
 
 #include "emu/abi/flush.h"
-#include "emu/engine/device.h"
+#include "emu/verbs/mcast_groups.h"
+#include "emu/verbs/memory_windows.h"
+#include "emu/verbs/xrc_domains.h"
 
 namespace uroce::emu {
 
@@ -43,23 +47,23 @@ constexpr uint32_t kReregFlags =
 int ControlVerbs::alloc_pd(Session& s, uint32_t* pd) {
     auto p = std::make_unique<Pd>();
     p->owner = &s;
-    if (!dev_.pds_.add(std::move(p), pd)) return ENOMEM;
+    if (!env_.pds.add(std::move(p), pd)) return ENOMEM;
     s.pds.push_back(*pd);
     return 0;
 }
 
 int ControlVerbs::dealloc_pd(Session& s, uint32_t h) {
-    Pd* pd = dev_.pds_.get(h);
+    Pd* pd = env_.pds.get(h);
     if (!owned(s, pd)) return EINVAL;
     if (pd->users) return EBUSY;
-    dev_.pds_.remove(h);
+    env_.pds.remove(h);
     erase_handle(s.pds, h);
     return 0;
 }
 
 // The kernel's lookup of a handle the ufile does not hold: ENOENT.
 int ControlVerbs::query_pd(Session& s, uint32_t h, abi::PdResp* out) {
-    if (!owned(s, dev_.pds_.get(h))) return ENOENT;
+    if (!owned(s, env_.pds.get(h))) return ENOENT;
     out->pd = h;
     return 0;
 }
@@ -72,7 +76,7 @@ int ControlVerbs::query_mr(Session& s, uint32_t key, abi::QueryMrResp* out) {
 }
 
 int ControlVerbs::reg_mr(Session& s, const abi::RegMrReq& r, abi::RegMrResp* out) {
-    Pd* pd = dev_.pds_.get(r.pd);
+    Pd* pd = env_.pds.get(r.pd);
     if (!owned(s, pd)) return EINVAL;
     if (int e = mr_access_error(r.access)) return e;
     // On-demand paging costs nothing here: the device never pins, it reaches the
@@ -92,7 +96,7 @@ int ControlVerbs::reg_mr(Session& s, const abi::RegMrReq& r, abi::RegMrResp* out
     mr->iova = r.iova;
     mr->length = r.length;
     uint32_t h;
-    Mr* m = dev_.mrs_.add(std::move(mr), &h);
+    Mr* m = env_.mrs.add(std::move(mr), &h);
     if (!m) return ENOMEM;
     // Keys are <table index, 8-bit generation>, so a stale key of a reused slot fails.
     m->lkey = m->rkey = (h << 8) | key_gen_++;
@@ -109,8 +113,8 @@ int ControlVerbs::dereg_mr(Session& s, uint32_t key) {
     if (!owned(s, mr)) return EINVAL;
     // IBTA 10.6.7.2.6: not while windows are bound into it; EINVAL as rxe (docs/verbs-support.md).
     if (mr->windows) return EINVAL;
-    if (Pd* pd = dev_.pds_.get(mr->pd)) --pd->users;
-    dev_.mrs_.remove(key >> 8);
+    if (Pd* pd = env_.pds.get(mr->pd)) --pd->users;
+    env_.mrs.remove(key >> 8);
     erase_handle(s.mrs, key);
     return 0;
 }
@@ -133,7 +137,7 @@ int ControlVerbs::rereg_mr(Session& s, const abi::ReregMrReq& r, abi::RegMrResp*
         // range for what it was.
         if ((r.access ^ mr->access) & IBV_ACCESS_ON_DEMAND) return EOPNOTSUPP;
     }
-    Pd* pd = change_pd ? dev_.pds_.get(r.pd) : nullptr;
+    Pd* pd = change_pd ? env_.pds.get(r.pd) : nullptr;
     if (change_pd && !owned(s, pd)) return EINVAL;
     if (trans)
         if (int e = mr_range_error(r.addr, r.length, r.addr)) return e;
@@ -141,7 +145,7 @@ int ControlVerbs::rereg_mr(Session& s, const abi::ReregMrReq& r, abi::RegMrResp*
     // windows bound into it cannot be deregistered (IBTA 10.6.7.2.6; dereg_mr's errno).
     if (mr->windows) return EINVAL;
     if (change_pd) {
-        if (Pd* old = dev_.pds_.get(mr->pd)) --old->users;
+        if (Pd* old = env_.pds.get(mr->pd)) --old->users;
         ++pd->users;
         mr->pd = r.pd;
     }
@@ -159,7 +163,7 @@ int ControlVerbs::rereg_mr(Session& s, const abi::ReregMrReq& r, abi::RegMrResp*
 int ControlVerbs::advise_mr(Session& s, const abi::AdviseMrReq& r, abi::AdviseMrResp* out) {
     // As rxe's prefetch: the lkey must name an ODP MR of this PD with local write, else
     // EINVAL; a range outside it is EFAULT, as ib_umem_odp_map_dma_and_lock gives.
-    Pd* pd = dev_.pds_.get(r.pd);
+    Pd* pd = env_.pds.get(r.pd);
     if (!owned(s, pd)) return EINVAL;
     Mr* mr = mr_for_key(r.lkey);
     if (!owned(s, mr) || mr->pd != r.pd) return EINVAL;
@@ -173,7 +177,7 @@ int ControlVerbs::advise_mr(Session& s, const abi::AdviseMrReq& r, abi::AdviseMr
 }
 
 Mr* ControlVerbs::mr_for_key(uint32_t key) const {
-    Mr* mr = dev_.mrs_.get(key >> 8);
+    Mr* mr = env_.mrs.get(key >> 8);
     return mr && mr->lkey == key ? mr : nullptr;
 }
 
@@ -204,7 +208,7 @@ int ControlVerbs::create_channel(Session& s, uint32_t* handle, int* fd) {
     auto ch = std::make_unique<CompChannel>();
     ch->owner = &s;
     ch->write_fd = p[1];
-    if (!dev_.channels_.add(std::move(ch), handle)) {
+    if (!env_.channels.add(std::move(ch), handle)) {
         close(p[0]);
         close(p[1]);
         return EMFILE;
@@ -215,10 +219,10 @@ int ControlVerbs::create_channel(Session& s, uint32_t* handle, int* fd) {
 }
 
 int ControlVerbs::destroy_channel(Session& s, uint32_t h) {
-    CompChannel* ch = dev_.channels_.get(h);
+    CompChannel* ch = env_.channels.get(h);
     if (!owned(s, ch)) return EINVAL;
     if (ch->users) return EBUSY;
-    dev_.channels_.remove(h);
+    env_.channels.remove(h);
     erase_handle(s.channels, h);
     return 0;
 }
@@ -228,7 +232,7 @@ int ControlVerbs::create_cq(Session& s, const abi::CreateCqReq& r, abi::CreateCq
     if (r.cqe < 1 || r.cqe > abi::kMaxCqe) return EINVAL;
     CompChannel* ch = nullptr;
     if (r.channel >= 0) {
-        ch = dev_.channels_.get(uint32_t(r.channel));
+        ch = env_.channels.get(uint32_t(r.channel));
         if (!owned(s, ch)) return EINVAL;
     }
     auto cq = std::make_unique<Cq>();
@@ -244,7 +248,7 @@ int ControlVerbs::create_cq(Session& s, const abi::CreateCqReq& r, abi::CreateCq
     cq->channel = ch ? uint32_t(r.channel) : 0;
     cq->cookie = r.cookie;
     uint32_t h;
-    Cq* c = dev_.cqs_.add(std::move(cq), &h);
+    Cq* c = env_.cqs.add(std::move(cq), &h);
     if (!c) return ENOMEM;
     if (ch) ++ch->users;
     s.cqs.push_back(h);
@@ -256,11 +260,11 @@ int ControlVerbs::create_cq(Session& s, const abi::CreateCqReq& r, abi::CreateCq
 }
 
 int ControlVerbs::destroy_cq(Session& s, uint32_t h) {
-    Cq* cq = dev_.cqs_.get(h);
+    Cq* cq = env_.cqs.get(h);
     if (!owned(s, cq)) return EINVAL;
     if (cq->users) return EBUSY;
-    if (CompChannel* ch = dev_.channels_.get(cq->channel)) --ch->users;
-    dev_.cqs_.remove(h);
+    if (CompChannel* ch = env_.channels.get(cq->channel)) --ch->users;
+    env_.cqs.remove(h);
     erase_handle(s.cqs, h);
     return 0;
 }
@@ -269,7 +273,7 @@ void ControlVerbs::handle(Session& s, const abi::Request& req, abi::Response& re
                           std::vector<int>& fds, int in_fd) {
     using abi::Op;
     int err = 0;
-    const Qp* target = req.op == Op::kModifyQp ? dev_.qps_.get(req.u.modify_qp.qpn) : nullptr;
+    const Qp* target = req.op == Op::kModifyQp ? env_.qps.get(req.u.modify_qp.qpn) : nullptr;
     const ibv_qp_state before = target ? target->state : IBV_QPS_RESET;
     switch (req.op) {
     case Op::kAllocPd: err = alloc_pd(s, &resp.u.pd.pd); break;
@@ -317,15 +321,15 @@ void ControlVerbs::handle(Session& s, const abi::Request& req, abi::Response& re
         if (req.u.open_xrcd.has_fd && in_fd < 0)
             err = EBADF;
         else
-            err = dev_.xrc_.open_xrcd(s, req.u.open_xrcd.has_fd ? in_fd : -1,
-                                      req.u.open_xrcd.oflags, &resp.u.xrcd.handle);
+            err = env_.xrc.open_xrcd(s, req.u.open_xrcd.has_fd ? in_fd : -1, req.u.open_xrcd.oflags,
+                                     &resp.u.xrcd.handle);
         break;
-    case Op::kCloseXrcd: err = dev_.xrc_.close_xrcd(s, req.u.handle.handle); break;
-    case Op::kOpenQp: err = dev_.xrc_.open_qp(s, req.u.open_qp, &resp.u.open_qp); break;
-    case Op::kAttachMcast: err = dev_.mcast_.attach(s, req.u.mcast); break;
-    case Op::kDetachMcast: err = dev_.mcast_.detach(s, req.u.mcast); break;
-    case Op::kAllocMw: err = dev_.windows_.alloc_mw(s, req.u.mw, &resp.u.mw); break;
-    case Op::kDeallocMw: err = dev_.windows_.dealloc_mw(s, req.u.handle.handle); break;
+    case Op::kCloseXrcd: err = env_.xrc.close_xrcd(s, req.u.handle.handle); break;
+    case Op::kOpenQp: err = env_.xrc.open_qp(s, req.u.open_qp, &resp.u.open_qp); break;
+    case Op::kAttachMcast: err = env_.mcast.attach(s, req.u.mcast); break;
+    case Op::kDetachMcast: err = env_.mcast.detach(s, req.u.mcast); break;
+    case Op::kAllocMw: err = env_.windows.alloc_mw(s, req.u.mw, &resp.u.mw); break;
+    case Op::kDeallocMw: err = env_.windows.dealloc_mw(s, req.u.handle.handle); break;
     default: err = EOPNOTSUPP;
     }
     resp.err = err;

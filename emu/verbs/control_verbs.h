@@ -3,7 +3,9 @@
 // created, modified, queried and destroyed on behalf of one application session, and the
 // dispatch of a control request to them (and to the XRC, multicast and memory window
 // verbs). Every argument is validated here; the library is not trusted. Engine thread only.
-// It reaches the object tables and the engine through its Device (a friend of it).
+// It uses every part VerbsEnv names (emu/verbs/verbs_env.h): the object tables, the counters,
+// trace, config, wire and schedule, the XRC, multicast and memory window verbs, and the
+// completions, requester and responder stages.
 #pragma once
 
 #include <cstdint>
@@ -11,14 +13,13 @@
 
 #include "emu/abi/protocol.h"
 #include "emu/verbs/objects.h"
+#include "emu/verbs/verbs_env.h"
 
 namespace uroce::emu {
 
-class Device;
-
 class ControlVerbs {
 public:
-    explicit ControlVerbs(Device& dev) : dev_(dev) {}
+    explicit ControlVerbs(VerbsEnv& env) : env_(env) {}
 
     // `in_fd` is an fd that came with the request (or -1); the caller closes it. Fds for
     // the application are appended to `fds`.
@@ -69,7 +70,7 @@ private:
     void trace_call(const Session& s, const abi::Request& req, const abi::Response& resp,
                     ibv_qp_state before);
 
-    Device& dev_;
+    VerbsEnv& env_;
     uint8_t key_gen_ = 0;  // low byte of MR and MW keys, bumped per registration
 };
 

@@ -6,12 +6,14 @@
 // has swapped rings).
 #include <cerrno>
 
-#include "emu/engine/device.h"
+#include "emu/engine/transport_env.h"
+#include "emu/transport/rc_requester.h"
+#include "emu/verbs/control_verbs.h"
 
 namespace uroce::emu {
 
 int ControlVerbs::resize_cq(Session& s, const abi::ResizeCqReq& r, int fd, abi::ResizeCqResp* out) {
-    Cq* cq = dev_.cqs_.get(r.handle);
+    Cq* cq = env_.cqs.get(r.handle);
     if (!owned(s, cq)) return EINVAL;
     // rxe's checks: a size the device could not create, or below what the CQ holds.
     if (r.cqe < 1 || r.cqe > abi::kMaxCqe) return EINVAL;
@@ -22,9 +24,9 @@ int ControlVerbs::resize_cq(Session& s, const abi::ResizeCqReq& r, int fd, abi::
     // their completions be in the CQ, by the time the command comes (rdma-core's
     // test_resize_cq posts sends, then shrinks the CQ below them and expects EINVAL).
     for (uint32_t qpn : s.qps)
-        if (Qp* qp = dev_.qps_.get(qpn);
+        if (Qp* qp = env_.qps.get(qpn);
             qp && qp->type == IBV_QPT_UD && qp->state == IBV_QPS_RTS && qp->send_cq == r.handle)
-            dev_.requester_.progress(*qp);
+            env_.requester.progress(*qp);
     // The CQEs not yet polled: the application's consumer index up to the device's own
     // producer index. An index that claims more than the ring holds is garbage.
     const uint32_t cons = cq->hdr->cons.load(std::memory_order_acquire);

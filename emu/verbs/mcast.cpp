@@ -13,7 +13,12 @@
 #include <cstring>
 #include <sstream>
 
-#include "emu/engine/device.h"
+#include "emu/engine/counters.h"
+#include "emu/engine/transport_env.h"
+#include "emu/engine/wire.h"
+#include "emu/transport/ud_transport.h"
+#include "emu/verbs/mcast_groups.h"
+#include "emu/verbs/xrc_domains.h"
 
 namespace uroce::emu {
 
@@ -40,10 +45,10 @@ bool McastGroups::member(uint32_t group_be) const {
 }
 
 int McastGroups::attach(Session& s, const abi::McastReq& r) {
-    Qp* qp = dev_.qps_.get(r.qpn);
+    Qp* qp = env_.qps.get(r.qpn);
     uint32_t ipv4 = 0;
     // As ib_attach_mcast: UD QPs only, a multicast GID; the LID is ignored on RoCE.
-    if (!dev_.xrc_.holds(s, qp) || qp->type != IBV_QPT_UD || !multicast_gid(r.gid, &ipv4))
+    if (!env_.xrc.holds(s, qp) || qp->type != IBV_QPT_UD || !multicast_gid(r.gid, &ipv4))
         return EINVAL;
     auto g = std::find_if(groups_.begin(), groups_.end(), [&](const McastGroup& x) {
         return std::memcmp(x.gid, r.gid, sizeof x.gid) == 0;
@@ -53,8 +58,8 @@ int McastGroups::attach(Session& s, const abi::McastReq& r) {
         McastGroup ng;
         std::memcpy(ng.gid, r.gid, sizeof ng.gid);
         ng.ipv4_be = ipv4;
-        if (ipv4 || (r.gid[0] == 0xff && dev_.wire_.io().has_ipv6())) {
-            int sock = ipv4 ? dev_.wire_.io().open_group(ipv4) : dev_.wire_.io().open_group6(r.gid);
+        if (ipv4 || (r.gid[0] == 0xff && env_.wire.io().has_ipv6())) {
+            int sock = ipv4 ? env_.wire.io().open_group(ipv4) : env_.wire.io().open_group6(r.gid);
             if (sock < 0) return -sock;
             ng.sock = sock;
         }
@@ -70,9 +75,9 @@ int McastGroups::attach(Session& s, const abi::McastReq& r) {
 }
 
 int McastGroups::detach(Session& s, const abi::McastReq& r) {
-    Qp* qp = dev_.qps_.get(r.qpn);
+    Qp* qp = env_.qps.get(r.qpn);
     uint32_t ipv4;
-    if (!dev_.xrc_.holds(s, qp) || qp->type != IBV_QPT_UD || !multicast_gid(r.gid, &ipv4))
+    if (!env_.xrc.holds(s, qp) || qp->type != IBV_QPT_UD || !multicast_gid(r.gid, &ipv4))
         return EINVAL;
     for (McastGroup& g : groups_) {
         if (std::memcmp(g.gid, r.gid, sizeof g.gid) != 0) continue;
@@ -82,7 +87,7 @@ int McastGroups::detach(Session& s, const abi::McastReq& r) {
         if (m == g.members.end() || m->lid != r.lid) return EINVAL;
         g.members.erase(m);
         if (g.members.empty()) {
-            dev_.wire_.io().close_group(g.sock);
+            env_.wire.io().close_group(g.sock);
             groups_.erase(groups_.begin() + (&g - groups_.data()));
         }
         return 0;
@@ -95,7 +100,7 @@ void McastGroups::detach_all(uint32_t qpn) {
         McastGroup& g = groups_[i];
         std::erase_if(g.members, [&](const McastGroup::Member& m) { return m.qpn == qpn; });
         if (g.members.empty()) {
-            dev_.wire_.io().close_group(g.sock);
+            env_.wire.io().close_group(g.sock);
             groups_.erase(groups_.begin() + ptrdiff_t(i));
         }
     }
@@ -105,28 +110,28 @@ void McastGroups::detach_all(uint32_t qpn) {
 // (state, Q_Key, a posted receive) as a unicast UD packet to it would be.
 void McastGroups::receive(const net::Packet& p, const net::Endpoint& from,
                           const net::Endpoint& group, size_t len) {
-    ++dev_.counters_.mcast_rx_pkts;
+    ++env_.counters.mcast_rx_pkts;
     // IBTA 9.6.1.1: a multicast packet names the multicast QP, and only UD sends are one.
-    if (p.bth.dqpn != net::kMcastQpn) return dev_.counters_.drop(net::DropReason::kBadQp);
+    if (p.bth.dqpn != net::kMcastQpn) return env_.counters.drop(net::DropReason::kBadQp);
     if (net::op_info(p.bth.opcode)->cls != net::QpClass::UD)
-        return dev_.counters_.drop(net::DropReason::kOpNotForQp);
+        return env_.counters.drop(net::DropReason::kOpNotForQp);
     uint8_t gid[16];
     group.gid(gid);
     const McastGroup* g = nullptr;
     for (const McastGroup& x : groups_)
         if (std::memcmp(x.gid, gid, sizeof gid) == 0) g = &x;
-    if (!g) return dev_.counters_.drop(net::DropReason::kNoMcastGroup);
+    if (!g) return env_.counters.drop(net::DropReason::kNoMcastGroup);
     bool any = false;
     for (const auto& m : g->members) {
-        Qp* qp = dev_.qps_.get(m.qpn);
+        Qp* qp = env_.qps.get(m.qpn);
         if (!qp || qp->owner->dead) continue;
         any = true;
-        ++dev_.counters_.mcast_deliveries;
+        ++env_.counters.mcast_deliveries;
         ++qp->rx_pkts;
         qp->rx_op.add(p.bth.opcode, len);
-        dev_.ud_.receive(*qp, p, from, group);
+        env_.ud.receive(*qp, p, from, group);
     }
-    if (!any) dev_.counters_.drop(net::DropReason::kNoMcastGroup);
+    if (!any) env_.counters.drop(net::DropReason::kNoMcastGroup);
 }
 
 // "mcast GID ipv4 A.B.C.D qps 0xQPN..." for each group; "counters_mcast ..." totals.
@@ -140,8 +145,8 @@ std::string McastGroups::lines() const {
         for (const auto& m : g.members) o << " 0x" << std::hex << m.qpn << std::dec;
         o << "\n";
     }
-    o << "counters_mcast tx_pkts " << dev_.counters_.mcast_tx_pkts << " rx_pkts "
-      << dev_.counters_.mcast_rx_pkts << " deliveries " << dev_.counters_.mcast_deliveries << "\n";
+    o << "counters_mcast tx_pkts " << env_.counters.mcast_tx_pkts << " rx_pkts "
+      << env_.counters.mcast_rx_pkts << " deliveries " << env_.counters.mcast_deliveries << "\n";
     return o.str();
 }
 

@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 // UD multicast groups on the device side (docs/multicast.md): ibv_attach_mcast and
 // ibv_detach_mcast, and the delivery of a packet sent to a group to every QP of this device
-// attached to it. Engine thread only; it reaches the QP table, the group sockets and the UD
-// receive path through its Device (a friend of it).
+// attached to it. Engine thread only. Of VerbsEnv (emu/verbs/verbs_env.h) it uses the QP
+// table, the XRC verbs (who holds a QP), the wire's group sockets, the counters and the UD
+// stage's receive path.
 #pragma once
 
 #include <netinet/in.h>
@@ -13,16 +14,15 @@
 
 #include "emu/abi/protocol.h"
 #include "emu/verbs/objects.h"
+#include "emu/verbs/verbs_env.h"
 #include "net/endpoint.h"
 #include "net/headers.h"
 
 namespace uroce::emu {
 
-class Device;
-
 class McastGroups {
 public:
-    explicit McastGroups(Device& dev) : dev_(dev) {}
+    explicit McastGroups(VerbsEnv& env) : env_(env) {}
 
     int attach(Session& s, const abi::McastReq& r);
     int detach(Session& s, const abi::McastReq& r);
@@ -35,7 +35,7 @@ public:
     std::string lines() const;  // the "mcast" lines of Device::dump()
 
 private:
-    Device& dev_;
+    VerbsEnv& env_;
     std::vector<McastGroup> groups_;  // few: looked up by scanning
 };
 

@@ -22,15 +22,15 @@ int ControlVerbs::create_qp(Session& s, const abi::CreateQpReq& r, abi::CreateQp
         return EOPNOTSUPP;
     // An XRC INI QP only sends (PD and send CQ); an XRC TGT QP only has its domain:
     // its receives, PD and CQ come from the XRC SRQ each message names.
-    Pd* pd = tgt ? nullptr : dev_.pds_.get(r.pd);
-    Cq* scq = tgt ? nullptr : dev_.cqs_.get(r.send_cq);
-    Cq* rcq = tgt || ini ? nullptr : dev_.cqs_.get(r.recv_cq);
-    XrcdHandle* xh = tgt ? dev_.xrcd_handles_.get(r.xrcd) : nullptr;
+    Pd* pd = tgt ? nullptr : env_.pds.get(r.pd);
+    Cq* scq = tgt ? nullptr : env_.cqs.get(r.send_cq);
+    Cq* rcq = tgt || ini ? nullptr : env_.cqs.get(r.recv_cq);
+    XrcdHandle* xh = tgt ? env_.xrcd_handles.get(r.xrcd) : nullptr;
     if (tgt ? !owned(s, xh) : (!owned(s, pd) || !owned(s, scq) || (!ini && !owned(s, rcq))))
         return EINVAL;
     Srq* srq = nullptr;
     if (r.srq && !ini && !tgt) {
-        srq = dev_.srqs_.get(r.srq);
+        srq = env_.srqs.get(r.srq);
         if (!owned(s, srq) || srq->xrc) return EINVAL;
     }
     ibv_qp_cap c = r.cap;
@@ -86,7 +86,7 @@ int ControlVerbs::create_qp(Session& s, const abi::CreateQpReq& r, abi::CreateQp
     qp->attr.path_mtu = IBV_MTU_1024;
 
     uint32_t qpn;
-    Qp* q = dev_.qps_.add(std::move(qp), &qpn);
+    Qp* q = env_.qps.add(std::move(qp), &qpn);
     if (!q) return ENOMEM;
     q->qpn = qpn;
     if (pd) ++pd->users;
@@ -96,7 +96,7 @@ int ControlVerbs::create_qp(Session& s, const abi::CreateQpReq& r, abi::CreateQp
     if (tgt) {
         q->holders.push_back({&s, r.cookie, r.xrcd});
         ++xh->objects;
-        ++dev_.xrcds_.get(xh->xrcd)->objects;
+        ++env_.xrcds.get(xh->xrcd)->objects;
     }
     s.qps.push_back(qpn);
     set_udp_sport(*q, net::sport_for_qpn(qpn), 0);
@@ -114,7 +114,7 @@ int ControlVerbs::create_qp(Session& s, const abi::CreateQpReq& r, abi::CreateQp
 // The new port's socket first: a QP that keeps its port keeps its socket.
 void ControlVerbs::set_udp_sport(Qp& qp, uint16_t port, uint16_t local) {
     if (port == qp.udp_sport && local == qp.tx.local) return;
-    SourcePorts& ports = dev_.wire_.sources();
+    SourcePorts& ports = env_.wire.sources();
     net::TxSource tx = port ? ports.acquire(port, local) : net::TxSource{};
     if (qp.udp_sport) ports.release(qp.udp_sport, qp.tx.local);
     qp.udp_sport = port;
@@ -122,8 +122,8 @@ void ControlVerbs::set_udp_sport(Qp& qp, uint16_t port, uint16_t local) {
 }
 
 int ControlVerbs::modify_qp(Session& s, const abi::ModifyQpReq& r) {
-    Qp* qp = dev_.qps_.get(r.qpn);
-    if (!dev_.xrc_.holds(s, qp)) return EINVAL;
+    Qp* qp = env_.qps.get(r.qpn);
+    if (!env_.xrc.holds(s, qp)) return EINVAL;
     const ibv_qp_attr& a = r.attr;
     // What an XRC half has no use for is ignored, through any handle (uverbs' modify_qp_mask).
     uint64_t m = r.mask & ~qp_ignored_attrs(qp->type);
@@ -158,12 +158,12 @@ int ControlVerbs::modify_qp(Session& s, const abi::ModifyQpReq& r) {
         // device, whose socket the QP sends from). The destination GID is of the same IP
         // version (an IPv4-mapped one for IPv4), as the kernel requires of a RoCEv2 path; a
         // link-local one is on the device's interface.
-        local = dev_.wire_.local_of_gid(ah.grh.sgid_index);
+        local = env_.wire.local_of_gid(ah.grh.sgid_index);
         if (!ah.is_global || local == Wire::kNoLocal || (ah.port_num && ah.port_num != 1))
             return EINVAL;
         const uint8_t* g = ah.grh.dgid.raw;
-        if (net::gid_is_v4(g) == dev_.wire_.local(local).is_v6()) return EINVAL;
-        dest = net::Endpoint::from_gid(g, dev_.cfg_.port, dev_.cfg_.ipv6_scope);
+        if (net::gid_is_v4(g) == env_.wire.local(local).is_v6()) return EINVAL;
+        dest = net::Endpoint::from_gid(g, env_.config.port, env_.config.ipv6_scope);
     }
 
     // Apply.
@@ -241,16 +241,16 @@ int ControlVerbs::modify_qp(Session& s, const abi::ModifyQpReq& r) {
     qp->state = next;
     q.qp_state = next;
     if (next == IBV_QPS_ERR) {
-        dev_.done_.flush_queues(*qp);
-        dev_.done_.last_wqe_reached(*qp);
+        env_.done.flush_queues(*qp);
+        env_.done.last_wqe_reached(*qp);
     }
-    if (next == IBV_QPS_RTS) dev_.sched_.mark_ready(*qp);
+    if (next == IBV_QPS_RTS) env_.sched.mark_ready(*qp);
     return 0;
 }
 
 int ControlVerbs::query_qp(Session& s, const abi::QueryQpReq& r, abi::QueryQpResp* out) {
-    Qp* qp = dev_.qps_.get(r.qpn);
-    if (!dev_.xrc_.holds(s, qp)) return EINVAL;
+    Qp* qp = env_.qps.get(r.qpn);
+    if (!env_.xrc.holds(s, qp)) return EINVAL;
     out->attr = qp->attr;
     out->attr.qp_state = qp->state;
     out->attr.cur_qp_state = qp->state;
@@ -262,36 +262,36 @@ int ControlVerbs::query_qp(Session& s, const abi::QueryQpReq& r, abi::QueryQpRes
 }
 
 int ControlVerbs::destroy_qp(Session& s, uint32_t qpn, uint64_t cookie) {
-    Qp* qp = dev_.qps_.get(qpn);
-    if (!dev_.xrc_.holds(s, qp)) return EINVAL;
+    Qp* qp = env_.qps.get(qpn);
+    if (!env_.xrc.holds(s, qp)) return EINVAL;
     // A TGT QP's handles are told apart by the library's ibv_qp (each ibv_open_qp is one).
-    if (qp->type == IBV_QPT_XRC_RECV && !dev_.xrc_.find_hold(s, *qp, cookie)) return EINVAL;
+    if (qp->type == IBV_QPT_XRC_RECV && !env_.xrc.find_hold(s, *qp, cookie)) return EINVAL;
     // UD sends posted before the destroy leave first: their doorbell may still be unread
     // when this command runs, and on an HCA it would have reached the QP before the command.
-    if (qp->type == IBV_QPT_UD && qp->state == IBV_QPS_RTS) dev_.requester_.progress(*qp);
-    dev_.xrc_.release_qp(s, qpn, cookie);  // a shared XRC TGT QP lives on while other handles exist
+    if (qp->type == IBV_QPT_UD && qp->state == IBV_QPS_RTS) env_.requester.progress(*qp);
+    env_.xrc.release_qp(s, qpn, cookie);  // a shared XRC TGT QP lives on while other handles exist
     return 0;
 }
 
 void ControlVerbs::destroy_qp_now(uint32_t qpn) {
-    Qp* qp = dev_.qps_.get(qpn);
+    Qp* qp = env_.qps.get(qpn);
     if (!qp) return;
-    dev_.trace_.add("qp 0x%x (%s) destroyed, was %s, pid %d", qpn, qp_type_name(qp->type),
-                    qp_state_name(qp->state), int(qp->owner->pid));
-    dev_.sched_.forget(*qp);
+    env_.trace.add("qp 0x%x (%s) destroyed, was %s, pid %d", qpn, qp_type_name(qp->type),
+                   qp_state_name(qp->state), int(qp->owner->pid));
+    env_.sched.forget(*qp);
     // A TGT QP holds no PD: its `pd` is the one of the SRQ serving the current message.
-    if (Pd* pd = dev_.pds_.get(qp->pd); pd && qp->type != IBV_QPT_XRC_RECV) --pd->users;
-    if (Cq* c = dev_.cqs_.get(qp->send_cq)) --c->users;
-    if (Cq* c = dev_.cqs_.get(qp->recv_cq)) --c->users;
-    if (Srq* q = dev_.srqs_.get(qp->srq); q && qp->type != IBV_QPT_XRC_RECV) --q->users;
+    if (Pd* pd = env_.pds.get(qp->pd); pd && qp->type != IBV_QPT_XRC_RECV) --pd->users;
+    if (Cq* c = env_.cqs.get(qp->send_cq)) --c->users;
+    if (Cq* c = env_.cqs.get(qp->recv_cq)) --c->users;
+    if (Srq* q = env_.srqs.get(qp->srq); q && qp->type != IBV_QPT_XRC_RECV) --q->users;
     // Its handles' pins on their XRCD handles went with them (release_qp); the domain's
     // count of its objects goes now.
-    if (qp->type == IBV_QPT_XRC_RECV) dev_.xrc_.object_gone(qp->xrcd, 0);
-    if (qp->type == IBV_QPT_UD) dev_.mcast_.detach_all(qpn);  // as uverbs does on destroy
-    dev_.windows_.unbind_qp_windows(*qp);
+    if (qp->type == IBV_QPT_XRC_RECV) env_.xrc.object_gone(qp->xrcd, 0);
+    if (qp->type == IBV_QPT_UD) env_.mcast.detach_all(qpn);  // as uverbs does on destroy
+    env_.windows.unbind_qp_windows(*qp);
     set_udp_sport(*qp, 0, 0);
     if (qp->type != IBV_QPT_XRC_RECV) erase_handle(qp->owner->qps, qpn);  // TGT: release_qp did
-    dev_.qps_.remove(qpn);
+    env_.qps.remove(qpn);
 }
 
 }  // namespace uroce::emu

@@ -4,21 +4,22 @@
 #include <algorithm>
 #include <cerrno>
 
-#include "emu/engine/device.h"
+#include "emu/verbs/control_verbs.h"
+#include "emu/verbs/xrc_domains.h"
 
 namespace uroce::emu {
 
 int ControlVerbs::create_srq(Session& s, const abi::CreateSrqReq& r, abi::CreateSrqResp* out,
                              int* fd) {
-    Pd* pd = dev_.pds_.get(r.pd);
+    Pd* pd = env_.pds.get(r.pd);
     if (!owned(s, pd)) return EINVAL;
     bool xrc = r.srq_type == IBV_SRQT_XRC;
     if (r.srq_type != IBV_SRQT_BASIC && !xrc) return EOPNOTSUPP;  // tag matching
     XrcdHandle* xh = nullptr;
     Cq* cq = nullptr;
     if (xrc) {
-        xh = dev_.xrcd_handles_.get(r.xrcd);
-        cq = dev_.cqs_.get(r.cq);
+        xh = env_.xrcd_handles.get(r.xrcd);
+        cq = env_.cqs.get(r.cq);
         if (!owned(s, xh) || !owned(s, cq)) return EINVAL;
     }
     if (r.max_wr == 0 || r.max_wr > abi::kMaxSrqWr || r.max_sge == 0 || r.max_sge > abi::kMaxSge ||
@@ -44,13 +45,13 @@ int ControlVerbs::create_srq(Session& s, const abi::CreateSrqReq& r, abi::Create
         srq->cq = r.cq;
     }
     uint32_t h;
-    Srq* q = dev_.srqs_.add(std::move(srq), &h);
+    Srq* q = env_.srqs.add(std::move(srq), &h);
     if (!q) return ENOMEM;
     ++pd->users;
     if (xrc) {
         ++cq->users;
         ++xh->objects;
-        ++dev_.xrcds_.get(xh->xrcd)->objects;
+        ++env_.xrcds.get(xh->xrcd)->objects;
     }
     s.srqs.push_back(h);
     out->handle = h;
@@ -63,7 +64,7 @@ int ControlVerbs::create_srq(Session& s, const abi::CreateSrqReq& r, abi::Create
 }
 
 int ControlVerbs::modify_srq(Session& s, const abi::ModifySrqReq& r) {
-    Srq* q = dev_.srqs_.get(r.handle);
+    Srq* q = env_.srqs.get(r.handle);
     if (!owned(s, q)) return EINVAL;
     if (r.mask & ~uint32_t(IBV_SRQ_MAX_WR | IBV_SRQ_LIMIT)) return EINVAL;
     // Resizing needs IBV_DEVICE_SRQ_RESIZE, which uroce does not claim.
@@ -76,7 +77,7 @@ int ControlVerbs::modify_srq(Session& s, const abi::ModifySrqReq& r) {
 }
 
 int ControlVerbs::query_srq(Session& s, uint32_t handle, abi::QuerySrqResp* out) {
-    Srq* q = dev_.srqs_.get(handle);
+    Srq* q = env_.srqs.get(handle);
     if (!owned(s, q)) return EINVAL;
     out->attr.max_wr = q->max_wr;
     out->attr.max_sge = q->max_sge;
@@ -85,16 +86,16 @@ int ControlVerbs::query_srq(Session& s, uint32_t handle, abi::QuerySrqResp* out)
 }
 
 int ControlVerbs::destroy_srq(Session& s, uint32_t handle) {
-    Srq* q = dev_.srqs_.get(handle);
+    Srq* q = env_.srqs.get(handle);
     if (!owned(s, q)) return EINVAL;
     if (q->users) return EBUSY;
-    if (Pd* pd = dev_.pds_.get(q->pd)) --pd->users;
+    if (Pd* pd = env_.pds.get(q->pd)) --pd->users;
     if (q->xrc) {
-        if (Cq* cq = dev_.cqs_.get(q->cq)) --cq->users;
-        dev_.xrc_.object_gone(q->xrcd, q->xrcd_handle);
-        dev_.xrc_.srq_gone(handle);
+        if (Cq* cq = env_.cqs.get(q->cq)) --cq->users;
+        env_.xrc.object_gone(q->xrcd, q->xrcd_handle);
+        env_.xrc.srq_gone(handle);
     }
-    dev_.srqs_.remove(handle);
+    env_.srqs.remove(handle);
     auto it = std::find(s.srqs.begin(), s.srqs.end(), handle);
     if (it != s.srqs.end()) s.srqs.erase(it);
     return 0;

@@ -8,8 +8,14 @@
 #include <algorithm>
 #include <cerrno>
 
-#include "emu/engine/device.h"
+#include "emu/control/trace.h"
+#include "emu/engine/counters.h"
+#include "emu/engine/transport_env.h"
+#include "emu/transport/completions.h"
+#include "emu/transport/rc_responder.h"
+#include "emu/verbs/control_verbs.h"
 #include "emu/verbs/qp_state.h"
+#include "emu/verbs/xrc_domains.h"
 #include "net/opcodes.h"
 
 namespace uroce::emu {
@@ -19,7 +25,7 @@ int XrcDomains::open_xrcd(Session& s, int fd, int oflags, uint32_t* handle) {
     if (fd >= 0) {
         struct stat st;
         if (fstat(fd, &st) != 0) return EBADF;
-        dev_.xrcds_.for_each([&](uint32_t h, const Xrcd& x) {
+        env_.xrcds.for_each([&](uint32_t h, const Xrcd& x) {
             if (x.has_inode && x.dev == st.st_dev && x.ino == st.st_ino) id = h;
         });
         if (!id && !(oflags & O_CREAT)) return EAGAIN;  // no domain yet, and no O_CREAT
@@ -29,19 +35,19 @@ int XrcDomains::open_xrcd(Session& s, int fd, int oflags, uint32_t* handle) {
             x->has_inode = true;
             x->dev = st.st_dev;
             x->ino = st.st_ino;
-            if (!dev_.xrcds_.add(std::move(x), &id)) return ENOMEM;
+            if (!env_.xrcds.add(std::move(x), &id)) return ENOMEM;
         }
-    } else if (!dev_.xrcds_.add(std::make_unique<Xrcd>(), &id)) {  // fd -1: a private domain
+    } else if (!env_.xrcds.add(std::make_unique<Xrcd>(), &id)) {  // fd -1: a private domain
         return ENOMEM;
     }
     auto hh = std::make_unique<XrcdHandle>();
     hh->owner = &s;
     hh->xrcd = id;
-    if (!dev_.xrcd_handles_.add(std::move(hh), handle)) {
-        if (dev_.xrcds_.get(id)->handles == 0) dev_.xrcds_.remove(id);
+    if (!env_.xrcd_handles.add(std::move(hh), handle)) {
+        if (env_.xrcds.get(id)->handles == 0) env_.xrcds.remove(id);
         return ENOMEM;
     }
-    ++dev_.xrcds_.get(id)->handles;
+    ++env_.xrcds.get(id)->handles;
     s.xrcd_handles.push_back(*handle);
     return 0;
 }
@@ -53,29 +59,29 @@ static void drop_xrcd_ref(HandleTable<Xrcd>& xrcds, uint32_t id) {
 }
 
 int XrcDomains::close_xrcd(Session& s, uint32_t handle) {
-    XrcdHandle* hh = dev_.xrcd_handles_.get(handle);
+    XrcdHandle* hh = env_.xrcd_handles.get(handle);
     if (!owned(s, hh)) return EINVAL;
     if (hh->objects) return EBUSY;  // SRQs or TGT QPs created through it still exist
     uint32_t id = hh->xrcd;
-    --dev_.xrcds_.get(id)->handles;
-    dev_.xrcd_handles_.remove(handle);
+    --env_.xrcds.get(id)->handles;
+    env_.xrcd_handles.remove(handle);
     auto it = std::find(s.xrcd_handles.begin(), s.xrcd_handles.end(), handle);
     if (it != s.xrcd_handles.end()) s.xrcd_handles.erase(it);
-    drop_xrcd_ref(dev_.xrcds_, id);
-    if (const Xrcd* x = dev_.xrcds_.get(id))
-        dev_.trace_.add("pid %d close_xrcd handle %u: xrcd %u lives on (%u handles, %u objects)",
-                        int(s.pid), handle, id, x->handles, x->objects);
+    drop_xrcd_ref(env_.xrcds, id);
+    if (const Xrcd* x = env_.xrcds.get(id))
+        env_.trace.add("pid %d close_xrcd handle %u: xrcd %u lives on (%u handles, %u objects)",
+                       int(s.pid), handle, id, x->handles, x->objects);
     else
-        dev_.trace_.add("pid %d close_xrcd handle %u: xrcd %u destroyed (last handle)", int(s.pid),
-                        handle, id);
+        env_.trace.add("pid %d close_xrcd handle %u: xrcd %u destroyed (last handle)", int(s.pid),
+                       handle, id);
     return 0;
 }
 
 // Called when an XRC object (SRQ or TGT QP) created through `handle` goes away.
 void XrcDomains::object_gone(uint32_t xrcd, uint32_t handle) {
-    if (XrcdHandle* hh = dev_.xrcd_handles_.get(handle); hh && hh->xrcd == xrcd) --hh->objects;
-    if (Xrcd* x = dev_.xrcds_.get(xrcd)) --x->objects;
-    drop_xrcd_ref(dev_.xrcds_, xrcd);
+    if (XrcdHandle* hh = env_.xrcd_handles.get(handle); hh && hh->xrcd == xrcd) --hh->objects;
+    if (Xrcd* x = env_.xrcds.get(xrcd)) --x->objects;
+    drop_xrcd_ref(env_.xrcds, xrcd);
 }
 
 bool XrcDomains::holds(const Session& s, const Qp* qp) const {
@@ -92,9 +98,9 @@ const Qp::Holder* XrcDomains::find_hold(const Session& s, const Qp& qp, uint64_t
 }
 
 int XrcDomains::open_qp(Session& s, const abi::OpenQpReq& r, abi::OpenQpResp* out) {
-    XrcdHandle* hh = dev_.xrcd_handles_.get(r.xrcd);
+    XrcdHandle* hh = env_.xrcd_handles.get(r.xrcd);
     if (!owned(s, hh)) return EINVAL;
-    Qp* qp = dev_.qps_.get(r.qpn);
+    Qp* qp = env_.qps.get(r.qpn);
     // As the kernel's ib_open_qp: only a TGT QP of that same domain can be opened.
     if (!qp || qp->type != IBV_QPT_XRC_RECV || qp->xrcd != hh->xrcd ||
         r.qp_type != IBV_QPT_XRC_RECV)
@@ -111,23 +117,22 @@ int XrcDomains::open_qp(Session& s, const abi::OpenQpReq& r, abi::OpenQpResp* ou
 }
 
 void XrcDomains::release_qp(Session& s, uint32_t qpn, uint64_t cookie) {
-    Qp* qp = dev_.qps_.get(qpn);
+    Qp* qp = env_.qps.get(qpn);
     if (!qp) return;
-    if (qp->type != IBV_QPT_XRC_RECV) return dev_.verbs_.destroy_qp_now(qpn);
+    if (qp->type != IBV_QPT_XRC_RECV) return env_.verbs.destroy_qp_now(qpn);
     auto& hs = qp->holders;
     const Qp::Holder* h = find_hold(s, *qp, cookie);
     if (!h) return;
     // This handle's XRCD handle is free again (as the kernel's uxrcd refcnt), even if the QP
     // lives on: its creator can destroy it, close its domain handle and go.
-    if (XrcdHandle* hh = dev_.xrcd_handles_.get(h->xrcd_handle); hh && hh->objects) --hh->objects;
+    if (XrcdHandle* hh = env_.xrcd_handles.get(h->xrcd_handle); hh && hh->objects) --hh->objects;
     hs.erase(hs.begin() + (h - hs.data()));
     auto it = std::find(s.qps.begin(), s.qps.end(), qpn);
     if (it != s.qps.end()) s.qps.erase(it);
     if (hs.empty())
-        return dev_.verbs_.destroy_qp_now(qpn);  // the last handle (as __ib_destroy_shared_qp)
-    dev_.trace_.add(
-        "qp 0x%x (XRC_TGT) handle released by pid %d; lives on for pid %d (%zu handles)", qpn,
-        int(s.pid), int(hs.front().session->pid), hs.size());
+        return env_.verbs.destroy_qp_now(qpn);  // the last handle (as __ib_destroy_shared_qp)
+    env_.trace.add("qp 0x%x (XRC_TGT) handle released by pid %d; lives on for pid %d (%zu handles)",
+                   qpn, int(s.pid), int(hs.front().session->pid), hs.size());
     // The QP outlives its creator's handle: it now belongs to the next holder.
     qp->owner = hs.front().session;
     qp->cookie = hs.front().cookie;
@@ -138,10 +143,10 @@ void XrcDomains::release_qp(Session& s, uint32_t qpn, uint64_t cookie) {
 // (rx_owner, write_owner: the SRQ owner's session, which may be freed next) are gone. The
 // message's later packets then name an SRQ the QP does not have, and fail as any such packet.
 void XrcDomains::srq_gone(uint32_t srqn) {
-    dev_.qps_.for_each([&](uint32_t, Qp& qp) {
+    env_.qps.for_each([&](uint32_t, Qp& qp) {
         if (qp.type != IBV_QPT_XRC_RECV || qp.srq != srqn) return;
         if (qp.have_rwr || qp.have_write)
-            dev_.trace_.add(
+            env_.trace.add(
                 "qp 0x%x (XRC_TGT): srq %u destroyed during a message; the message is "
                 "dropped",
                 qp.qpn, srqn);
@@ -153,8 +158,8 @@ void XrcDomains::srq_gone(uint32_t srqn) {
 
 void XrcDomains::post_qp_async(Qp& qp, ibv_event_type type) {
     if (qp.type != IBV_QPT_XRC_RECV)
-        return dev_.done_.post_async(qp.owner, type, qp.cookie, "qp", qp.qpn);
-    for (const auto& h : qp.holders) dev_.done_.post_async(h.session, type, h.cookie, "qp", qp.qpn);
+        return env_.done.post_async(qp.owner, type, qp.cookie, "qp", qp.qpn);
+    for (const auto& h : qp.holders) env_.done.post_async(h.session, type, h.cookie, "qp", qp.qpn);
 }
 
 // An XRC request at a TGT QP: the XRCETH names the SRQ whose receives (and PD, and
@@ -164,27 +169,27 @@ void XrcDomains::receive(Qp& qp, const net::Packet& p) {
     bool in_order = p.bth.psn == qp.epsn;
     bool starts = info->flags & (net::kFirst | net::kReadReq | net::kAtomicOp);
     if (in_order && starts) {
-        Srq* srq = dev_.srqs_.get(p.xrc.srqn);
+        Srq* srq = env_.srqs.get(p.xrc.srqn);
         if (!srq || !srq->xrc || srq->xrcd != qp.xrcd) {
-            ++dev_.counters_.xrc_bad_srqn;
-            dev_.trace_.add("qp 0x%x (XRC_TGT, xrcd %u): request names srq %u, %s", qp.qpn, qp.xrcd,
-                            p.xrc.srqn,
-                            !srq        ? "which does not exist"
-                            : !srq->xrc ? "which is not an XRC SRQ"
-                                        : "which belongs to another XRC domain");
-            return dev_.responder_.error(qp, IBV_WC_REM_INV_REQ_ERR, 0x61, p.bth.psn,
-                                         IBV_EVENT_QP_REQ_ERR);
+            ++env_.counters.xrc_bad_srqn;
+            env_.trace.add("qp 0x%x (XRC_TGT, xrcd %u): request names srq %u, %s", qp.qpn, qp.xrcd,
+                           p.xrc.srqn,
+                           !srq        ? "which does not exist"
+                           : !srq->xrc ? "which is not an XRC SRQ"
+                                       : "which belongs to another XRC domain");
+            return env_.responder.error(qp, IBV_WC_REM_INV_REQ_ERR, 0x61, p.bth.psn,
+                                        IBV_EVENT_QP_REQ_ERR);
         }
         qp.srq = p.xrc.srqn;
         qp.pd = srq->pd;
     } else if (in_order && p.xrc.srqn != qp.srq) {
-        ++dev_.counters_.xrc_bad_srqn;
-        dev_.trace_.add("qp 0x%x (XRC_TGT): a message that began on srq %u continues on srq %u",
-                        qp.qpn, qp.srq, p.xrc.srqn);
-        return dev_.responder_.error(qp, IBV_WC_REM_INV_REQ_ERR, 0x61, p.bth.psn,
-                                     IBV_EVENT_QP_REQ_ERR);
+        ++env_.counters.xrc_bad_srqn;
+        env_.trace.add("qp 0x%x (XRC_TGT): a message that began on srq %u continues on srq %u",
+                       qp.qpn, qp.srq, p.xrc.srqn);
+        return env_.responder.error(qp, IBV_WC_REM_INV_REQ_ERR, 0x61, p.bth.psn,
+                                    IBV_EVENT_QP_REQ_ERR);
     }
-    dev_.responder_.receive(qp, p);
+    env_.responder.receive(qp, p);
 }
 
 }  // namespace uroce::emu

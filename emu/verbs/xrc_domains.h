@@ -2,8 +2,9 @@
 // XRC on the device side (docs/xrc.md): domains shared through a file's inode and the
 // handles processes hold on them, TGT QPs that several processes hold at once
 // (ibv_open_qp), what happens when an XRC object goes, and the XRCETH check of a request
-// at a TGT QP. Engine thread only; it reaches the object tables and the engine through its
-// Device (a friend of it).
+// at a TGT QP. Engine thread only. Of VerbsEnv (emu/verbs/verbs_env.h) it uses the XRC
+// domain, handle, QP and SRQ tables, the counters and trace, the control verbs (to destroy a
+// QP), the completions stage (async events) and the RC responder (a TGT QP's requests).
 #pragma once
 
 #include <infiniband/verbs.h>
@@ -12,15 +13,14 @@
 
 #include "emu/abi/protocol.h"
 #include "emu/verbs/objects.h"
+#include "emu/verbs/verbs_env.h"
 #include "net/headers.h"
 
 namespace uroce::emu {
 
-class Device;
-
 class XrcDomains {
 public:
-    explicit XrcDomains(Device& dev) : dev_(dev) {}
+    explicit XrcDomains(VerbsEnv& env) : env_(env) {}
 
     int open_xrcd(Session& s, int fd, int oflags, uint32_t* handle);
     int close_xrcd(Session& s, uint32_t handle);
@@ -36,7 +36,7 @@ public:
     void post_qp_async(Qp& qp, ibv_event_type type);  // to every holder
 
 private:
-    Device& dev_;
+    VerbsEnv& env_;
 };
 
 }  // namespace uroce::emu
