@@ -122,6 +122,7 @@ void TransportTest::SetUp() {
     ASSERT_TRUE(devices_ready()) << "the devices did not start";
     ASSERT_NO_FATAL_FAILURE(open_side(a_, kDeviceNames[0]));
     ASSERT_NO_FATAL_FAILURE(open_side(b_, kDeviceNames[1]));
+    set_up();
 }
 
 void TransportTest::TearDown() {
@@ -305,6 +306,27 @@ Pair TransportTest::connect_pair(const QpOpts& o) {
     connect_qp(p.a, b_, p.b.qpn(), o, o.psn_a, o.psn_b);
     connect_qp(p.b, a_, p.a.qpn(), o, o.psn_b, o.psn_a);
     return p;
+}
+
+void PairTest::connect(const QpOpts& o) {
+    p_ = connect_pair(o);
+    ASSERT_TRUE(p_.a.qp && p_.b.qp);
+}
+
+void PairTest::buffers(size_t src_len, size_t dst_len, uint32_t seed) {
+    src_ = &reg(A(), src_len);
+    dst_ = &reg(B(), dst_len);
+    src_->fill(seed);
+}
+
+void PairTest::expect_rts() {
+    EXPECT_EQ(qp_state(p_.a.qp), IBV_QPS_RTS);
+    EXPECT_EQ(qp_state(p_.b.qp), IBV_QPS_RTS);
+}
+
+void PairTest::expect_quiet_rts() {
+    expect_empty(p_.b.rcq);
+    expect_rts();
 }
 
 Endpoint TransportTest::make_ud(Side& s, const QpOpts& o) {

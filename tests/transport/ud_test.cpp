@@ -19,9 +19,7 @@ constexpr uint32_t kQkey = 0x11111111;
 
 class Ud : public TransportTest {
 protected:
-    void SetUp() override {
-        TransportTest::SetUp();
-        if (HasFatalFailure()) return;
+    void set_up() override {
         a_ep_ = make_ud(A());
         b_ep_ = make_ud(B());
         ASSERT_TRUE(a_ep_.qp && b_ep_.qp);
