@@ -42,9 +42,10 @@ uint8_t pattern_byte(uint32_t seed, size_t i) {
 
 const char* state_name(int s) { return verbs_util::qp_state_name(s); }
 
-void Buffer::fill(uint32_t seed, size_t off, size_t n) {
+Buffer& Buffer::fill(uint32_t seed, size_t off, size_t n) {
     if (n == SIZE_MAX) n = len - off;
     for (size_t i = 0; i < n; ++i) data()[off + i] = pattern_byte(seed, i);
+    return *this;
 }
 
 void Buffer::poison() const { std::memset(data(), kPoison, len); }
@@ -314,9 +315,8 @@ void PairTest::connect(const QpOpts& o) {
 }
 
 void PairTest::buffers(size_t src_len, size_t dst_len, uint32_t seed) {
-    src_ = &reg(A(), src_len);
+    src_ = &reg(A(), src_len).fill(seed);
     dst_ = &reg(B(), dst_len);
-    src_->fill(seed);
 }
 
 void PairTest::expect_rts() {

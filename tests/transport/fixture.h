@@ -61,7 +61,8 @@ struct Buffer {
     uint32_t rkey() const { return mr->rkey; }
     ibv_sge sge(size_t off, uint32_t n) const { return {addr(off), n, lkey()}; }
     // Pattern `seed` at [off, off + n) (whole buffer by default), poison elsewhere unchanged.
-    void fill(uint32_t seed, size_t off = 0, size_t n = SIZE_MAX);
+    // Returns the buffer: `Buffer& src = reg(A(), n).fill(seed);`.
+    Buffer& fill(uint32_t seed, size_t off = 0, size_t n = SIZE_MAX);
     void poison() const;  // every data byte back to kPoison
     // Offset of the first byte of [off, off+n) that is not pattern `seed` at pattern offset
     // `pat_off + k`, or -1.
