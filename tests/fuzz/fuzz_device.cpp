@@ -211,15 +211,12 @@ private:
     void create_qp(int i, ibv_qp_type type) {
         abi::Request req{};
         req.op = abi::Op::kCreateQp;
-        auto& r = req.u.create_qp;
-        r.pd = pd_;
-        r.send_cq = cq_;
-        r.recv_cq = cq_;
-        r.qp_type = type;
-        r.cap.max_send_wr = 16;
-        r.cap.max_recv_wr = 16;
-        r.cap.max_send_sge = 2;
-        r.cap.max_recv_sge = 2;
+        req.u.create_qp = {
+            .pd = pd_,
+            .send_cq = cq_,
+            .recv_cq = cq_,
+            .qp_type = uint32_t(type),
+            .cap = {.max_send_wr = 16, .max_recv_wr = 16, .max_send_sge = 2, .max_recv_sge = 2}};
         abi::Response resp;
         std::vector<int> fds;
         must(req, &resp, "create_qp", &fds);

@@ -272,8 +272,7 @@ TEST_F(DataPathTest, ReceiveBufferTooSmall) {
     GuardedBuf src(3000, 0x55), dst(2000);
     uint32_t skey, rkey;
     ASSERT_NO_FATAL_FAILURE(reg_bufs(src, &skey, dst, &rkey));
-    r_.c->post_recv(*r_.qp, 31, {{addr_of(dst.data()), 2000, rkey}});
-    r_.c->post_recv(*r_.qp, 32, {{addr_of(dst.data()), 2000, rkey}});
+    for (uint64_t id : {31, 32}) r_.c->post_recv(*r_.qp, id, {{addr_of(dst.data()), 2000, rkey}});
     s_.c->post_send(*s_.qp, 41, {{addr_of(src.data()), 3000, skey}});
 
     ASSERT_NO_FATAL_FAILURE(expect_cqe(*r_.rcq, 31, IBV_WC_LOC_LEN_ERR));
