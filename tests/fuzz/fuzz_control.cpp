@@ -46,6 +46,7 @@
 #include "emu/control/control_dispatch.h"
 #include "emu/engine/device.h"
 #include "tests/fuzz/control_ops.h"
+#include "tests/fuzz/fuzz_support.h"
 
 using namespace uroce;
 using fuzz::CtlOp;
@@ -932,21 +933,14 @@ extern "C" int LLVMFuzzerInitialize(int*, char***) {
         g_files[i] = memfd_create(i ? "xrcd-b" : "xrcd-a", MFD_CLOEXEC);
         if (g_files[i] < 0) die("memfd_create");
     }
-    // A port nothing else on the host is likely to use; the first one that binds is ours.
-    for (uint16_t port = 47500; port < 48500; ++port) {
-        emu::DeviceConfig cfg;
-        cfg.name = "fuzzctl0";
-        cfg.ipv4_be = kSelf;
-        cfg.port = port;
-        auto* d = new emu::Device(cfg);
-        if (d->start_manual() == 0) {
-            g_dev = d;
-            g_empty = d->objects();
-            return 0;
-        }
-        delete d;
-    }
-    die("no free UDP port in 47500..48499");
+    emu::DeviceConfig cfg;
+    cfg.name = "fuzzctl0";
+    cfg.ipv4_be = kSelf;
+    g_dev = fuzz::start_on_free_port(cfg, 47500, 48500,
+                                     [](emu::Device& d) { return d.start_manual(); });
+    if (!g_dev) die("no free UDP port in 47500..48499");
+    g_empty = g_dev->objects();
+    return 0;
 }
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t len) {

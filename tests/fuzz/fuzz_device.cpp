@@ -48,6 +48,7 @@
 #include "net/headers.h"
 #include "net/icrc.h"
 #include "net/opcodes.h"
+#include "tests/fuzz/fuzz_support.h"
 
 using namespace uroce;
 
@@ -210,15 +211,12 @@ private:
     void create_qp(int i, ibv_qp_type type) {
         abi::Request req{};
         req.op = abi::Op::kCreateQp;
-        auto& r = req.u.create_qp;
-        r.pd = pd_;
-        r.send_cq = cq_;
-        r.recv_cq = cq_;
-        r.qp_type = type;
-        r.cap.max_send_wr = 16;
-        r.cap.max_recv_wr = 16;
-        r.cap.max_send_sge = 2;
-        r.cap.max_recv_sge = 2;
+        req.u.create_qp = {
+            .pd = pd_,
+            .send_cq = cq_,
+            .recv_cq = cq_,
+            .qp_type = uint32_t(type),
+            .cap = {.max_send_wr = 16, .max_recv_wr = 16, .max_send_sge = 2, .max_recv_sge = 2}};
         abi::Response resp;
         std::vector<int> fds;
         must(req, &resp, "create_qp", &fds);
@@ -347,21 +345,13 @@ void fix_up(uint8_t flags, World& w, std::vector<uint8_t>& pkt, const sockaddr_i
 }  // namespace
 
 extern "C" int LLVMFuzzerInitialize(int*, char***) {
-    // A port nothing else on the host is likely to use; the first one that binds is ours.
-    for (uint16_t port = 47000; port < 48000; ++port) {
-        emu::DeviceConfig cfg;
-        cfg.name = "fuzz0";
-        cfg.ipv4_be = kSelf;
-        cfg.port = port;
-        auto* d = new emu::Device(cfg);
-        if (d->start() == 0) {
-            g_dev = d;
-            g_port = port;
-            return 0;
-        }
-        delete d;
-    }
-    die("no free UDP port in 47000..47999", EADDRINUSE);
+    emu::DeviceConfig cfg;
+    cfg.name = "fuzz0";
+    cfg.ipv4_be = kSelf;
+    g_dev = fuzz::start_on_free_port(cfg, 47000, 48000, [](emu::Device& d) { return d.start(); });
+    if (!g_dev) die("no free UDP port in 47000..47999", EADDRINUSE);
+    g_port = g_dev->config().port;
+    return 0;
 }
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t len) {

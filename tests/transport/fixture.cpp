@@ -42,9 +42,10 @@ uint8_t pattern_byte(uint32_t seed, size_t i) {
 
 const char* state_name(int s) { return verbs_util::qp_state_name(s); }
 
-void Buffer::fill(uint32_t seed, size_t off, size_t n) {
+Buffer& Buffer::fill(uint32_t seed, size_t off, size_t n) {
     if (n == SIZE_MAX) n = len - off;
     for (size_t i = 0; i < n; ++i) data()[off + i] = pattern_byte(seed, i);
+    return *this;
 }
 
 void Buffer::poison() const { std::memset(data(), kPoison, len); }
@@ -122,6 +123,7 @@ void TransportTest::SetUp() {
     ASSERT_TRUE(devices_ready()) << "the devices did not start";
     ASSERT_NO_FATAL_FAILURE(open_side(a_, kDeviceNames[0]));
     ASSERT_NO_FATAL_FAILURE(open_side(b_, kDeviceNames[1]));
+    set_up();
 }
 
 void TransportTest::TearDown() {
@@ -305,6 +307,26 @@ Pair TransportTest::connect_pair(const QpOpts& o) {
     connect_qp(p.a, b_, p.b.qpn(), o, o.psn_a, o.psn_b);
     connect_qp(p.b, a_, p.a.qpn(), o, o.psn_b, o.psn_a);
     return p;
+}
+
+void PairTest::connect(const QpOpts& o) {
+    p_ = connect_pair(o);
+    ASSERT_TRUE(p_.a.qp && p_.b.qp);
+}
+
+void PairTest::buffers(size_t src_len, size_t dst_len, uint32_t seed) {
+    src_ = &reg(A(), src_len).fill(seed);
+    dst_ = &reg(B(), dst_len);
+}
+
+void PairTest::expect_rts() {
+    EXPECT_EQ(qp_state(p_.a.qp), IBV_QPS_RTS);
+    EXPECT_EQ(qp_state(p_.b.qp), IBV_QPS_RTS);
+}
+
+void PairTest::expect_quiet_rts() {
+    expect_empty(p_.b.rcq);
+    expect_rts();
 }
 
 Endpoint TransportTest::make_ud(Side& s, const QpOpts& o) {

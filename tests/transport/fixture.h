@@ -61,7 +61,8 @@ struct Buffer {
     uint32_t rkey() const { return mr->rkey; }
     ibv_sge sge(size_t off, uint32_t n) const { return {addr(off), n, lkey()}; }
     // Pattern `seed` at [off, off + n) (whole buffer by default), poison elsewhere unchanged.
-    void fill(uint32_t seed, size_t off = 0, size_t n = SIZE_MAX);
+    // Returns the buffer: `Buffer& src = reg(A(), n).fill(seed);`.
+    Buffer& fill(uint32_t seed, size_t off = 0, size_t n = SIZE_MAX);
     void poison() const;  // every data byte back to kPoison
     // Offset of the first byte of [off, off+n) that is not pattern `seed` at pattern offset
     // `pat_off + k`, or -1.
@@ -158,8 +159,11 @@ long counter(const std::string& dump, const std::string& line_prefix, const std:
 
 class TransportTest : public ::testing::Test {
 protected:
+    // Opens both devices, then calls set_up().
     void SetUp() override;
     void TearDown() override;
+    // What a fixture of its own sets up once both devices are open.
+    virtual void set_up() {}
 
     Side a_, b_;
     Side& A() { return a_; }
@@ -249,6 +253,24 @@ private:
     std::vector<std::unique_ptr<Buffer>> bufs_;
     bool timed_out_ = false;
     void open_side(Side& s, const char* name);
+};
+
+// A fixture whose tests share one connected pair, p_, made in set_up() with connect(), and
+// often a buffer on each side, src_ on A and dst_ on B (buffers()).
+class PairTest : public TransportTest {
+protected:
+    // p_ = connect_pair(o); fatal when that failed.
+    void connect(const QpOpts& o = {});
+    // src_ of `src_len` bytes with pattern `seed`, dst_ of `dst_len` (poison).
+    void buffers(size_t src_len, size_t dst_len, uint32_t seed);
+    // Both of p_'s QPs are still in RTS.
+    void expect_rts();
+    // That, and B received nothing.
+    void expect_quiet_rts();
+
+    Pair p_;
+    Buffer* src_ = nullptr;
+    Buffer* dst_ = nullptr;
 };
 
 }  // namespace uroce::transport_test

@@ -148,8 +148,7 @@ TEST_F(Guard, ZeroLengthChecksNoKey) {
     Pair p = connect_pair();
     ASSERT_TRUE(p.a.qp && p.b.qp);
     Buffer& local = reg(A(), 64);
-    Buffer& target = reg(B(), 64);
-    target.fill(8);
+    Buffer& target = reg(B(), 64).fill(8);
     std::vector<ibv_sge> none;
     ibv_send_wr w = rdma_wr(1, IBV_WR_RDMA_WRITE, none, 0x1000, 0xdeadbe00);
     ibv_send_wr r = rdma_wr(2, IBV_WR_RDMA_READ, none, 0x1000, 0xdeadbe00);

@@ -20,8 +20,7 @@ constexpr uint32_t kMsg = 100;
 
 class PostOrder : public TransportTest {
 protected:
-    void SetUp() override {
-        TransportTest::SetUp();
+    void set_up() override {
         src_ = &reg(A(), kMsg);
         dst_ = &reg(B(), kMsg);
         src_->fill(33);

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "tests/transport/fixture.h"
+#include "tests/transport/verbs_util.h"
 
 namespace uroce::transport_test {
 namespace {
@@ -565,29 +566,13 @@ TEST_F(WrApi, XrcSendWithSrqn) {
     ibv_cq_ex* rcq_ex = make_cq_ex(B(), IBV_WC_STANDARD_FLAGS);
     ASSERT_TRUE(rcq_ex);
     ibv_cq* rcq = ibv_cq_ex_to_cq(rcq_ex);
-    ibv_srq_init_attr_ex sa{};
-    sa.attr.max_wr = 8;
-    sa.attr.max_sge = 1;
-    sa.comp_mask = IBV_SRQ_INIT_ATTR_TYPE | IBV_SRQ_INIT_ATTR_XRCD | IBV_SRQ_INIT_ATTR_CQ |
-                   IBV_SRQ_INIT_ATTR_PD;
-    sa.srq_type = IBV_SRQT_XRC;
-    sa.xrcd = xrcd;
-    sa.cq = rcq;
-    sa.pd = B().pd;
+    ibv_srq_init_attr_ex sa = verbs_util::xrc_srq_attr(xrcd, rcq, B().pd, 8);
     ibv_srq* srq = ibv_create_srq_ex(B().ctx, &sa);
-    ibv_qp_init_attr_ex ta{};
-    ta.qp_type = IBV_QPT_XRC_RECV;
-    ta.comp_mask = IBV_QP_INIT_ATTR_XRCD;
-    ta.xrcd = xrcd;
+    ibv_qp_init_attr_ex ta = verbs_util::xrc_tgt_attr(xrcd);
     ibv_qp* tgt = srq ? ibv_create_qp_ex(B().ctx, &ta) : nullptr;
     ibv_cq* scq = make_cq(A());
-    ibv_qp_init_attr_ex ia{};
-    ia.qp_type = IBV_QPT_XRC_SEND;
-    ia.send_cq = scq;
-    ia.cap.max_send_wr = 8;
-    ia.cap.max_send_sge = 2;
-    ia.comp_mask = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
-    ia.pd = A().pd;
+    ibv_qp_init_attr_ex ia = verbs_util::xrc_ini_attr(A().pd, scq, 8, 2);
+    ia.comp_mask |= IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
     ia.send_ops_flags = IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_RDMA_WRITE;
     ibv_qp* ini = ibv_create_qp_ex(A().ctx, &ia);
     // Destroyed in this order before the fixture's TearDown frees the CQs and PDs.

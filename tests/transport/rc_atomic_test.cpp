@@ -12,13 +12,10 @@ namespace {
 
 constexpr size_t kWordOff = 16;  // the remote word and the local result sit mid-buffer
 
-class RcAtomic : public TransportTest {
+class RcAtomic : public PairTest {
 protected:
-    void SetUp() override {
-        TransportTest::SetUp();
-        if (HasFatalFailure()) return;
-        p_ = connect_pair();
-        ASSERT_TRUE(p_.a.qp && p_.b.qp);
+    void set_up() override {
+        ASSERT_NO_FATAL_FAILURE(connect());
         local_ = &reg(A(), 64);
         remote_ = &reg(B(), 64);
     }
@@ -43,11 +40,8 @@ protected:
             EXPECT_EQ(b->not_poison(0, kWordOff), -1) << b->what;
             EXPECT_EQ(b->not_poison(kWordOff + 8, 64 - kWordOff - 8), -1) << b->what;
         }
-        expect_empty(p_.b.rcq);
-        EXPECT_EQ(qp_state(p_.a.qp), IBV_QPS_RTS);
-        EXPECT_EQ(qp_state(p_.b.qp), IBV_QPS_RTS);
+        expect_quiet_rts();
     }
-    Pair p_;
     Buffer* local_ = nullptr;
     Buffer* remote_ = nullptr;
 };

@@ -42,6 +42,16 @@ protected:
             expect_error(cq, qpn, first + i, IBV_WC_WR_FLUSH_ERR, "flushed");
         expect_empty(cq, 0);
     }
+    // p.a's WR `id`, just posted, fails with `status` (`what`) and the `behind` SENDs of `b`
+    // then queued (wr_ids from id + 1) are flushed; p.a ends in ERR, p.b stays in RTS.
+    void expect_fails_and_flushes(Pair& p, uint64_t id, ibv_wc_status status, const char* what,
+                                  Buffer& b, int behind) {
+        queue_sends(p.a, b, id + 1, behind);
+        expect_error(p.a.scq, p.a.qpn(), id, status, what);
+        expect_flushed(p.a.scq, p.a.qpn(), id + 1, behind);
+        EXPECT_EQ(qp_state(p.a.qp), IBV_QPS_ERR);
+        EXPECT_EQ(qp_state(p.b.qp), IBV_QPS_RTS);
+    }
     // The event B's owner must get for B's QP.
     void expect_event(Side& s, ibv_qp* qp, ibv_event_type type) {
         ibv_async_event ev = next_async(s);
@@ -58,9 +68,8 @@ protected:
 TEST_F(RcErrors, ReceiveTooSmall) {
     Pair p = connect_pair();
     ASSERT_TRUE(p.a.qp && p.b.qp);
-    Buffer& src = reg(A(), 4096);
+    Buffer& src = reg(A(), 4096).fill(81);
     Buffer& dst = reg(B(), 4096);
-    src.fill(81);
     ASSERT_EQ(post_recv(p.b.qp, 1, {dst.sge(0, 1000)}), 0);
     ASSERT_EQ(post_recv(p.b.qp, 2, {dst.sge(1000, 3000)}), 0);
     std::vector<ibv_sge> sg{src.sge(0, 2500)};
@@ -86,8 +95,7 @@ TEST_F(RcErrors, LocalProtection) {
     Buffer& mine = reg(A(), 64);
     Buffer& foreign = reg(A(), 64, kAllAccess, other_pd);
     Buffer& ro = reg(A(), 64, IBV_ACCESS_REMOTE_READ);
-    Buffer& remote = reg(B(), 64);
-    remote.fill(82);
+    Buffer& remote = reg(B(), 64).fill(82);
     enum { kBadKey, kOtherPd, kReadIntoReadOnly };
     for (int c : {kBadKey, kOtherPd, kReadIntoReadOnly}) {
         SCOPED_TRACE(c);
@@ -103,11 +111,7 @@ TEST_F(RcErrors, LocalProtection) {
                             ? rdma_wr(10, IBV_WR_RDMA_READ, sg, remote.addr(0), remote.rkey())
                             : wr(10, IBV_WR_SEND, sg);
         ASSERT_EQ(post(p.a.qp, w), 0);
-        queue_sends(p.a, mine, 11, 2);
-        expect_error(p.a.scq, p.a.qpn(), 10, IBV_WC_LOC_PROT_ERR, "bad local SGE");
-        expect_flushed(p.a.scq, p.a.qpn(), 11, 2);
-        EXPECT_EQ(qp_state(p.a.qp), IBV_QPS_ERR);
-        EXPECT_EQ(qp_state(p.b.qp), IBV_QPS_RTS);
+        expect_fails_and_flushes(p, 10, IBV_WC_LOC_PROT_ERR, "bad local SGE", mine, 2);
         expect_empty(p.b.rcq, 20);
         EXPECT_EQ(ro.not_poison(0, 64), -1);
         EXPECT_EQ(rbuf.not_poison(0, 64), -1);
@@ -215,11 +219,7 @@ TEST_F(RcErrors, ReceiverNotReady) {
         std::vector<ibv_sge> sg{src.sge(0, 64)};
         ibv_send_wr w = rdma_wr(1, op, sg, dst.addr(0), dst.rkey());
         ASSERT_EQ(post(p.a.qp, w), 0);
-        queue_sends(p.a, src, 2, 1);
-        expect_error(p.a.scq, p.a.qpn(), 1, IBV_WC_RNR_RETRY_EXC_ERR, "no receive");
-        expect_flushed(p.a.scq, p.a.qpn(), 2, 1);
-        EXPECT_EQ(qp_state(p.a.qp), IBV_QPS_ERR);
-        EXPECT_EQ(qp_state(p.b.qp), IBV_QPS_RTS);
+        expect_fails_and_flushes(p, 1, IBV_WC_RNR_RETRY_EXC_ERR, "no receive", src, 1);
         EXPECT_EQ(dst.not_poison(0, 64), -1);
     }
     QpOpts o;
@@ -278,10 +278,7 @@ TEST_F(RcErrors, RnrBudgetRestoredOnProgress) {
 // timeouts (timeout 8: the 1 ms minimum). The WRs behind are flushed; posting afterwards
 // (the library still thinks RTS) and posting receives are accepted and flushed too.
 TEST_F(RcErrors, PeerGone) {
-    QpOpts o;
-    o.timeout = 8;
-    o.retry_cnt = 2;
-    Pair p = connect_pair(o);
+    Pair p = connect_pair({.timeout = 8, .retry_cnt = 2});
     ASSERT_TRUE(p.a.qp && p.b.qp);
     Buffer& src = reg(A(), 64);
     Buffer& abuf = reg(A(), 64);
@@ -303,10 +300,7 @@ TEST_F(RcErrors, PeerGone) {
 // A QP the application moves to ERR flushes both queues; its peer, whose requests now go
 // unanswered, ends in IBV_WC_RETRY_EXC_ERR.
 TEST_F(RcErrors, ModifyToErrorFlushes) {
-    QpOpts o;
-    o.timeout = 8;
-    o.retry_cnt = 1;
-    Pair p = connect_pair(o);
+    Pair p = connect_pair({.timeout = 8, .retry_cnt = 1});
     ASSERT_TRUE(p.a.qp && p.b.qp);
     Buffer& b = reg(B(), 64);
     Buffer& a = reg(A(), 64);
@@ -330,10 +324,8 @@ TEST_F(RcErrors, ModifyToErrorFlushes) {
 // sender's with REM_ACCESS_ERR), an RDMA READ's own completion is IBV_WC_LOC_PROT_ERR.
 TEST_F(RcErrors, MemoryUnmappedAfterRegistration) {
     const size_t page = size_t(sysconf(_SC_PAGESIZE));
-    Buffer& src = reg(A(), 4 * page);  // what WRITE and SEND send
-    Buffer& far = reg(B(), 4 * page);  // what READ reads
-    src.fill(86);
-    far.fill(86);
+    Buffer& src = reg(A(), 4 * page).fill(86);  // what WRITE and SEND send
+    Buffer& far = reg(B(), 4 * page).fill(86);  // what READ reads
     enum { kWrite, kSend, kRead };
     for (int c : {kWrite, kSend, kRead}) {
         SCOPED_TRACE(c);

@@ -14,20 +14,15 @@
 namespace uroce::transport_test {
 namespace {
 
-class RcEvents : public TransportTest {
+class RcEvents : public PairTest {
 protected:
-    void SetUp() override {
-        TransportTest::SetUp();
-        if (HasFatalFailure()) return;
+    void set_up() override {
         ch_ = make_channel(B());
         ASSERT_NE(ch_, nullptr);
         QpOpts o;
         o.channel_b = ch_;
-        p_ = connect_pair(o);
-        ASSERT_TRUE(p_.a.qp && p_.b.qp);
-        src_ = &reg(A(), 4096);
-        dst_ = &reg(B(), 4096);
-        src_->fill(71);
+        ASSERT_NO_FATAL_FAILURE(connect(o));
+        buffers(4096, 4096, 71);
         for (uint64_t k = 0; k < 8; ++k)
             ASSERT_EQ(post_recv(p_.b.qp, k, {dst_->sge(k * 512, 512)}), 0);
     }
@@ -53,9 +48,6 @@ protected:
         expect_send_ok(p_.a, id, op == IBV_WR_SEND ? IBV_WC_SEND : IBV_WC_RDMA_WRITE, 100);
     }
     ibv_comp_channel* ch_ = nullptr;
-    Pair p_;
-    Buffer* src_ = nullptr;
-    Buffer* dst_ = nullptr;
 };
 
 TEST_F(RcEvents, SolicitedOnly) {

@@ -18,16 +18,13 @@ constexpr int kWriteFlush = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
                             int(abi::kAccessFlushGlobal | abi::kAccessFlushPersistent);
 constexpr ibv_wc_opcode kWcFlush = static_cast<ibv_wc_opcode>(abi::kWcFlush);
 
-class RcFlush : public TransportTest {
+class RcFlush : public PairTest {
 protected:
-    void SetUp() override {
-        TransportTest::SetUp();
-        if (HasFatalFailure()) return;
+    void set_up() override {
         QpOpts o;
         o.access |= int(abi::kAccessFlush);  // rxe checks the responder QP's flags too
         o.send_ops_flags = abi::kQpExWithFlush | IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_SEND;
-        p_ = connect_pair(o);
-        ASSERT_TRUE(p_.a.qp && p_.b.qp);
+        ASSERT_NO_FATAL_FAILURE(connect(o));
         qa_ = qp_ex(p_.a.qp);
         ASSERT_TRUE(qa_ && qa_->wr_flush) << "no wr_flush on an RC QP with IBV_QP_EX_WITH_FLUSH";
         remote_ = &reg(B(), 256, kWriteFlush);
@@ -45,7 +42,6 @@ protected:
         x->wr_flush(x, b.rkey(), raddr, len, type, level);
         return ibv_wr_complete(x);
     }
-    Pair p_;
     abi::QpEx* qa_ = nullptr;
     Buffer* remote_ = nullptr;
 };
@@ -68,8 +64,7 @@ TEST_F(RcFlush, FlushAfterWriteCompletesWithIbvWcFlush) {
     expect_send_ok(p_.a, 2, kWcFlush, 128);
     EXPECT_EQ(remote_->mismatch(7, 64, 128), -1);
     EXPECT_EQ(remote_->not_poison(0, 64), -1);
-    EXPECT_EQ(qp_state(p_.a.qp), IBV_QPS_RTS);
-    EXPECT_EQ(qp_state(p_.b.qp), IBV_QPS_RTS);
+    expect_rts();
     expect_empty(p_.b.rcq);  // a FLUSH consumes no receive
 }
 

@@ -128,9 +128,7 @@ TEST_F(RcInlineSge, GatherAndScatterAcrossPackets) {
 
 // RDMA WRITE gathers and RDMA READ scatters the same way.
 TEST_F(RcInlineSge, WriteGatherReadScatter) {
-    QpOpts o;
-    o.mtu = IBV_MTU_512;
-    Pair p = connect_pair(o);
+    Pair p = connect_pair({.mtu = IBV_MTU_512});
     ASSERT_TRUE(p.a.qp && p.b.qp);
     Buffer& l = reg(A(), 4096);
     Buffer& r = reg(B(), 4096);

@@ -15,9 +15,7 @@ class RcRdma : public TransportTest {
 protected:
     // A writes `len` bytes of pattern 3 from src[0] to dst[off] at B.
     void write_and_check(uint32_t len, size_t off, bool imm, ibv_mtu mtu) {
-        QpOpts o;
-        o.mtu = mtu;
-        Pair p = connect_pair(o);
+        Pair p = connect_pair({.mtu = mtu});
         ASSERT_TRUE(p.a.qp && p.b.qp);
         Buffer& src = reg(A(), kBuf);
         Buffer& dst = reg(B(), kBuf);
@@ -51,9 +49,7 @@ protected:
 
     // A reads `len` bytes of pattern 5 from B's buffer at `off` into its own at 100.
     void read_and_check(uint32_t len, size_t off, ibv_mtu mtu) {
-        QpOpts o;
-        o.mtu = mtu;
-        Pair p = connect_pair(o);
+        Pair p = connect_pair({.mtu = mtu});
         ASSERT_TRUE(p.a.qp && p.b.qp);
         Buffer& local = reg(A(), kBuf);
         Buffer& remote = reg(B(), kBuf);

@@ -11,9 +11,7 @@ namespace {
 class RcSend : public TransportTest {
 protected:
     void send_and_check(uint32_t len, bool imm, ibv_mtu mtu) {
-        QpOpts o;
-        o.mtu = mtu;
-        Pair p = connect_pair(o);
+        Pair p = connect_pair({.mtu = mtu});
         ASSERT_TRUE(p.a.qp && p.b.qp);
         Buffer& src = reg(A(), 16384);
         Buffer& dst = reg(B(), 16384);

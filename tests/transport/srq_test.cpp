@@ -15,9 +15,7 @@ constexpr int kQps = 3;
 
 class Srq : public TransportTest {
 protected:
-    void SetUp() override {
-        TransportTest::SetUp();
-        if (HasFatalFailure()) return;
+    void set_up() override {
         srq_ = make_srq(B(), 32, 2);
         ASSERT_NE(srq_, nullptr);
         QpOpts o;

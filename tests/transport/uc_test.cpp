@@ -12,27 +12,15 @@
 namespace uroce::transport_test {
 namespace {
 
-class Uc : public TransportTest {
+class Uc : public PairTest {
 protected:
-    void SetUp() override {
-        TransportTest::SetUp();
-        if (HasFatalFailure()) return;
+    void set_up() override {
         QpOpts o;
         o.type = IBV_QPT_UC;
         o.mtu = IBV_MTU_512;
-        p_ = connect_pair(o);
-        ASSERT_TRUE(p_.a.qp && p_.b.qp);
-        src_ = &reg(A(), 8192);
-        dst_ = &reg(B(), 8192);
-        src_->fill(41);
+        ASSERT_NO_FATAL_FAILURE(connect(o));
+        buffers(8192, 8192, 41);
     }
-    void expect_rts() {
-        EXPECT_EQ(qp_state(p_.a.qp), IBV_QPS_RTS);
-        EXPECT_EQ(qp_state(p_.b.qp), IBV_QPS_RTS);
-    }
-    Pair p_;
-    Buffer* src_ = nullptr;
-    Buffer* dst_ = nullptr;
 };
 
 TEST_F(Uc, SendAndSendWithImm) {

@@ -15,13 +15,11 @@ namespace uroce::transport_test {
 namespace {
 
 constexpr uint32_t kGrh = 40;
-constexpr uint32_t kQkey = 0x11111111;
+constexpr uint32_t kQkey = QpOpts{}.qkey;  // what make_ud() gives the QPs
 
 class Ud : public TransportTest {
 protected:
-    void SetUp() override {
-        TransportTest::SetUp();
-        if (HasFatalFailure()) return;
+    void set_up() override {
         a_ep_ = make_ud(A());
         b_ep_ = make_ud(B());
         ASSERT_TRUE(a_ep_.qp && b_ep_.qp);
@@ -35,6 +33,19 @@ protected:
         w.wr.ud.remote_qpn = qpn;
         w.wr.ud.remote_qkey = qkey;
         return w;
+    }
+    // A's SEND `send_id` of `len` bytes of pattern `seed` completed, and B's receive `recv_id`
+    // into `dst` holds it after the GRH.
+    void expect_delivered(uint64_t send_id, uint64_t recv_id, uint32_t len, const Buffer& dst,
+                          uint32_t seed) {
+        expect_send_ok(a_ep_, send_id, IBV_WC_SEND, len);
+        expect_recv_ok(b_ep_, recv_id, IBV_WC_RECV, kGrh + len, a_ep_.qpn(), IBV_WC_GRH);
+        EXPECT_EQ(dst.mismatch(seed, kGrh, len), -1);
+    }
+    // A SEND of `sg` from A's QP to B's (through ah_ab_): post()'s answer.
+    int send_to_b(uint64_t id, std::vector<ibv_sge> sg) {
+        ibv_send_wr w = ud_wr(id, IBV_WR_SEND, sg, ah_ab_, b_ep_.qpn());
+        return post(a_ep_.qp, w);
     }
     // The GRH area as RoCEv2 over IPv4 fills it: 20 zero bytes, then the IPv4 header of a
     // packet carrying `len` payload bytes (BTH, DETH, ImmDt if `imm`, payload, pad, ICRC)
@@ -65,9 +76,7 @@ protected:
         Buffer& good = reg(B(), kGrh + len);
         ASSERT_EQ(post_recv(b_ep_.qp, 2, {good.sge(0, kGrh + len)}), 0);
         ASSERT_EQ(post(a_ep_.qp, w), 0);
-        expect_send_ok(a_ep_, 1, IBV_WC_SEND, len);
-        expect_recv_ok(b_ep_, 2, IBV_WC_RECV, kGrh + len, a_ep_.qpn(), IBV_WC_GRH);
-        EXPECT_EQ(good.mismatch(seed, kGrh, len), -1);
+        expect_delivered(1, 2, len, good, seed);
     }
     Endpoint a_ep_, b_ep_;
     ibv_ah* ah_ab_ = nullptr;
@@ -121,9 +130,7 @@ TEST_F(Ud, ReplyThroughAhFromWc) {
     src.fill(53);
     ASSERT_EQ(post_recv(b_ep_.qp, 1, {bbuf.sge(0, kGrh + 64)}), 0);
     ASSERT_EQ(post_recv(a_ep_.qp, 2, {abuf.sge(0, kGrh + 64)}), 0);
-    std::vector<ibv_sge> sg{src.sge(0, 64)};
-    ibv_send_wr w = ud_wr(3, IBV_WR_SEND, sg, ah_ab_, b_ep_.qpn());
-    ASSERT_EQ(post(a_ep_.qp, w), 0);
+    ASSERT_EQ(send_to_b(3, {src.sge(0, 64)}), 0);
     expect_send_ok(a_ep_, 3, IBV_WC_SEND, 64);
     ibv_wc wc = poll1(b_ep_.rcq);
     ASSERT_EQ(wc.status, IBV_WC_SUCCESS) << wc_str(wc);
@@ -171,9 +178,7 @@ TEST_F(Ud, QkeyMismatchIsDropped) {
 
     ibv_send_wr own = ud_wr(2, IBV_WR_SEND, sg, ah_ab_, b_ep_.qpn(), 0x80000000);
     ASSERT_EQ(post(a_ep_.qp, own), 0);
-    expect_send_ok(a_ep_, 2, IBV_WC_SEND, 64);
-    expect_recv_ok(b_ep_, 9, IBV_WC_RECV, kGrh + 64, a_ep_.qpn(), IBV_WC_GRH);
-    EXPECT_EQ(dst.mismatch(54, kGrh, 64), -1);
+    expect_delivered(2, 9, 64, dst, 54);
     EXPECT_EQ(qp_state(b_ep_.qp), IBV_QPS_RTS);
 }
 
@@ -190,9 +195,7 @@ TEST_F(Ud, NoReceiveIsDropped) {
     ASSERT_EQ(post_recv(b_ep_.qp, 2, {dst.sge(0, kGrh + 64)}), 0);
     src.fill(55);
     ASSERT_EQ(post(a_ep_.qp, w), 0);
-    expect_send_ok(a_ep_, 1, IBV_WC_SEND, 64);
-    expect_recv_ok(b_ep_, 2, IBV_WC_RECV, kGrh + 64, a_ep_.qpn(), IBV_WC_GRH);
-    EXPECT_EQ(dst.mismatch(55, kGrh, 64), -1);
+    expect_delivered(1, 2, 64, dst, 55);
     EXPECT_EQ(qp_state(b_ep_.qp), IBV_QPS_RTS);
 }
 
@@ -206,9 +209,7 @@ TEST_F(Ud, LongerThanMtuIsLocalLengthErrorAndSqe) {
     src.fill(57);
     ASSERT_EQ(post_recv(b_ep_.qp, 1, {dst.sge(0, kGrh + 8192)}), 0);
     ASSERT_EQ(post_recv(a_ep_.qp, 2, {back.sge(0, kGrh + 64)}), 0);
-    std::vector<ibv_sge> sg{src.sge(0, 4097)};
-    ibv_send_wr w = ud_wr(1, IBV_WR_SEND, sg, ah_ab_, b_ep_.qpn());
-    ASSERT_EQ(post(a_ep_.qp, w), 0);
+    ASSERT_EQ(send_to_b(1, {src.sge(0, 4097)}), 0);
     expect_error(a_ep_.scq, a_ep_.qpn(), 1, IBV_WC_LOC_LEN_ERR, "4097-byte datagram");
     EXPECT_EQ(qp_state(a_ep_.qp), IBV_QPS_SQE);
     std::vector<ibv_sge> small{src.sge(0, 64)};
@@ -232,9 +233,7 @@ TEST_F(Ud, LongerThanMtuIsLocalLengthErrorAndSqe) {
     attr.qp_state = IBV_QPS_RTS;
     ASSERT_EQ(ibv_modify_qp(a_ep_.qp, &attr, IBV_QP_STATE), 0);
     ASSERT_EQ(post(a_ep_.qp, next), 0);
-    expect_send_ok(a_ep_, 2, IBV_WC_SEND, 64);
-    expect_recv_ok(b_ep_, 1, IBV_WC_RECV, kGrh + 64, a_ep_.qpn(), IBV_WC_GRH);
-    EXPECT_EQ(dst.mismatch(57, kGrh, 64), -1);
+    expect_delivered(2, 1, 64, dst, 57);
     EXPECT_EQ(qp_state(a_ep_.qp), IBV_QPS_RTS);
     EXPECT_EQ(qp_state(b_ep_.qp), IBV_QPS_RTS);
 }

@@ -162,4 +162,32 @@ inline int connect_qp(ibv_qp* qp, ibv_qp_type type, const ibv_gid& dgid, uint32_
     return e;
 }
 
+// For ibv_create_srq_ex: an XRC SRQ of `max_wr` one-SGE receives in `xrcd` and `pd`, completing
+// on `cq`.
+inline ibv_srq_init_attr_ex xrc_srq_attr(ibv_xrcd* xrcd, ibv_cq* cq, ibv_pd* pd, uint32_t max_wr) {
+    return {.attr = {.max_wr = max_wr, .max_sge = 1},
+            .comp_mask = IBV_SRQ_INIT_ATTR_TYPE | IBV_SRQ_INIT_ATTR_XRCD | IBV_SRQ_INIT_ATTR_CQ |
+                         IBV_SRQ_INIT_ATTR_PD,
+            .srq_type = IBV_SRQT_XRC,
+            .pd = pd,
+            .xrcd = xrcd,
+            .cq = cq};
+}
+
+// For ibv_create_qp_ex: an XRC INI QP in `pd` of `max_send_wr` WRs of `max_send_sge` SGEs,
+// completing on `cq`.
+inline ibv_qp_init_attr_ex xrc_ini_attr(ibv_pd* pd, ibv_cq* cq, uint32_t max_send_wr,
+                                        uint32_t max_send_sge) {
+    return {.send_cq = cq,
+            .cap = {.max_send_wr = max_send_wr, .max_send_sge = max_send_sge},
+            .qp_type = IBV_QPT_XRC_SEND,
+            .comp_mask = IBV_QP_INIT_ATTR_PD,
+            .pd = pd};
+}
+
+// For ibv_create_qp_ex: an XRC TGT QP in `xrcd`.
+inline ibv_qp_init_attr_ex xrc_tgt_attr(ibv_xrcd* xrcd) {
+    return {.qp_type = IBV_QPT_XRC_RECV, .comp_mask = IBV_QP_INIT_ATTR_XRCD, .xrcd = xrcd};
+}
+
 }  // namespace uroce::verbs_util

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "tests/transport/fixture.h"
+#include "tests/transport/verbs_util.h"
 
 namespace uroce::transport_test {
 namespace {
@@ -45,15 +46,20 @@ protected:
         TransportTest::TearDown();
     }
 
+    // `h` from a verb that just returned it, kept in `held` for TearDown; a test failure
+    // (not fatal) when the verb failed.
+    template <typename T>
+    static T* kept(T* h, std::vector<T*>& held) {
+        EXPECT_NE(h, nullptr) << std::strerror(errno);
+        held.push_back(h);
+        return h;
+    }
     ibv_xrcd* open_xrcd(int oflags) {
         ibv_xrcd_init_attr a{};
         a.comp_mask = IBV_XRCD_INIT_ATTR_FD | IBV_XRCD_INIT_ATTR_OFLAGS;
         a.fd = fd_;
         a.oflags = oflags;
-        ibv_xrcd* x = ibv_open_xrcd(B().ctx, &a);
-        EXPECT_NE(x, nullptr) << std::strerror(errno);
-        xrcds_.push_back(x);
-        return x;
+        return kept(ibv_open_xrcd(B().ctx, &a), xrcds_);
     }
     ibv_qp* open_qp(ibv_xrcd* x, uint32_t qpn) {
         ibv_qp_open_attr a{};
@@ -61,10 +67,7 @@ protected:
         a.qp_num = qpn;
         a.xrcd = x;
         a.qp_type = IBV_QPT_XRC_RECV;
-        ibv_qp* q = ibv_open_qp(B().ctx, &a);
-        EXPECT_NE(q, nullptr) << std::strerror(errno);
-        qps_.push_back(q);
-        return q;
+        return kept(ibv_open_qp(B().ctx, &a), qps_);
     }
     // ibv_destroy_qp of a handle this test keeps.
     int destroy(ibv_qp*& q) {
@@ -195,22 +198,11 @@ TEST_F(XrcHandles, EveryOpenIsAHandleThatPinsItsXrcdAndKeepsTheQp) {
     EXPECT_EQ(domain(), "handles 3 objects 0");
 
     rcq_ = make_cq(B());
-    ibv_srq_init_attr_ex sa{};
-    sa.attr.max_wr = 16;
-    sa.attr.max_sge = 1;
-    sa.comp_mask = IBV_SRQ_INIT_ATTR_TYPE | IBV_SRQ_INIT_ATTR_XRCD | IBV_SRQ_INIT_ATTR_CQ |
-                   IBV_SRQ_INIT_ATTR_PD;
-    sa.srq_type = IBV_SRQT_XRC;
-    sa.xrcd = x0;
-    sa.cq = rcq_;
-    sa.pd = B().pd;
+    ibv_srq_init_attr_ex sa = verbs_util::xrc_srq_attr(x0, rcq_, B().pd, 16);
     srq_ = ibv_create_srq_ex(B().ctx, &sa);
     ASSERT_TRUE(srq_) << std::strerror(errno);
     ASSERT_EQ(ibv_get_srq_num(srq_, &srqn_), 0);
-    ibv_qp_init_attr_ex ta{};
-    ta.qp_type = IBV_QPT_XRC_RECV;
-    ta.comp_mask = IBV_QP_INIT_ATTR_XRCD;
-    ta.xrcd = x1;
+    ibv_qp_init_attr_ex ta = verbs_util::xrc_tgt_attr(x1);
     ibv_qp* tgt = ibv_create_qp_ex(B().ctx, &ta);
     ASSERT_TRUE(tgt) << std::strerror(errno);
     qps_.push_back(tgt);
@@ -236,13 +228,7 @@ TEST_F(XrcHandles, EveryOpenIsAHandleThatPinsItsXrcdAndKeepsTheQp) {
     EXPECT_EQ(ibv_close_xrcd(x0), EBUSY);  // the SRQ
 
     scq_ = make_cq(A());
-    ibv_qp_init_attr_ex ia{};
-    ia.qp_type = IBV_QPT_XRC_SEND;
-    ia.send_cq = scq_;
-    ia.cap.max_send_wr = 16;
-    ia.cap.max_send_sge = 1;
-    ia.comp_mask = IBV_QP_INIT_ATTR_PD;
-    ia.pd = A().pd;
+    ibv_qp_init_attr_ex ia = verbs_util::xrc_ini_attr(A().pd, scq_, 16, 1);
     ini_ = ibv_create_qp_ex(A().ctx, &ia);
     ASSERT_TRUE(ini_) << std::strerror(errno);
     qps_.insert(qps_.begin(), ini_);  // destroyed last, after every TGT handle

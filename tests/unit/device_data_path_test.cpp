@@ -9,15 +9,12 @@ namespace uroce::emu::device_test {
 namespace {
 
 TEST_F(DataPathTest, SendMovesExactBytesBetweenDevices) {
-    ASSERT_NO_FATAL_FAILURE(start(2));
-    ASSERT_NO_FATAL_FAILURE(connect());
+    ASSERT_NO_FATAL_FAILURE(start_connected(2));
     GuardedBuf src(1000, 0), dst(1000);
     auto data = pattern(1000, 1);
     std::memcpy(src.data(), data.data(), data.size());
-    uint32_t skey, rkey;
-    ASSERT_EQ(s_.c->reg_mr(s_.pd, src.base(), src.total(), 0, &skey), 0);
-    ASSERT_EQ(r_.c->reg_mr(r_.pd, dst.base(), dst.total(), IBV_ACCESS_LOCAL_WRITE, &rkey), 0);
-    r_.c->post_recv(*r_.qp, 0xabc, {{addr_of(dst.data()), 1000, rkey}});
+    uint32_t skey;
+    ASSERT_NO_FATAL_FAILURE(reg_and_recv(src, &skey, dst, 0xabc));
     s_.c->post_send(*s_.qp, 0x123, {{addr_of(src.data()), 1000, skey}});
 
     abi::Cqe rc{}, sc{};
@@ -44,12 +41,10 @@ TEST_F(DataPathTest, SendMovesExactBytesBetweenDevices) {
 
 TEST_F(DataPathTest, SendWithImmAndUnsignaledWqes) {
     // Both QPs on one device: loopback through its own UDP socket.
-    ASSERT_NO_FATAL_FAILURE(start(1));
-    ASSERT_NO_FATAL_FAILURE(connect());
+    ASSERT_NO_FATAL_FAILURE(start_connected(1));
     GuardedBuf src(64, 0x11), dst(128);
     uint32_t skey, rkey;
-    ASSERT_EQ(s_.c->reg_mr(s_.pd, src.base(), src.total(), 0, &skey), 0);
-    ASSERT_EQ(r_.c->reg_mr(r_.pd, dst.base(), dst.total(), IBV_ACCESS_LOCAL_WRITE, &rkey), 0);
+    ASSERT_NO_FATAL_FAILURE(reg_bufs(src, &skey, dst, &rkey));
     r_.c->post_recv(*r_.qp, 1, {{addr_of(dst.data()), 64, rkey}});
     r_.c->post_recv(*r_.qp, 2, {{addr_of(dst.data() + 64), 64, rkey}});
     // An unsignaled SEND produces no send CQE but still consumes its SQ slot.
@@ -58,14 +53,10 @@ TEST_F(DataPathTest, SendWithImmAndUnsignaledWqes) {
                     IBV_SEND_SIGNALED, htobe32(0xfeedbeef));
 
     abi::Cqe c{};
-    ASSERT_TRUE(poll_cq(*r_.rcq, &c));
-    EXPECT_EQ(c.wr_id, 1u);
-    EXPECT_EQ(c.status, uint32_t(IBV_WC_SUCCESS));
+    ASSERT_NO_FATAL_FAILURE(expect_cqe(*r_.rcq, 1, IBV_WC_SUCCESS, &c));
     EXPECT_EQ(c.byte_len, 32u);
     EXPECT_EQ(c.wc_flags & IBV_WC_WITH_IMM, 0u);
-    ASSERT_TRUE(poll_cq(*r_.rcq, &c));
-    EXPECT_EQ(c.wr_id, 2u);
-    EXPECT_EQ(c.status, uint32_t(IBV_WC_SUCCESS));
+    ASSERT_NO_FATAL_FAILURE(expect_cqe(*r_.rcq, 2, IBV_WC_SUCCESS, &c));
     EXPECT_EQ(c.opcode, uint32_t(IBV_WC_RECV));
     EXPECT_EQ(c.byte_len, 64u);
     EXPECT_NE(c.wc_flags & IBV_WC_WITH_IMM, 0u);
@@ -86,8 +77,7 @@ TEST_F(DataPathTest, SendWithImmAndUnsignaledWqes) {
 }
 
 TEST_F(DataPathTest, MultiPacketMessageAcrossSges) {
-    ASSERT_NO_FATAL_FAILURE(start(2));
-    ASSERT_NO_FATAL_FAILURE(connect());
+    ASSERT_NO_FATAL_FAILURE(start_connected(2));
     // 10000 bytes at MTU 1024 is 10 packets; the SGE boundaries on neither side line up
     // with the packet boundaries, and the receiver's MR has an iova unlike its address,
     // so the device has to translate every receive SGE.
@@ -97,8 +87,8 @@ TEST_F(DataPathTest, MultiPacketMessageAcrossSges) {
     std::memcpy(a.data(), data.data(), 3000);
     std::memcpy(b.data(), data.data() + 3000, 7000);
     uint32_t ka, kb;
-    ASSERT_EQ(s_.c->reg_mr(s_.pd, a.base(), a.total(), 0, &ka), 0);
-    ASSERT_EQ(s_.c->reg_mr(s_.pd, b.base(), b.total(), 0, &kb), 0);
+    ASSERT_NO_FATAL_FAILURE(reg_src(a, &ka));
+    ASSERT_NO_FATAL_FAILURE(reg_src(b, &kb));
 
     // Receive segments: 1500 | gap 100 | 2500 | gap 100 | 5000 | gap 100 | 1000.
     const size_t seg[] = {1500, 2500, 5000, 1000};
@@ -120,13 +110,9 @@ TEST_F(DataPathTest, MultiPacketMessageAcrossSges) {
                      {addr_of(b.data()), 7000, kb}});
 
     abi::Cqe c{};
-    ASSERT_TRUE(poll_cq(*r_.rcq, &c));
-    EXPECT_EQ(c.status, uint32_t(IBV_WC_SUCCESS));
-    EXPECT_EQ(c.wr_id, 77u);
+    ASSERT_NO_FATAL_FAILURE(expect_cqe(*r_.rcq, 77, IBV_WC_SUCCESS, &c));
     EXPECT_EQ(c.byte_len, kLen);
-    ASSERT_TRUE(poll_cq(*s_.scq, &c));
-    EXPECT_EQ(c.status, uint32_t(IBV_WC_SUCCESS));
-    EXPECT_EQ(c.wr_id, 78u);
+    ASSERT_NO_FATAL_FAILURE(expect_cqe(*s_.scq, 78, IBV_WC_SUCCESS));
 
     off = 0;
     size_t src_off = 0;
@@ -144,59 +130,42 @@ TEST_F(DataPathTest, MultiPacketMessageAcrossSges) {
 }
 
 TEST_F(DataPathTest, InlineSendNeedsNoMr) {
-    ASSERT_NO_FATAL_FAILURE(start(1));
-    ASSERT_NO_FATAL_FAILURE(connect());
+    ASSERT_NO_FATAL_FAILURE(start_connected(1));
     GuardedBuf dst(64);
-    uint32_t rkey;
-    ASSERT_EQ(r_.c->reg_mr(r_.pd, dst.base(), dst.total(), IBV_ACCESS_LOCAL_WRITE, &rkey), 0);
-    r_.c->post_recv(*r_.qp, 1, {{addr_of(dst.data()), 64, rkey}});
+    ASSERT_NO_FATAL_FAILURE(recv_into(dst, 1));
     // Inline data travels in the SQ slot itself, after the header (datapath.cpp), so it
     // needs no lkey: the device must take the bytes from the ring, not from memory.
     auto data = pattern(48, 3);
-    uint8_t* slot = s_.qp->sq.slot(0);
-    abi::SendWqe w{};
-    w.wr_id = 2;
-    w.opcode = IBV_WR_SEND;
-    w.send_flags = IBV_SEND_SIGNALED | IBV_SEND_INLINE;
+    abi::SendWqe w = send_wqe(2, IBV_WR_SEND, IBV_SEND_SIGNALED | IBV_SEND_INLINE);
     w.inline_len = 48;
-    std::memcpy(slot + sizeof w, data.data(), 48);
-    std::memcpy(slot, &w, sizeof w);
-    s_.qp->sq.hdr()->prod.store(1, std::memory_order_release);
-    s_.c->ring_doorbell();
+    write_send_slot(*s_.qp, 0, w, data.data(), 48);
+    s_.c->publish_sq(*s_.qp, 1);
     abi::Cqe c{};
-    ASSERT_TRUE(poll_cq(*r_.rcq, &c));
-    EXPECT_EQ(c.status, uint32_t(IBV_WC_SUCCESS));
+    ASSERT_NO_FATAL_FAILURE(expect_status(*r_.rcq, IBV_WC_SUCCESS, &c));
     EXPECT_EQ(c.byte_len, 48u);
-    ASSERT_TRUE(poll_cq(*s_.scq, &c));
-    EXPECT_EQ(c.status, uint32_t(IBV_WC_SUCCESS));
+    ASSERT_NO_FATAL_FAILURE(expect_status(*s_.scq, IBV_WC_SUCCESS));
     EXPECT_EQ(std::memcmp(dst.data(), data.data(), 48), 0);
     for (size_t i = 48; i < 64; ++i) ASSERT_EQ(dst.data()[i], kGuard) << i;
     EXPECT_TRUE(dst.guards_intact());
 }
 
 TEST_F(DataPathTest, ZeroLengthSendWithImm) {
-    ASSERT_NO_FATAL_FAILURE(start(2));
-    ASSERT_NO_FATAL_FAILURE(connect());
+    ASSERT_NO_FATAL_FAILURE(start_connected(2));
     GuardedBuf dst(16);
-    uint32_t rkey;
-    ASSERT_EQ(r_.c->reg_mr(r_.pd, dst.base(), dst.total(), IBV_ACCESS_LOCAL_WRITE, &rkey), 0);
-    r_.c->post_recv(*r_.qp, 1, {{addr_of(dst.data()), 16, rkey}});
+    ASSERT_NO_FATAL_FAILURE(recv_into(dst, 1));
     // No SGE at all: a message of zero bytes is still a message (one packet, one CQE).
     s_.c->post_send(*s_.qp, 2, {}, IBV_WR_SEND_WITH_IMM, IBV_SEND_SIGNALED, htobe32(42));
     abi::Cqe c{};
-    ASSERT_TRUE(poll_cq(*r_.rcq, &c));
-    EXPECT_EQ(c.status, uint32_t(IBV_WC_SUCCESS));
+    ASSERT_NO_FATAL_FAILURE(expect_status(*r_.rcq, IBV_WC_SUCCESS, &c));
     EXPECT_EQ(c.byte_len, 0u);
     EXPECT_NE(c.wc_flags & IBV_WC_WITH_IMM, 0u);
     EXPECT_EQ(c.imm_data, htobe32(42));
-    ASSERT_TRUE(poll_cq(*s_.scq, &c));
-    EXPECT_EQ(c.status, uint32_t(IBV_WC_SUCCESS));
+    ASSERT_NO_FATAL_FAILURE(expect_status(*s_.scq, IBV_WC_SUCCESS));
     for (size_t i = 0; i < 16; ++i) ASSERT_EQ(dst.data()[i], kGuard) << i;
 }
 
 TEST_F(DataPathTest, MessageOverMaxMsgSizeIsLengthError) {
-    ASSERT_NO_FATAL_FAILURE(start(1));
-    ASSERT_NO_FATAL_FAILURE(connect());
+    ASSERT_NO_FATAL_FAILURE(start_connected(1));
     // An MR may be far larger than memory actually mapped; the device must refuse a
     // message over max_msg_sz (2 GiB) before touching any of it.
     std::vector<uint8_t> mem(64);
@@ -205,21 +174,15 @@ TEST_F(DataPathTest, MessageOverMaxMsgSizeIsLengthError) {
     ASSERT_EQ(s_.c->reg_mr(s_.pd, mem.data(), uint64_t(1) << 33, 0, &key, kIova), 0);
     s_.c->post_send(*s_.qp, 6,
                     {{kIova, 0x80000000u, key}, {kIova + 0x80000000u, 0x80000000u, key}});
-    abi::Cqe c{};
-    ASSERT_TRUE(poll_cq(*s_.scq, &c));
-    EXPECT_EQ(c.wr_id, 6u);
-    EXPECT_EQ(c.status, uint32_t(IBV_WC_LOC_LEN_ERR));
+    ASSERT_NO_FATAL_FAILURE(expect_cqe(*s_.scq, 6, IBV_WC_LOC_LEN_ERR));
     EXPECT_EQ(s_.c->qp_state(s_.qp->qpn), int(IBV_QPS_ERR));
 }
 
 TEST_F(DataPathTest, BadLkeyIsLocalProtectionErrorThenFlush) {
-    ASSERT_NO_FATAL_FAILURE(start(1));
-    ASSERT_NO_FATAL_FAILURE(connect());
+    ASSERT_NO_FATAL_FAILURE(start_connected(1));
     GuardedBuf src(256, 0x22), dst(256);
-    uint32_t skey, rkey;
-    ASSERT_EQ(s_.c->reg_mr(s_.pd, src.base(), src.total(), 0, &skey), 0);
-    ASSERT_EQ(r_.c->reg_mr(r_.pd, dst.base(), dst.total(), IBV_ACCESS_LOCAL_WRITE, &rkey), 0);
-    r_.c->post_recv(*r_.qp, 1, {{addr_of(dst.data()), 256, rkey}});
+    uint32_t skey;
+    ASSERT_NO_FATAL_FAILURE(reg_and_recv(src, &skey, dst, 1));
     // A receive on the sender's own RQ: the error state must flush it too.
     s_.c->post_recv(*s_.qp, 500, {{addr_of(src.data()), 16, skey}});
 
@@ -228,29 +191,22 @@ TEST_F(DataPathTest, BadLkeyIsLocalProtectionErrorThenFlush) {
     s_.c->post_send(*s_.qp, 3, {{addr_of(src.data()), 256, skey}});
 
     abi::Cqe c{};
-    ASSERT_TRUE(poll_cq(*s_.scq, &c));
-    EXPECT_EQ(c.wr_id, 1u);
-    EXPECT_EQ(c.status, uint32_t(IBV_WC_LOC_PROT_ERR));
+    ASSERT_NO_FATAL_FAILURE(expect_cqe(*s_.scq, 1, IBV_WC_LOC_PROT_ERR));
     for (uint64_t id : {2u, 3u}) {
         ASSERT_TRUE(poll_cq(*s_.scq, &c));
         EXPECT_EQ(c.wr_id, id);
         EXPECT_EQ(c.status, uint32_t(IBV_WC_WR_FLUSH_ERR));
     }
-    ASSERT_TRUE(poll_cq(*s_.rcq, &c));
-    EXPECT_EQ(c.wr_id, 500u);
-    EXPECT_EQ(c.status, uint32_t(IBV_WC_WR_FLUSH_ERR));
+    ASSERT_NO_FATAL_FAILURE(expect_cqe(*s_.rcq, 500, IBV_WC_WR_FLUSH_ERR));
     EXPECT_EQ(s_.c->qp_state(s_.qp->qpn), int(IBV_QPS_ERR));
 
     // Work posted in ERR is flushed too, as soon as the doorbell rings.
     s_.c->post_send(*s_.qp, 4, {{addr_of(src.data()), 8, skey}});
-    ASSERT_TRUE(poll_cq(*s_.scq, &c));
-    EXPECT_EQ(c.wr_id, 4u);
-    EXPECT_EQ(c.status, uint32_t(IBV_WC_WR_FLUSH_ERR));
+    ASSERT_NO_FATAL_FAILURE(expect_cqe(*s_.scq, 4, IBV_WC_WR_FLUSH_ERR));
 
     // Nothing reached the receiver.
     EXPECT_FALSE(poll_cq(*r_.rcq, &c, 50));
-    EXPECT_TRUE(dst.guards_intact());
-    for (size_t i = 0; i < 256; ++i) ASSERT_EQ(dst.data()[i], kGuard);
+    expect_untouched(dst);
 }
 
 TEST_F(DataPathTest, SgeOneByteOutsideMrIsLocalProtectionError) {
@@ -290,86 +246,60 @@ TEST_F(DataPathTest, SgeOneByteOutsideMrIsLocalProtectionError) {
     ASSERT_EQ(s_.c->reg_mr(s_.pd, mr_start, kMrLen, 0, &key), 0);
     ASSERT_NO_FATAL_FAILURE(connect());
     GuardedBuf dst(kMrLen);
-    uint32_t rkey;
-    ASSERT_EQ(r_.c->reg_mr(r_.pd, dst.base(), dst.total(), IBV_ACCESS_LOCAL_WRITE, &rkey), 0);
-    r_.c->post_recv(*r_.qp, 1, {{addr_of(dst.data()), kMrLen, rkey}});
+    ASSERT_NO_FATAL_FAILURE(recv_into(dst, 1));
     s_.c->post_send(*s_.qp, 10, {{addr_of(mr_start), kMrLen, key}});
     abi::Cqe c{};
-    ASSERT_TRUE(poll_cq(*s_.scq, &c));
-    EXPECT_EQ(c.status, uint32_t(IBV_WC_SUCCESS));
+    ASSERT_NO_FATAL_FAILURE(expect_status(*s_.scq, IBV_WC_SUCCESS));
     ASSERT_TRUE(poll_cq(*r_.rcq, &c));
     EXPECT_EQ(c.byte_len, kMrLen);
     EXPECT_TRUE(dst.guards_intact());
 }
 
 TEST_F(DataPathTest, SgeOfAnotherPdIsLocalProtectionError) {
-    ASSERT_NO_FATAL_FAILURE(start(1));
-    ASSERT_NO_FATAL_FAILURE(connect());
+    ASSERT_NO_FATAL_FAILURE(start_connected(1));
     GuardedBuf src(64, 0x44);
     uint32_t pd2, key;
     ASSERT_EQ(s_.c->alloc_pd(&pd2), 0);
     ASSERT_EQ(s_.c->reg_mr(pd2, src.base(), src.total(), 0, &key), 0);
     s_.c->post_send(*s_.qp, 5, {{addr_of(src.data()), 64, key}});
-    abi::Cqe c{};
-    ASSERT_TRUE(poll_cq(*s_.scq, &c));
-    EXPECT_EQ(c.status, uint32_t(IBV_WC_LOC_PROT_ERR));
+    ASSERT_NO_FATAL_FAILURE(expect_status(*s_.scq, IBV_WC_LOC_PROT_ERR));
 }
 
 TEST_F(DataPathTest, ReceiveBufferTooSmall) {
-    ASSERT_NO_FATAL_FAILURE(start(2));
-    ASSERT_NO_FATAL_FAILURE(connect());
+    ASSERT_NO_FATAL_FAILURE(start_connected(2));
     // Three packets; the receive takes two minus a little, so the first packet lands and
     // the second does not fit.
     GuardedBuf src(3000, 0x55), dst(2000);
     uint32_t skey, rkey;
-    ASSERT_EQ(s_.c->reg_mr(s_.pd, src.base(), src.total(), 0, &skey), 0);
-    ASSERT_EQ(r_.c->reg_mr(r_.pd, dst.base(), dst.total(), IBV_ACCESS_LOCAL_WRITE, &rkey), 0);
-    r_.c->post_recv(*r_.qp, 31, {{addr_of(dst.data()), 2000, rkey}});
-    r_.c->post_recv(*r_.qp, 32, {{addr_of(dst.data()), 2000, rkey}});
+    ASSERT_NO_FATAL_FAILURE(reg_bufs(src, &skey, dst, &rkey));
+    for (uint64_t id : {31, 32}) r_.c->post_recv(*r_.qp, id, {{addr_of(dst.data()), 2000, rkey}});
     s_.c->post_send(*s_.qp, 41, {{addr_of(src.data()), 3000, skey}});
 
-    abi::Cqe c{};
-    ASSERT_TRUE(poll_cq(*r_.rcq, &c));
-    EXPECT_EQ(c.wr_id, 31u);
-    EXPECT_EQ(c.status, uint32_t(IBV_WC_LOC_LEN_ERR));
-    ASSERT_TRUE(poll_cq(*r_.rcq, &c));
-    EXPECT_EQ(c.wr_id, 32u);
-    EXPECT_EQ(c.status, uint32_t(IBV_WC_WR_FLUSH_ERR));
-    ASSERT_TRUE(poll_cq(*s_.scq, &c));
-    EXPECT_EQ(c.wr_id, 41u);
-    EXPECT_EQ(c.status, uint32_t(IBV_WC_REM_INV_REQ_ERR));
+    ASSERT_NO_FATAL_FAILURE(expect_cqe(*r_.rcq, 31, IBV_WC_LOC_LEN_ERR));
+    ASSERT_NO_FATAL_FAILURE(expect_cqe(*r_.rcq, 32, IBV_WC_WR_FLUSH_ERR));
+    ASSERT_NO_FATAL_FAILURE(expect_cqe(*s_.scq, 41, IBV_WC_REM_INV_REQ_ERR));
     EXPECT_EQ(r_.c->qp_state(r_.qp->qpn), int(IBV_QPS_ERR));
     EXPECT_EQ(s_.c->qp_state(s_.qp->qpn), int(IBV_QPS_ERR));
     EXPECT_TRUE(dst.guards_intact());
 }
 
 TEST_F(DataPathTest, SinglePacketLargerThanReceive) {
-    ASSERT_NO_FATAL_FAILURE(start(1));
-    ASSERT_NO_FATAL_FAILURE(connect());
+    ASSERT_NO_FATAL_FAILURE(start_connected(1));
     GuardedBuf src(100, 0x56), dst(99);
-    uint32_t skey, rkey;
-    ASSERT_EQ(s_.c->reg_mr(s_.pd, src.base(), src.total(), 0, &skey), 0);
-    ASSERT_EQ(r_.c->reg_mr(r_.pd, dst.base(), dst.total(), IBV_ACCESS_LOCAL_WRITE, &rkey), 0);
-    r_.c->post_recv(*r_.qp, 1, {{addr_of(dst.data()), 99, rkey}});
+    uint32_t skey;
+    ASSERT_NO_FATAL_FAILURE(reg_and_recv(src, &skey, dst, 1));
     s_.c->post_send(*s_.qp, 2, {{addr_of(src.data()), 100, skey}});
-    abi::Cqe c{};
-    ASSERT_TRUE(poll_cq(*r_.rcq, &c));
-    EXPECT_EQ(c.status, uint32_t(IBV_WC_LOC_LEN_ERR));
-    ASSERT_TRUE(poll_cq(*s_.scq, &c));
-    EXPECT_EQ(c.status, uint32_t(IBV_WC_REM_INV_REQ_ERR));
-    EXPECT_TRUE(dst.guards_intact());
-    for (size_t i = 0; i < dst.len; ++i) ASSERT_EQ(dst.data()[i], kGuard) << i;
+    ASSERT_NO_FATAL_FAILURE(expect_status(*r_.rcq, IBV_WC_LOC_LEN_ERR));
+    ASSERT_NO_FATAL_FAILURE(expect_status(*s_.scq, IBV_WC_REM_INV_REQ_ERR));
+    expect_untouched(dst);
 }
 
 TEST_F(DataPathTest, ReceiveIntoMrWithoutLocalWrite) {
-    ASSERT_NO_FATAL_FAILURE(start(1));
-    ASSERT_NO_FATAL_FAILURE(connect());
+    ASSERT_NO_FATAL_FAILURE(start_connected(1));
     GuardedBuf src(128, 0x66), dst(128);
-    uint32_t skey, rkey;
-    ASSERT_EQ(s_.c->reg_mr(s_.pd, src.base(), src.total(), 0, &skey), 0);
+    uint32_t skey;
     // Remote read only: the device may not write here, not even for a receive.
-    ASSERT_EQ(r_.c->reg_mr(r_.pd, dst.base(), dst.total(), IBV_ACCESS_REMOTE_READ, &rkey), 0);
-    r_.c->post_recv(*r_.qp, 1, {{addr_of(dst.data()), 128, rkey}});
+    ASSERT_NO_FATAL_FAILURE(reg_and_recv(src, &skey, dst, 1, IBV_ACCESS_REMOTE_READ));
     s_.c->post_send(*s_.qp, 2, {{addr_of(src.data()), 128, skey}});
     abi::Cqe c{};
     ASSERT_TRUE(poll_cq(*r_.rcq, &c));
@@ -377,12 +307,9 @@ TEST_F(DataPathTest, ReceiveIntoMrWithoutLocalWrite) {
     // IBTA: a local protection error on the responder's receive WQE; the requester sees a
     // Remote Operational Error NAK.
     EXPECT_EQ(c.status, uint32_t(IBV_WC_LOC_PROT_ERR));
-    ASSERT_TRUE(poll_cq(*s_.scq, &c));
-    EXPECT_EQ(c.wr_id, 2u);
-    EXPECT_EQ(c.status, uint32_t(IBV_WC_REM_OP_ERR));
+    ASSERT_NO_FATAL_FAILURE(expect_cqe(*s_.scq, 2, IBV_WC_REM_OP_ERR));
     EXPECT_EQ(r_.c->qp_state(r_.qp->qpn), int(IBV_QPS_ERR));
-    EXPECT_TRUE(dst.guards_intact());
-    for (size_t i = 0; i < dst.len; ++i) ASSERT_EQ(dst.data()[i], kGuard) << i;
+    expect_untouched(dst);
 }
 
 TEST_F(DataPathTest, RnrRetryExceeded) {
@@ -394,13 +321,10 @@ TEST_F(DataPathTest, RnrRetryExceeded) {
     ASSERT_NO_FATAL_FAILURE(connect(ps, pr));
     GuardedBuf src(64, 0x77);
     uint32_t skey;
-    ASSERT_EQ(s_.c->reg_mr(s_.pd, src.base(), src.total(), 0, &skey), 0);
+    ASSERT_NO_FATAL_FAILURE(reg_src(src, &skey));
     auto t0 = steady_clock::now();
     s_.c->post_send(*s_.qp, 3, {{addr_of(src.data()), 64, skey}});
-    abi::Cqe c{};
-    ASSERT_TRUE(poll_cq(*s_.scq, &c, 2000));
-    EXPECT_EQ(c.wr_id, 3u);
-    EXPECT_EQ(c.status, uint32_t(IBV_WC_RNR_RETRY_EXC_ERR));
+    ASSERT_NO_FATAL_FAILURE(expect_cqe(*s_.scq, 3, IBV_WC_RNR_RETRY_EXC_ERR, nullptr, 2000));
     EXPECT_LT(steady_clock::now() - t0, milliseconds(1000));
     EXPECT_EQ(s_.c->qp_state(s_.qp->qpn), int(IBV_QPS_ERR));
     // An RNR NAK is not an error for the responder: it stays usable.
@@ -414,16 +338,13 @@ TEST_F(DataPathTest, RnrRecoversWhenReceiveArrives) {
     ASSERT_NO_FATAL_FAILURE(connect(ps, Path{}));
     GuardedBuf src(64, 0x78), dst(64);
     uint32_t skey, rkey;
-    ASSERT_EQ(s_.c->reg_mr(s_.pd, src.base(), src.total(), 0, &skey), 0);
-    ASSERT_EQ(r_.c->reg_mr(r_.pd, dst.base(), dst.total(), IBV_ACCESS_LOCAL_WRITE, &rkey), 0);
+    ASSERT_NO_FATAL_FAILURE(reg_bufs(src, &skey, dst, &rkey));
     s_.c->post_send(*s_.qp, 3, {{addr_of(src.data()), 64, skey}});
     abi::Cqe c{};
     EXPECT_FALSE(poll_cq(*s_.scq, &c, 30));
     r_.c->post_recv(*r_.qp, 4, {{addr_of(dst.data()), 64, rkey}});
-    ASSERT_TRUE(poll_cq(*r_.rcq, &c));
-    EXPECT_EQ(c.status, uint32_t(IBV_WC_SUCCESS));
-    ASSERT_TRUE(poll_cq(*s_.scq, &c));
-    EXPECT_EQ(c.status, uint32_t(IBV_WC_SUCCESS));
+    ASSERT_NO_FATAL_FAILURE(expect_status(*r_.rcq, IBV_WC_SUCCESS));
+    ASSERT_NO_FATAL_FAILURE(expect_status(*s_.scq, IBV_WC_SUCCESS));
     EXPECT_EQ(dst.data()[63], 0x78);
 }
 
@@ -436,7 +357,7 @@ TEST_F(DataPathTest, RetryExceededWhenPeerIsGone) {
     ASSERT_EQ(r_.c->destroy_qp(r_.qp->qpn), 0);
     GuardedBuf src(64, 0x79);
     uint32_t skey;
-    ASSERT_EQ(s_.c->reg_mr(s_.pd, src.base(), src.total(), 0, &skey), 0);
+    ASSERT_NO_FATAL_FAILURE(reg_src(src, &skey));
     auto t0 = steady_clock::now();
     s_.c->post_send(*s_.qp, 8, {{addr_of(src.data()), 64, skey}});
     s_.c->post_send(*s_.qp, 9, {{addr_of(src.data()), 64, skey}});
@@ -449,9 +370,7 @@ TEST_F(DataPathTest, RetryExceededWhenPeerIsGone) {
     // and not instantly either.
     EXPECT_GE(took, milliseconds(8));
     EXPECT_LT(took, milliseconds(1000));
-    ASSERT_TRUE(poll_cq(*s_.scq, &c));
-    EXPECT_EQ(c.wr_id, 9u);
-    EXPECT_EQ(c.status, uint32_t(IBV_WC_WR_FLUSH_ERR));
+    ASSERT_NO_FATAL_FAILURE(expect_cqe(*s_.scq, 9, IBV_WC_WR_FLUSH_ERR));
     EXPECT_EQ(s_.c->qp_state(s_.qp->qpn), int(IBV_QPS_ERR));
 }
 

@@ -11,22 +11,16 @@ namespace {
 class RingAbuseTest : public DataPathTest {
 protected:
     void SetUp() override {
-        ASSERT_NO_FATAL_FAILURE(start(1));
-        ASSERT_NO_FATAL_FAILURE(connect());
+        ASSERT_NO_FATAL_FAILURE(start_connected(1));
         src_ = std::make_unique<GuardedBuf>(512, 0x5a);
         dst_ = std::make_unique<GuardedBuf>(512);
-        ASSERT_EQ(s_.c->reg_mr(s_.pd, src_->base(), src_->total(), 0, &skey_), 0);
-        ASSERT_EQ(r_.c->reg_mr(r_.pd, dst_->base(), dst_->total(), IBV_ACCESS_LOCAL_WRITE, &rkey_),
-                  0);
+        ASSERT_NO_FATAL_FAILURE(reg_bufs(*src_, &skey_, *dst_, &rkey_));
     }
 
     // A second, well-behaved QP pair on the same device still works.
     void expect_device_healthy() {
         Side a, b;
-        ASSERT_NO_FATAL_FAILURE(make_side(a, *devs_[0], ip("127.0.0.2")));
-        ASSERT_NO_FATAL_FAILURE(make_side(b, *devs_[0], ip("127.0.0.2")));
-        ASSERT_EQ(a.c->connect(*a.qp, b.qp->qpn, b.ip, Path{}), 0);
-        ASSERT_EQ(b.c->connect(*b.qp, a.qp->qpn, a.ip, Path{}), 0);
+        ASSERT_NO_FATAL_FAILURE(connected_sides(a, b));
         GuardedBuf src(300, 0x3c), dst(300);
         uint32_t sk, rk;
         ASSERT_EQ(a.c->reg_mr(a.pd, src.base(), src.total(), 0, &sk), 0);
@@ -34,11 +28,9 @@ protected:
         b.c->post_recv(*b.qp, 1, {{addr_of(dst.data()), 300, rk}});
         a.c->post_send(*a.qp, 2, {{addr_of(src.data()), 300, sk}});
         abi::Cqe c{};
-        ASSERT_TRUE(poll_cq(*b.rcq, &c));
-        EXPECT_EQ(c.status, uint32_t(IBV_WC_SUCCESS));
+        ASSERT_NO_FATAL_FAILURE(expect_status(*b.rcq, IBV_WC_SUCCESS, &c));
         EXPECT_EQ(c.byte_len, 300u);
-        ASSERT_TRUE(poll_cq(*a.scq, &c));
-        EXPECT_EQ(c.status, uint32_t(IBV_WC_SUCCESS));
+        ASSERT_NO_FATAL_FAILURE(expect_status(*a.scq, IBV_WC_SUCCESS));
         for (size_t i = 0; i < 300; ++i) ASSERT_EQ(dst.data()[i], 0x3c);
         EXPECT_TRUE(dst.guards_intact());
     }
@@ -46,8 +38,7 @@ protected:
     void expect_receiver_untouched() {
         abi::Cqe c{};
         EXPECT_FALSE(poll_cq(*r_.rcq, &c, 20)) << "receiver got wr_id " << c.wr_id;
-        EXPECT_TRUE(dst_->guards_intact());
-        for (size_t i = 0; i < dst_->len; ++i) ASSERT_EQ(dst_->data()[i], kGuard) << i;
+        expect_untouched(*dst_);
     }
 
     std::unique_ptr<GuardedBuf> src_, dst_;
@@ -82,8 +73,7 @@ TEST_F(RingAbuseTest, RandomBytesInSendSlot) {
     w->opcode = 0xdeadbeefu;
     w->send_flags &= ~uint32_t(IBV_SEND_INLINE);
     uint64_t garbage_id = w->wr_id;
-    s_.qp->sq.hdr()->prod.store(1, std::memory_order_release);
-    s_.c->ring_doorbell();
+    s_.c->publish_sq(*s_.qp, 1);
 
     abi::Cqe c{};
     ASSERT_TRUE(poll_cq(*s_.scq, &c));
@@ -104,12 +94,7 @@ TEST_F(RingAbuseTest, DoorbellPageNamingOtherSessionsObjectsOrGarbage) {
     // First let the connection settle: a packet arriving for the QP (an ACK of the
     // connection's traffic) makes the device look at its send queue, which hardware may do too.
     std::this_thread::sleep_for(milliseconds(50));
-    uint8_t* slot = r_.qp->sq.slot(0);
-    abi::SendWqe w{};
-    w.wr_id = 81;
-    w.opcode = IBV_WR_RDMA_WRITE;
-    w.send_flags = IBV_SEND_SIGNALED;
-    std::memcpy(slot, &w, sizeof w);
+    write_send_slot(*r_.qp, 0, send_wqe(81, IBV_WR_RDMA_WRITE, IBV_SEND_SIGNALED));
     r_.qp->sq.hdr()->prod.store(1, std::memory_order_release);
     abi::DoorbellPage* p = s_.c->doorbell_page();
     std::mt19937 rng(4242);
@@ -127,41 +112,27 @@ TEST_F(RingAbuseTest, DoorbellPageNamingOtherSessionsObjectsOrGarbage) {
     EXPECT_FALSE(poll_cq(*r_.scq, &c, 200)) << "the receiver's WRITE ran: wr_id " << c.wr_id;
     // The receiver's own doorbell still works.
     r_.c->ring_doorbell();
-    ASSERT_TRUE(poll_cq(*r_.scq, &c));
-    EXPECT_EQ(c.wr_id, 81u);
-    EXPECT_EQ(c.status, uint32_t(IBV_WC_SUCCESS));
+    ASSERT_NO_FATAL_FAILURE(expect_cqe(*r_.scq, 81, IBV_WC_SUCCESS));
     expect_receiver_untouched();
     expect_device_healthy();
 }
 
 TEST_F(RingAbuseTest, GarbageOpcodeAndHugeInlineLength) {
     // A plausible SGE count but an opcode no verbs.h defines.
-    uint8_t* slot = s_.qp->sq.slot(0);
-    abi::SendWqe w{};
-    w.wr_id = 71;
-    w.opcode = 0xdeadbeefu;
-    w.send_flags = IBV_SEND_SIGNALED;
+    abi::SendWqe w = send_wqe(71, 0xdeadbeefu, IBV_SEND_SIGNALED);
     w.num_sge = 1;
     abi::Sge sge{addr_of(src_->data()), 16, skey_};
-    std::memcpy(slot + sizeof w, &sge, sizeof sge);
-    std::memcpy(slot, &w, sizeof w);
+    write_send_slot(*s_.qp, 0, w, &sge, sizeof sge);
     // Then an inline WQE claiming more bytes than the slot can hold.
-    slot = s_.qp->sq.slot(1);
     w.wr_id = 72;
     w.opcode = IBV_WR_SEND;
     w.send_flags = IBV_SEND_SIGNALED | IBV_SEND_INLINE;
     w.inline_len = 0x7fffffffu;
-    std::memcpy(slot, &w, sizeof w);
-    s_.qp->sq.hdr()->prod.store(2, std::memory_order_release);
-    s_.c->ring_doorbell();
+    write_send_slot(*s_.qp, 1, w);
+    s_.c->publish_sq(*s_.qp, 2);
 
-    abi::Cqe c{};
-    ASSERT_TRUE(poll_cq(*s_.scq, &c));
-    EXPECT_EQ(c.wr_id, 71u);
-    EXPECT_EQ(c.status, uint32_t(IBV_WC_LOC_QP_OP_ERR));
-    ASSERT_TRUE(poll_cq(*s_.scq, &c));
-    EXPECT_EQ(c.wr_id, 72u);
-    EXPECT_EQ(c.status, uint32_t(IBV_WC_WR_FLUSH_ERR));
+    ASSERT_NO_FATAL_FAILURE(expect_cqe(*s_.scq, 71, IBV_WC_LOC_QP_OP_ERR));
+    ASSERT_NO_FATAL_FAILURE(expect_cqe(*s_.scq, 72, IBV_WC_WR_FLUSH_ERR));
     EXPECT_EQ(s_.c->qp_state(s_.qp->qpn), int(IBV_QPS_ERR));
     expect_receiver_untouched();
     expect_device_healthy();
@@ -172,34 +143,21 @@ TEST_F(RingAbuseTest, GarbageOpcodeAndHugeInlineLength) {
 // rest is flushed, and the device carries on.
 TEST_F(RingAbuseTest, GarbageBindAndInvalidate) {
     std::mt19937_64 rng(777);
-    uint8_t* slot = s_.qp->sq.slot(0);
-    abi::SendWqe w{};
-    w.wr_id = 81;
-    w.opcode = IBV_WR_BIND_MW;
-    w.send_flags = IBV_SEND_SIGNALED | IBV_SEND_INLINE;  // inline means nothing to a bind
-    w.num_sge = 0xfffffff0u;                             // nor does the SGE count
+    // Inline means nothing to a bind, nor does the SGE count.
+    abi::SendWqe w = send_wqe(81, IBV_WR_BIND_MW, IBV_SEND_SIGNALED | IBV_SEND_INLINE);
+    w.num_sge = 0xfffffff0u;
     w.inline_len = 0x7fffffffu;
     abi::MwBind b{uint32_t(rng()), uint32_t(rng()), skey_, uint32_t(rng()), rng(), rng()};
-    std::memcpy(slot + sizeof w, &b, sizeof b);
-    std::memcpy(slot, &w, sizeof w);
-    slot = s_.qp->sq.slot(1);
-    w = abi::SendWqe{};
-    w.wr_id = 82;
-    w.opcode = IBV_WR_LOCAL_INV;
-    w.send_flags = IBV_SEND_SIGNALED;
+    write_send_slot(*s_.qp, 0, w, &b, sizeof b);
+    w = send_wqe(82, IBV_WR_LOCAL_INV, IBV_SEND_SIGNALED);
     w.imm_data = uint32_t(rng()) | 0x80000000u;  // an R_Key that looks like a window's
-    std::memcpy(slot, &w, sizeof w);
-    s_.qp->sq.hdr()->prod.store(2, std::memory_order_release);
-    s_.c->ring_doorbell();
+    write_send_slot(*s_.qp, 1, w);
+    s_.c->publish_sq(*s_.qp, 2);
 
     abi::Cqe c{};
-    ASSERT_TRUE(poll_cq(*s_.scq, &c));
-    EXPECT_EQ(c.wr_id, 81u);
-    EXPECT_EQ(c.status, uint32_t(IBV_WC_MW_BIND_ERR));
+    ASSERT_NO_FATAL_FAILURE(expect_cqe(*s_.scq, 81, IBV_WC_MW_BIND_ERR, &c));
     EXPECT_EQ(c.opcode, uint32_t(IBV_WC_BIND_MW));
-    ASSERT_TRUE(poll_cq(*s_.scq, &c));
-    EXPECT_EQ(c.wr_id, 82u);
-    EXPECT_EQ(c.status, uint32_t(IBV_WC_WR_FLUSH_ERR));
+    ASSERT_NO_FATAL_FAILURE(expect_cqe(*s_.scq, 82, IBV_WC_WR_FLUSH_ERR));
     EXPECT_EQ(s_.c->qp_state(s_.qp->qpn), int(IBV_QPS_ERR));
     EXPECT_TRUE(src_->guards_intact());
     expect_receiver_untouched();
@@ -207,19 +165,11 @@ TEST_F(RingAbuseTest, GarbageBindAndInvalidate) {
 }
 
 TEST_F(RingAbuseTest, HugeInlineLengthFirst) {
-    uint8_t* slot = s_.qp->sq.slot(0);
-    abi::SendWqe w{};
-    w.wr_id = 73;
-    w.opcode = IBV_WR_SEND;
-    w.send_flags = IBV_SEND_SIGNALED | IBV_SEND_INLINE;
+    abi::SendWqe w = send_wqe(73, IBV_WR_SEND, IBV_SEND_SIGNALED | IBV_SEND_INLINE);
     w.inline_len = 0xffffffffu;
-    std::memcpy(slot, &w, sizeof w);
-    s_.qp->sq.hdr()->prod.store(1, std::memory_order_release);
-    s_.c->ring_doorbell();
-    abi::Cqe c{};
-    ASSERT_TRUE(poll_cq(*s_.scq, &c));
-    EXPECT_EQ(c.wr_id, 73u);
-    EXPECT_EQ(c.status, uint32_t(IBV_WC_LOC_LEN_ERR));
+    write_send_slot(*s_.qp, 0, w);
+    s_.c->publish_sq(*s_.qp, 1);
+    ASSERT_NO_FATAL_FAILURE(expect_cqe(*s_.scq, 73, IBV_WC_LOC_LEN_ERR));
     EXPECT_EQ(s_.c->qp_state(s_.qp->qpn), int(IBV_QPS_ERR));
     expect_receiver_untouched();
     expect_device_healthy();
@@ -227,8 +177,7 @@ TEST_F(RingAbuseTest, HugeInlineLengthFirst) {
 
 TEST_F(RingAbuseTest, ProducerFarBeyondConsumer) {
     r_.c->post_recv(*r_.qp, 1, {{addr_of(dst_->data()), 512, rkey_}});
-    s_.qp->sq.hdr()->prod.store(0x80000000u, std::memory_order_release);
-    s_.c->ring_doorbell();
+    s_.c->publish_sq(*s_.qp, 0x80000000u);
     // More WQEs than the ring has slots cannot have been posted: the QP is broken, and the
     // application hears about it as a fatal QP error.
     abi::AsyncEvent ev{};
@@ -256,8 +205,7 @@ TEST_F(RingAbuseTest, ProducerMovedBackwards) {
         std::this_thread::sleep_for(milliseconds(1));
     ASSERT_EQ(qp_tx_pkts(*devs_[0], s_.qp->qpn), 4u);
     ASSERT_EQ(s_.qp->sq.hdr()->cons.load(), 0u);
-    s_.qp->sq.hdr()->prod.store(2, std::memory_order_release);
-    s_.c->ring_doorbell();
+    s_.c->publish_sq(*s_.qp, 2);
     abi::AsyncEvent ev{};
     ASSERT_TRUE(s_.c->async_event(&ev, 2000));
     EXPECT_EQ(ev.event_type, uint32_t(IBV_EVENT_QP_FATAL));
@@ -290,8 +238,7 @@ TEST_F(RingAbuseTest, GarbageReceiveWqes) {
     EXPECT_EQ(c.wr_id, 92u);
     EXPECT_NE(c.status, uint32_t(IBV_WC_SUCCESS));
     EXPECT_EQ(r_.c->qp_state(r_.qp->qpn), int(IBV_QPS_ERR));
-    EXPECT_TRUE(dst_->guards_intact());
-    for (size_t i = 0; i < dst_->len; ++i) ASSERT_EQ(dst_->data()[i], kGuard) << i;
+    expect_untouched(*dst_);
     expect_device_healthy();
 }
 

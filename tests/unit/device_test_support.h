@@ -103,6 +103,18 @@ struct Path {
     uint32_t rq_psn = 0x100;
 };
 
+// RoCEv2's address vector to the device at `ip_be`: its IPv4-mapped GID, port 1.
+inline ibv_ah_attr ipv4_av(uint32_t ip_be) {
+    ibv_ah_attr ah{};
+    ah.is_global = 1;
+    ah.port_num = 1;
+    ah.grh.hop_limit = 64;
+    ah.grh.dgid.raw[10] = 0xff;
+    ah.grh.dgid.raw[11] = 0xff;
+    std::memcpy(&ah.grh.dgid.raw[12], &ip_be, 4);
+    return ah;
+}
+
 // One application session on a device: what one ibv_context is to the library.
 class Client {
 public:
@@ -148,6 +160,13 @@ public:
         return resp->err;
     }
 
+    // request() for a verb that answers with `n` descriptors (ring memfds) in *fds.
+    int request_fds(const abi::Request& req, abi::Response* resp, std::vector<int>* fds, size_t n) {
+        if (int e = request(req, resp, fds)) return e;
+        EXPECT_EQ(fds->size(), n);
+        return fds->size() == n ? 0 : EPROTO;
+    }
+
     int alloc_pd(uint32_t* pd) {
         abi::Request req{};
         req.op = abi::Op::kAllocPd;
@@ -167,11 +186,9 @@ public:
                uint64_t iova = 0) {
         abi::Request req{};
         req.op = abi::Op::kRegMr;
-        req.u.reg_mr.pd = pd;
-        req.u.reg_mr.access = access;
-        req.u.reg_mr.addr = reinterpret_cast<uint64_t>(addr);
-        req.u.reg_mr.length = len;
-        req.u.reg_mr.iova = iova ? iova : reinterpret_cast<uint64_t>(addr);
+        const uint64_t at = reinterpret_cast<uint64_t>(addr);
+        req.u.reg_mr = {
+            .pd = pd, .access = access, .addr = at, .length = len, .iova = iova ? iova : at};
         abi::Response resp;
         int e = request(req, &resp);
         if (lkey) *lkey = resp.u.reg_mr.lkey;
@@ -189,9 +206,7 @@ public:
         req.u.create_cq.channel = -1;
         abi::Response resp;
         std::vector<int> fds;
-        if (int e = request(req, &resp, &fds)) return e;
-        EXPECT_EQ(fds.size(), 1u);
-        if (fds.size() != 1) return EPROTO;
+        if (int e = request_fds(req, &resp, &fds, 1)) return e;
         auto cq = std::make_unique<TestCq>();
         cq->handle = resp.u.create_cq.handle;
         EXPECT_GE(resp.u.create_cq.cqe, cqe);
@@ -205,17 +220,11 @@ public:
                   std::unique_ptr<TestQp>* out) {
         abi::Request req{};
         req.op = abi::Op::kCreateQp;
-        auto& r = req.u.create_qp;
-        r.pd = pd;
-        r.send_cq = scq;
-        r.recv_cq = rcq;
-        r.qp_type = IBV_QPT_RC;
-        r.cap = cap;
+        req.u.create_qp = {
+            .pd = pd, .send_cq = scq, .recv_cq = rcq, .qp_type = IBV_QPT_RC, .cap = cap};
         abi::Response resp;
         std::vector<int> fds;
-        if (int e = request(req, &resp, &fds)) return e;
-        EXPECT_EQ(fds.size(), 2u);
-        if (fds.size() != 2) return EPROTO;
+        if (int e = request_fds(req, &resp, &fds, 2)) return e;
         const auto& o = resp.u.create_qp;
         auto qp = std::make_unique<TestQp>();
         qp->qpn = o.qpn;
@@ -253,9 +262,7 @@ public:
         r.cq = cq;
         abi::Response resp;
         std::vector<int> fds;
-        if (int e = request(req, &resp, &fds)) return e;
-        EXPECT_EQ(fds.size(), 1u);
-        if (fds.size() != 1) return EPROTO;
+        if (int e = request_fds(req, &resp, &fds, 1)) return e;
         *srqn = resp.u.create_srq.handle;
         return ring->map(fds[0], resp.u.create_srq.slots, resp.u.create_srq.stride) ? 0 : ENOMEM;
     }
@@ -263,9 +270,7 @@ public:
     int create_tgt(uint32_t xrcd, uint64_t cookie, uint32_t* qpn) {
         abi::Request req{};
         req.op = abi::Op::kCreateQp;
-        req.u.create_qp.qp_type = IBV_QPT_XRC_RECV;
-        req.u.create_qp.xrcd = xrcd;
-        req.u.create_qp.cookie = cookie;
+        req.u.create_qp = {.qp_type = IBV_QPT_XRC_RECV, .cookie = cookie, .xrcd = xrcd};
         abi::Response resp;
         std::vector<int> fds;
         int e = request(req, &resp, &fds);
@@ -286,9 +291,7 @@ public:
     int modify_qp(uint32_t qpn, const ibv_qp_attr& attr, uint64_t mask) {
         abi::Request req{};
         req.op = abi::Op::kModifyQp;
-        req.u.modify_qp.qpn = qpn;
-        req.u.modify_qp.mask = mask;
-        req.u.modify_qp.attr = attr;
+        req.u.modify_qp = {.qpn = qpn, .mask = mask, .attr = attr};
         abi::Response resp;
         return request(req, &resp);
     }
@@ -306,37 +309,29 @@ public:
 
     // RESET -> INIT -> RTR -> RTS towards `dest_qpn` on the device at `dest_ip`.
     int connect(const TestQp& qp, uint32_t dest_qpn, uint32_t dest_ip, const Path& p) {
-        ibv_qp_attr a{};
-        a.qp_state = IBV_QPS_INIT;
-        a.port_num = 1;
-        a.qp_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
+        ibv_qp_attr a{.qp_state = IBV_QPS_INIT,
+                      .qp_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ,
+                      .port_num = 1};
         if (int e = modify_qp(qp.qpn, a,
                               IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS))
             return e;
-        a = {};
-        a.qp_state = IBV_QPS_RTR;
-        a.path_mtu = p.mtu;
-        a.dest_qp_num = dest_qpn;
-        a.rq_psn = p.rq_psn;
-        a.max_dest_rd_atomic = 1;
-        a.min_rnr_timer = p.min_rnr_timer;
-        a.ah_attr.is_global = 1;
-        a.ah_attr.port_num = 1;
-        a.ah_attr.grh.hop_limit = 64;
-        a.ah_attr.grh.dgid.raw[10] = 0xff;
-        a.ah_attr.grh.dgid.raw[11] = 0xff;
-        std::memcpy(&a.ah_attr.grh.dgid.raw[12], &dest_ip, 4);
+        a = {.qp_state = IBV_QPS_RTR,
+             .path_mtu = p.mtu,
+             .rq_psn = p.rq_psn,
+             .dest_qp_num = dest_qpn,
+             .ah_attr = ipv4_av(dest_ip),
+             .max_dest_rd_atomic = 1,
+             .min_rnr_timer = p.min_rnr_timer};
         if (int e = modify_qp(qp.qpn, a,
                               IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
                                   IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER))
             return e;
-        a = {};
-        a.qp_state = IBV_QPS_RTS;
-        a.timeout = p.timeout;
-        a.retry_cnt = p.retry_cnt;
-        a.rnr_retry = p.rnr_retry;
-        a.sq_psn = p.sq_psn;
-        a.max_rd_atomic = 1;
+        a = {.qp_state = IBV_QPS_RTS,
+             .sq_psn = p.sq_psn,
+             .max_rd_atomic = 1,
+             .timeout = p.timeout,
+             .retry_cnt = p.retry_cnt,
+             .rnr_retry = p.rnr_retry};
         return modify_qp(qp.qpn, a,
                          IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
                              IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC);
@@ -382,6 +377,13 @@ public:
 
     abi::DoorbellPage* doorbell_page() { return db_; }
 
+    // Publishes SQ slots up to `prod`, written by hand (write_send_slot), and rings a doorbell
+    // that names no QP.
+    void publish_sq(TestQp& qp, uint32_t prod) {
+        qp.sq.hdr()->prod.store(prod, std::memory_order_release);
+        ring_doorbell();
+    }
+
     // A doorbell that names no QP: the page's overflow flag makes the device look at every
     // QP and CQ of the session.
     void ring_doorbell() {
@@ -421,6 +423,24 @@ private:
     abi::DoorbellPage* db_ = nullptr;
 };
 
+// A send WQE's header with nothing else set.
+inline abi::SendWqe send_wqe(uint64_t wr_id, uint32_t opcode, uint32_t flags) {
+    abi::SendWqe w{};
+    w.wr_id = wr_id;
+    w.opcode = opcode;
+    w.send_flags = flags;
+    return w;
+}
+
+// Writes `w` into SQ slot `i` by hand, with `n` bytes after it (SGEs, inline data, a bind),
+// as a buggy or hostile library could; nothing is published.
+inline void write_send_slot(TestQp& qp, uint32_t i, const abi::SendWqe& w,
+                            const void* after = nullptr, size_t n = 0) {
+    uint8_t* slot = qp.sq.slot(i);
+    if (n) std::memcpy(slot + sizeof w, after, n);
+    std::memcpy(slot, &w, sizeof w);
+}
+
 // Waits up to `ms` for the next CQE, consuming it as poll_cq does.
 inline bool poll_cq(TestCq& cq, abi::Cqe* out, int ms = 3000) {
     abi::RingHeader* h = cq.ring.hdr();
@@ -456,6 +476,29 @@ struct GuardedBuf {
         return true;
     }
 };
+
+// The next CQE of `cq` has `status` (its copy in *out).
+inline void expect_status(TestCq& cq, ibv_wc_status status, abi::Cqe* out = nullptr,
+                          int ms = 3000) {
+    abi::Cqe c{};
+    ASSERT_TRUE(poll_cq(cq, &c, ms));
+    EXPECT_EQ(c.status, uint32_t(status));
+    if (out) *out = c;
+}
+// The same, and it is WR `wr_id`'s.
+inline void expect_cqe(TestCq& cq, uint64_t wr_id, ibv_wc_status status, abi::Cqe* out = nullptr,
+                       int ms = 3000) {
+    abi::Cqe c{};
+    ASSERT_NO_FATAL_FAILURE(expect_status(cq, status, &c, ms));
+    EXPECT_EQ(c.wr_id, wr_id);
+    if (out) *out = c;
+}
+
+// The device wrote no byte of `b`: neither the part handed to it nor the guards around it.
+inline void expect_untouched(GuardedBuf& b) {
+    EXPECT_TRUE(b.guards_intact());
+    for (size_t i = 0; i < b.len; ++i) ASSERT_EQ(b.data()[i], kGuard) << i;
+}
 
 inline uint64_t addr_of(const void* p) { return reinterpret_cast<uint64_t>(p); }
 
@@ -547,6 +590,41 @@ protected:
     void connect(const Path& ps = Path{}, const Path& pr = Path{}) {
         ASSERT_EQ(s_.c->connect(*s_.qp, r_.qp->qpn, r_.ip, ps), 0);
         ASSERT_EQ(r_.c->connect(*r_.qp, s_.qp->qpn, s_.ip, pr), 0);
+    }
+    void start_connected(int ndev) {
+        ASSERT_NO_FATAL_FAILURE(start(ndev));
+        ASSERT_NO_FATAL_FAILURE(connect());
+    }
+    // Two more sides on the first device, connected to each other.
+    void connected_sides(Side& a, Side& b) {
+        ASSERT_NO_FATAL_FAILURE(make_side(a, *devs_[0], ip("127.0.0.2")));
+        ASSERT_NO_FATAL_FAILURE(make_side(b, *devs_[0], ip("127.0.0.2")));
+        ASSERT_EQ(a.c->connect(*a.qp, b.qp->qpn, b.ip, Path{}), 0);
+        ASSERT_EQ(b.c->connect(*b.qp, a.qp->qpn, a.ip, Path{}), 0);
+    }
+    // The sender's buffer (no access rights) and the receiver's (`dst_access`) registered.
+    void reg_src(GuardedBuf& src, uint32_t* skey) {
+        ASSERT_EQ(s_.c->reg_mr(s_.pd, src.base(), src.total(), 0, skey), 0);
+    }
+    void reg_dst(GuardedBuf& dst, uint32_t* rkey, uint32_t dst_access = IBV_ACCESS_LOCAL_WRITE) {
+        ASSERT_EQ(r_.c->reg_mr(r_.pd, dst.base(), dst.total(), dst_access, rkey), 0);
+    }
+    // `dst` registered for the receiver, and one receive `wr_id` over all of it posted.
+    void recv_into(GuardedBuf& dst, uint64_t wr_id, uint32_t dst_access = IBV_ACCESS_LOCAL_WRITE) {
+        uint32_t rkey;
+        ASSERT_NO_FATAL_FAILURE(reg_dst(dst, &rkey, dst_access));
+        r_.c->post_recv(*r_.qp, wr_id, {{addr_of(dst.data()), uint32_t(dst.len), rkey}});
+    }
+    // The usual start: reg_src(), then recv_into().
+    void reg_and_recv(GuardedBuf& src, uint32_t* skey, GuardedBuf& dst, uint64_t wr_id,
+                      uint32_t dst_access = IBV_ACCESS_LOCAL_WRITE) {
+        ASSERT_NO_FATAL_FAILURE(reg_src(src, skey));
+        ASSERT_NO_FATAL_FAILURE(recv_into(dst, wr_id, dst_access));
+    }
+    void reg_bufs(GuardedBuf& src, uint32_t* skey, GuardedBuf& dst, uint32_t* rkey,
+                  uint32_t dst_access = IBV_ACCESS_LOCAL_WRITE) {
+        ASSERT_NO_FATAL_FAILURE(reg_src(src, skey));
+        ASSERT_NO_FATAL_FAILURE(reg_dst(dst, rkey, dst_access));
     }
     void TearDown() override {
         s_ = Side{};

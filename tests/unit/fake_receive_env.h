@@ -22,6 +22,37 @@
 
 namespace uroce::emu::fake {
 
+// What a fake environment's take_recv does with a receive the test posted: `qp`'s current
+// receive WQE becomes one SGE over `buf` (`ok`: its SGE passed the checks).
+inline void take_one_sge_recv(Qp& qp, uint64_t wr_id, uint8_t* buf, uint32_t len, bool ok) {
+    qp.rwr.wr_id = wr_id;
+    qp.rwr.num_sge = 1;
+    qp.rwr.sge[0] = {reinterpret_cast<uint64_t>(buf), len, 0};
+    qp.rwr.length = len;
+    qp.rwr_off = 0;
+    qp.rwr_ok = ok;
+    qp.have_rwr = true;
+    qp.rx_owner = qp.owner;
+}
+
+// A fake environment's place_payload: `p`'s payload appended to that one SGE (memcpy as DMA).
+inline void place_in_one_sge_recv(Qp& qp, const net::Packet& p) {
+    std::memcpy(reinterpret_cast<uint8_t*>(qp.rwr.sge[0].addr) + qp.rwr_off, p.payload,
+                p.payload_len);
+    qp.rwr_off += p.payload_len;
+}
+
+// `qp` as a QP of `type` in RTS owned by `owner`, its BTH transport bits those of the type.
+inline void rts_qp(Qp& qp, Session& owner, uint32_t qpn, ibv_qp_type type) {
+    qp.owner = &owner;
+    qp.qpn = qpn;
+    qp.type = type;
+    qp.transport = type == IBV_QPT_UD   ? net::kTransportUd
+                   : type == IBV_QPT_UC ? net::kTransportUc
+                                        : net::kTransportRc;
+    qp.state = IBV_QPS_RTS;
+}
+
 // A receive the test posted: where its bytes go.
 struct PostedRecv {
     uint64_t wr_id;
@@ -100,20 +131,11 @@ public:
         if (posted.empty()) return false;
         PostedRecv r = posted.front();
         posted.pop_front();
-        qp.rwr.wr_id = r.wr_id;
-        qp.rwr.num_sge = 1;
-        qp.rwr.sge[0] = {reinterpret_cast<uint64_t>(r.buf), r.len, 0};
-        qp.rwr.length = r.len;
-        qp.rwr_off = 0;
-        qp.rwr_ok = true;
-        qp.have_rwr = true;
-        qp.rx_owner = qp.owner;
+        take_one_sge_recv(qp, r.wr_id, r.buf, r.len, true);
         return true;
     }
     void place_payload(Qp& qp, const net::Packet& p, DmaWriteBatch::Path) {
-        std::memcpy(reinterpret_cast<uint8_t*>(qp.rwr.sge[0].addr) + qp.rwr_off, p.payload,
-                    p.payload_len);
-        qp.rwr_off += p.payload_len;
+        place_in_one_sge_recv(qp, p);
     }
     void complete_recv(Qp& qp, const net::Packet& p, ibv_wc_status status) {
         completions.push_back({qp.rwr.wr_id, status, qp.rwr_off, p.bth.opcode});
@@ -297,11 +319,7 @@ inline Mr mr_over(Session& owner, uint32_t pd, uint32_t access, std::vector<uint
 // `qp` as a connected QP in RTS whose communication is established.
 inline void connected_qp(Qp& qp, Session& owner, uint32_t qpn, ibv_qp_type type, uint32_t pd,
                          uint32_t mtu, uint32_t remote_access) {
-    qp.owner = &owner;
-    qp.qpn = qpn;
-    qp.type = type;
-    qp.transport = type == IBV_QPT_UC ? net::kTransportUc : net::kTransportRc;
-    qp.state = IBV_QPS_RTS;
+    rts_qp(qp, owner, qpn, type);
     qp.comm_est = true;
     qp.pd = pd;
     qp.mtu = mtu;

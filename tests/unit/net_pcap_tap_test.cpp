@@ -124,17 +124,21 @@ TEST(NetPcapTap, FramesAreValidAndIcrcVerifies) {
     std::filesystem::remove(path);
 }
 
-TEST(NetPcapTap, TsharkDissectsRoce) {
-    if (!have("tshark")) GTEST_SKIP() << "tshark not installed";
-    const std::string path = tmp_path("tshark");
+// A capture at `path` of one packet of each of `ops`, from 10.0.0.1 to 10.0.0.2, for tshark.
+void write_capture(const std::string& path, const std::vector<uint8_t>& ops) {
     const uint32_t s = ip("10.0.0.1"), d = ip("10.0.0.2");
     PcapTap tap;
     std::string err;
     ASSERT_TRUE(tap.open(path, 0, &err)) << err;
-    auto pk = make_packets({kRcSendOnly, kRcWriteOnlyImm, kRcAck}, s, d);
-    for (auto& t : pk)
+    for (auto& t : make_packets(ops, s, d))
         tap.record(s, t.sport, d, kRoceUdpPort, t.bytes.data(), t.bytes.size(), timeval{1, 0});
     tap.close();
+}
+
+TEST(NetPcapTap, TsharkDissectsRoce) {
+    if (!have("tshark")) GTEST_SKIP() << "tshark not installed";
+    const std::string path = tmp_path("tshark");
+    ASSERT_NO_FATAL_FAILURE(write_capture(path, {kRcSendOnly, kRcWriteOnlyImm, kRcAck}));
 
     // Wireshark 4.x dissects UDP port 4791 as RoCEv2 ("RRoCE") by default; no -d needed.
     const std::string fields =
@@ -156,18 +160,12 @@ TEST(NetPcapTap, TsharkDissectsRoce) {
 TEST(NetPcapTap, TsharkHasNoMalformedForAnyOpcode) {
     if (!have("tshark")) GTEST_SKIP() << "tshark not installed";
     const std::string path = tmp_path("allops");
-    const uint32_t s = ip("10.0.0.1"), d = ip("10.0.0.2");
-    PcapTap tap;
-    std::string err;
-    ASSERT_TRUE(tap.open(path, 0, &err)) << err;
-    auto pk = make_packets(all_opcodes(), s, d);
-    for (auto& t : pk)
-        tap.record(s, t.sport, d, kRoceUdpPort, t.bytes.data(), t.bytes.size(), timeval{1, 0});
-    tap.close();
+    const std::vector<uint8_t> ops = all_opcodes();
+    ASSERT_NO_FATAL_FAILURE(write_capture(path, ops));
     // Wireshark 4.0 does not name CNP or XRC opcodes ("Unknown"), but nothing may be malformed.
     const std::string out = run("tshark -r " + path + " -V 2>/dev/null");
     EXPECT_EQ(out.find("Malformed"), std::string::npos);
-    EXPECT_EQ(run("tshark -r " + path + " 2>/dev/null | wc -l"), std::to_string(pk.size()) + "\n");
+    EXPECT_EQ(run("tshark -r " + path + " 2>/dev/null | wc -l"), std::to_string(ops.size()) + "\n");
     std::filesystem::remove(path);
 }
 

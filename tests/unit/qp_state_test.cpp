@@ -169,103 +169,94 @@ std::string where(const TypeName& t, ibv_qp_state cur, ibv_qp_state next) {
     return std::string(t.name) + " " + qp_state_name(cur) + "->" + qp_state_name(next);
 }
 
+// Calls f(type, index of the current state, of the next, what the model expects) for every
+// QP type and pair of states, stopping at a fatal failure.
+template <typename F>
+void for_each_transition(F f) {
+    const Model& m = model();
+    for (std::size_t ti = 0; ti < std::size(kTypes); ++ti)
+        for (int c = 0; c < 7; ++c)
+            for (int n = 0; n < 7; ++n) {
+                f(kTypes[ti], c, n, m.e[ti][c][n]);
+                if (::testing::Test::HasFatalFailure()) return;
+            }
+}
+
 // ---------------------------------------------------------------------------------------------
 
 TEST(QpState, SpecItselfIsSane) {
     // Guard against a typo in the test's own description: required and optional never overlap,
     // and IBV_QP_STATE is never listed as an attribute.
-    const Model& m = model();
-    for (std::size_t ti = 0; ti < std::size(kTypes); ++ti) {
-        for (int c = 0; c < 7; ++c) {
-            for (int n = 0; n < 7; ++n) {
-                const Expect& x = m.e[ti][c][n];
-                EXPECT_EQ(x.req & x.opt, 0u) << where(kTypes[ti], kStates[c], kStates[n]);
-                EXPECT_EQ((x.req | x.opt) & IBV_QP_STATE, 0u);
-            }
-        }
-    }
+    for_each_transition([&](const TypeName& t, int c, int n, const Expect& x) {
+        EXPECT_EQ(x.req & x.opt, 0u) << where(t, kStates[c], kStates[n]);
+        EXPECT_EQ((x.req | x.opt) & IBV_QP_STATE, 0u);
+    });
 }
 
 TEST(QpState, EveryTransitionMatchesIndependentSpec) {
-    const Model& m = model();
-    for (std::size_t ti = 0; ti < std::size(kTypes); ++ti) {
-        const TypeName& t = kTypes[ti];
-        for (int c = 0; c < 7; ++c) {
-            for (int n = 0; n < 7; ++n) {
-                const ibv_qp_state cur = kStates[c];
-                const ibv_qp_state next = kStates[n];
-                const Expect& x = m.e[ti][c][n];
-                SCOPED_TRACE(where(t, cur, next));
-                const uint64_t base = IBV_QP_STATE | x.req;
+    for_each_transition([&](const TypeName& t, int c, int n, const Expect& x) {
+        const ibv_qp_state cur = kStates[c];
+        const ibv_qp_state next = kStates[n];
+        SCOPED_TRACE(where(t, cur, next));
+        const uint64_t base = IBV_QP_STATE | x.req;
 
-                if (!x.legal) {
-                    EXPECT_FALSE(qp_modify_is_ok(t.type, cur, next, IBV_QP_STATE));
-                    for (int b = 0; b < 64; ++b) {
-                        EXPECT_FALSE(
-                            qp_modify_is_ok(t.type, cur, next, IBV_QP_STATE | (uint64_t{1} << b)))
-                            << "bit " << b;
-                    }
-                    EXPECT_FALSE(qp_modify_is_ok(t.type, cur, next, ~uint64_t{0}));
-                    continue;
-                }
+        if (!x.legal) {
+            EXPECT_FALSE(qp_modify_is_ok(t.type, cur, next, IBV_QP_STATE));
+            for (int b = 0; b < 64; ++b) {
+                EXPECT_FALSE(qp_modify_is_ok(t.type, cur, next, IBV_QP_STATE | (uint64_t{1} << b)))
+                    << "bit " << b;
+            }
+            EXPECT_FALSE(qp_modify_is_ok(t.type, cur, next, ~uint64_t{0}));
+            return;
+        }
 
-                // Exactly the required set is accepted.
-                EXPECT_TRUE(qp_modify_is_ok(t.type, cur, next, base));
-                // Required + all optional is accepted, and so is each optional bit alone.
-                EXPECT_TRUE(qp_modify_is_ok(t.type, cur, next, base | x.opt));
-                for (int b = 0; b < 64; ++b) {
-                    const uint64_t bit = uint64_t{1} << b;
-                    if (x.opt & bit) {
-                        EXPECT_TRUE(qp_modify_is_ok(t.type, cur, next, base | bit)) << "bit " << b;
-                    }
-                }
-                // Omitting any single required bit fails, even with all optional bits present.
-                for (int b = 0; b < 64; ++b) {
-                    const uint64_t bit = uint64_t{1} << b;
-                    if (x.req & bit) {
-                        EXPECT_FALSE(qp_modify_is_ok(t.type, cur, next, base & ~bit))
-                            << "missing bit " << b;
-                        EXPECT_FALSE(qp_modify_is_ok(t.type, cur, next, (base | x.opt) & ~bit))
-                            << "missing bit " << b;
-                    }
-                }
-                // Any single bit outside required|optional|STATE fails, including bits verbs.h
-                // does not define (the SMAC/VID era bits, high bits of the 64-bit mask).
-                for (int b = 0; b < 64; ++b) {
-                    const uint64_t bit = uint64_t{1} << b;
-                    if ((x.req | x.opt | IBV_QP_STATE) & bit) continue;
-                    EXPECT_FALSE(qp_modify_is_ok(t.type, cur, next, base | bit))
-                        << "extra bit " << b;
-                    EXPECT_FALSE(qp_modify_is_ok(t.type, cur, next, base | x.opt | bit))
-                        << "extra bit " << b;
-                }
+        // Exactly the required set is accepted.
+        EXPECT_TRUE(qp_modify_is_ok(t.type, cur, next, base));
+        // Required + all optional is accepted, and so is each optional bit alone.
+        EXPECT_TRUE(qp_modify_is_ok(t.type, cur, next, base | x.opt));
+        for (int b = 0; b < 64; ++b) {
+            const uint64_t bit = uint64_t{1} << b;
+            if (x.opt & bit) {
+                EXPECT_TRUE(qp_modify_is_ok(t.type, cur, next, base | bit)) << "bit " << b;
             }
         }
-    }
+        // Omitting any single required bit fails, even with all optional bits present.
+        for (int b = 0; b < 64; ++b) {
+            const uint64_t bit = uint64_t{1} << b;
+            if (x.req & bit) {
+                EXPECT_FALSE(qp_modify_is_ok(t.type, cur, next, base & ~bit))
+                    << "missing bit " << b;
+                EXPECT_FALSE(qp_modify_is_ok(t.type, cur, next, (base | x.opt) & ~bit))
+                    << "missing bit " << b;
+            }
+        }
+        // Any single bit outside required|optional|STATE fails, including bits verbs.h
+        // does not define (the SMAC/VID era bits, high bits of the 64-bit mask).
+        for (int b = 0; b < 64; ++b) {
+            const uint64_t bit = uint64_t{1} << b;
+            if ((x.req | x.opt | IBV_QP_STATE) & bit) continue;
+            EXPECT_FALSE(qp_modify_is_ok(t.type, cur, next, base | bit)) << "extra bit " << b;
+            EXPECT_FALSE(qp_modify_is_ok(t.type, cur, next, base | x.opt | bit))
+                << "extra bit " << b;
+        }
+    });
 }
 
 TEST(QpState, RandomMasksAgreeWithSpec) {
     // Mixed masks (several optional bits, some required bits missing, a stray bit) are where an
     // implementation that only handles one deviation at a time would slip.
-    const Model& m = model();
     std::mt19937_64 rng(0x5eed'0ce5);
-    for (std::size_t ti = 0; ti < std::size(kTypes); ++ti) {
-        const TypeName& t = kTypes[ti];
-        for (int c = 0; c < 7; ++c) {
-            for (int n = 0; n < 7; ++n) {
-                const Expect& x = m.e[ti][c][n];
-                const uint64_t relevant = x.req | x.opt;
-                for (int i = 0; i < 200; ++i) {
-                    uint64_t mask = IBV_QP_STATE | (rng() & relevant);
-                    if (rng() % 4 == 0) mask |= uint64_t{1} << (rng() % 64);
-                    const bool expected = x.legal && (mask & x.req) == x.req &&
-                                          (mask & ~(x.req | x.opt | IBV_QP_STATE)) == 0;
-                    ASSERT_EQ(qp_modify_is_ok(t.type, kStates[c], kStates[n], mask), expected)
-                        << where(t, kStates[c], kStates[n]) << " mask 0x" << std::hex << mask;
-                }
-            }
+    for_each_transition([&](const TypeName& t, int c, int n, const Expect& x) {
+        const uint64_t relevant = x.req | x.opt;
+        for (int i = 0; i < 200; ++i) {
+            uint64_t mask = IBV_QP_STATE | (rng() & relevant);
+            if (rng() % 4 == 0) mask |= uint64_t{1} << (rng() % 64);
+            const bool expected =
+                x.legal && (mask & x.req) == x.req && (mask & ~(x.req | x.opt | IBV_QP_STATE)) == 0;
+            ASSERT_EQ(qp_modify_is_ok(t.type, kStates[c], kStates[n], mask), expected)
+                << where(t, kStates[c], kStates[n]) << " mask 0x" << std::hex << mask;
         }
-    }
+    });
 }
 
 TEST(QpState, ResetAndErrTakeOnlyState) {
@@ -319,23 +310,16 @@ TEST(QpState, CurStateOnlyOnTheWaysIntoRts) {
     // Whatever else is in the mask, IBV_QP_CUR_STATE must never make it through on a transition
     // other than RTR/RTS/SQD/SQE -> RTS (the kernel's global rule, checked against the
     // implementation directly rather than via the spec above).
-    const Model& m = model();
-    for (std::size_t ti = 0; ti < std::size(kTypes); ++ti) {
-        const TypeName& t = kTypes[ti];
-        for (int c = 0; c < 7; ++c) {
-            for (int n = 0; n < 7; ++n) {
-                const Expect& x = m.e[ti][c][n];
-                for (uint64_t attrs : {x.req, x.req | x.opt}) {
-                    const uint64_t mask = IBV_QP_STATE | IBV_QP_CUR_STATE | attrs;
-                    if (!qp_modify_is_ok(t.type, kStates[c], kStates[n], mask)) continue;
-                    EXPECT_EQ(kStates[n], IBV_QPS_RTS) << where(t, kStates[c], kStates[n]);
-                    EXPECT_TRUE(c == IBV_QPS_RTR || c == IBV_QPS_RTS || c == IBV_QPS_SQD ||
-                                c == IBV_QPS_SQE)
-                        << where(t, kStates[c], kStates[n]);
-                }
-            }
+    for_each_transition([&](const TypeName& t, int c, int n, const Expect& x) {
+        for (uint64_t attrs : {x.req, x.req | x.opt}) {
+            const uint64_t mask = IBV_QP_STATE | IBV_QP_CUR_STATE | attrs;
+            if (!qp_modify_is_ok(t.type, kStates[c], kStates[n], mask)) continue;
+            EXPECT_EQ(kStates[n], IBV_QPS_RTS) << where(t, kStates[c], kStates[n]);
+            EXPECT_TRUE(c == IBV_QPS_RTR || c == IBV_QPS_RTS || c == IBV_QPS_SQD ||
+                        c == IBV_QPS_SQE)
+                << where(t, kStates[c], kStates[n]);
         }
-    }
+    });
     EXPECT_TRUE(
         qp_modify_is_ok(IBV_QPT_UD, IBV_QPS_SQE, IBV_QPS_RTS, IBV_QP_STATE | IBV_QP_CUR_STATE));
     EXPECT_FALSE(
@@ -349,25 +333,20 @@ TEST(QpState, CurStateOnlyOnTheWaysIntoRts) {
 // The exact masks rdma-core's example programs pass; these must work as on hardware.
 TEST(QpState, RdmaCoreExampleProgramsBringUp) {
     const uint64_t S = IBV_QP_STATE;
+    // What RC, UC and XRC QPs take to INIT and RTR, a responder (RC, XRC target) more to RTR,
+    // and a requester that retries (RC, XRC initiator) to RTS.
+    const uint64_t kInit = S | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS;
+    const uint64_t kRtr = S | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN;
+    const uint64_t kResponderRtr = kRtr | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER;
+    const uint64_t kRetryingRts = S | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
+                                  IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC;
     // ibv_rc_pingpong / ibv_srq_pingpong
-    EXPECT_EQ(qp_modify_check(IBV_QPT_RC, IBV_QPS_RESET, IBV_QPS_INIT,
-                              S | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS),
-              0);
-    EXPECT_EQ(qp_modify_check(IBV_QPT_RC, IBV_QPS_INIT, IBV_QPS_RTR,
-                              S | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
-                                  IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER),
-              0);
-    EXPECT_EQ(qp_modify_check(IBV_QPT_RC, IBV_QPS_RTR, IBV_QPS_RTS,
-                              S | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
-                                  IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC),
-              0);
+    EXPECT_EQ(qp_modify_check(IBV_QPT_RC, IBV_QPS_RESET, IBV_QPS_INIT, kInit), 0);
+    EXPECT_EQ(qp_modify_check(IBV_QPT_RC, IBV_QPS_INIT, IBV_QPS_RTR, kResponderRtr), 0);
+    EXPECT_EQ(qp_modify_check(IBV_QPT_RC, IBV_QPS_RTR, IBV_QPS_RTS, kRetryingRts), 0);
     // ibv_uc_pingpong
-    EXPECT_EQ(qp_modify_check(IBV_QPT_UC, IBV_QPS_RESET, IBV_QPS_INIT,
-                              S | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS),
-              0);
-    EXPECT_EQ(qp_modify_check(IBV_QPT_UC, IBV_QPS_INIT, IBV_QPS_RTR,
-                              S | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN),
-              0);
+    EXPECT_EQ(qp_modify_check(IBV_QPT_UC, IBV_QPS_RESET, IBV_QPS_INIT, kInit), 0);
+    EXPECT_EQ(qp_modify_check(IBV_QPT_UC, IBV_QPS_INIT, IBV_QPS_RTR, kRtr), 0);
     EXPECT_EQ(qp_modify_check(IBV_QPT_UC, IBV_QPS_RTR, IBV_QPS_RTS, S | IBV_QP_SQ_PSN), 0);
     // ibv_ud_pingpong
     EXPECT_EQ(qp_modify_check(IBV_QPT_UD, IBV_QPS_RESET, IBV_QPS_INIT,
@@ -377,24 +356,14 @@ TEST(QpState, RdmaCoreExampleProgramsBringUp) {
     EXPECT_EQ(qp_modify_check(IBV_QPT_UD, IBV_QPS_RTR, IBV_QPS_RTS, S | IBV_QP_SQ_PSN), 0);
     // ibv_xsrq_pingpong: target (recv) and initiator (send) halves
     for (ibv_qp_type t : {IBV_QPT_XRC_RECV, IBV_QPT_XRC_SEND}) {
-        EXPECT_EQ(qp_modify_check(t, IBV_QPS_RESET, IBV_QPS_INIT,
-                                  S | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS),
-                  0);
+        EXPECT_EQ(qp_modify_check(t, IBV_QPS_RESET, IBV_QPS_INIT, kInit), 0);
     }
-    EXPECT_EQ(qp_modify_check(IBV_QPT_XRC_RECV, IBV_QPS_INIT, IBV_QPS_RTR,
-                              S | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
-                                  IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER),
-              0);
+    EXPECT_EQ(qp_modify_check(IBV_QPT_XRC_RECV, IBV_QPS_INIT, IBV_QPS_RTR, kResponderRtr), 0);
     EXPECT_EQ(qp_modify_check(IBV_QPT_XRC_RECV, IBV_QPS_RTR, IBV_QPS_RTS,
                               S | IBV_QP_TIMEOUT | IBV_QP_SQ_PSN),
               0);
-    EXPECT_EQ(qp_modify_check(IBV_QPT_XRC_SEND, IBV_QPS_INIT, IBV_QPS_RTR,
-                              S | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN),
-              0);
-    EXPECT_EQ(qp_modify_check(IBV_QPT_XRC_SEND, IBV_QPS_RTR, IBV_QPS_RTS,
-                              S | IBV_QP_TIMEOUT | IBV_QP_SQ_PSN | IBV_QP_RETRY_CNT |
-                                  IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC),
-              0);
+    EXPECT_EQ(qp_modify_check(IBV_QPT_XRC_SEND, IBV_QPS_INIT, IBV_QPS_RTR, kRtr), 0);
+    EXPECT_EQ(qp_modify_check(IBV_QPT_XRC_SEND, IBV_QPS_RTR, IBV_QPS_RTS, kRetryingRts), 0);
 }
 
 TEST(QpState, CommonMistakesAreEinval) {

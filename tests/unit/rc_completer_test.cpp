@@ -11,6 +11,7 @@
 #include "emu/abi/wc_opcode.h"
 #include "emu/transport/rc_completer_impl.h"
 #include "emu/transport/rc_timers.h"
+#include "fake_receive_env.h"
 #include "net/headers.h"
 #include "net/opcodes.h"
 
@@ -117,9 +118,7 @@ constexpr uint8_t kTimeout = 14;  // 4.096 us * 2^14: 67 ms
 class RcCompleterTest : public ::testing::Test {
 protected:
     RcCompleterTest() {
-        qp.owner = &session;
-        qp.qpn = 0x12;
-        qp.state = IBV_QPS_RTS;
+        fake::rts_qp(qp, session, 0x12, IBV_QPT_RC);
         qp.mtu = 1024;
         qp.sq_mask = 7;
         qp.swr.resize(8);

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "emu/transport/rc_requester_impl.h"
+#include "fake_receive_env.h"
 #include "net/opcodes.h"
 
 namespace uroce::emu {
@@ -170,11 +171,7 @@ struct SendRing {
 class RcRequesterTest : public ::testing::Test {
 protected:
     RcRequesterTest() {
-        qp.owner = &session;
-        qp.qpn = 0x12;
-        qp.type = IBV_QPT_RC;
-        qp.transport = net::kTransportRc;
-        qp.state = IBV_QPS_RTS;
+        fake::rts_qp(qp, session, 0x12, IBV_QPT_RC);
         qp.mtu = 1024;
         qp.attr.dest_qp_num = 0x34;
         qp.attr.timeout = 14;
@@ -201,6 +198,17 @@ protected:
     }
     abi::Sge sge(size_t off, uint32_t len) {
         return {reinterpret_cast<uint64_t>(data.data() + off), len, 0x100};
+    }
+    // The QP as a UC QP instead.
+    void as_uc() {
+        qp.type = IBV_QPT_UC;
+        qp.transport = net::kTransportUc;
+    }
+    // The one WQE posted completed with `status` at once, and nothing was sent.
+    void expect_failed_unsent(ibv_wc_status status) {
+        EXPECT_TRUE(env.sent.empty());
+        ASSERT_EQ(env.done_sends.size(), 1u);
+        EXPECT_EQ(env.done_sends[0], std::make_pair(0u, status));
     }
     Session session;
     SendRing ring;
@@ -341,26 +349,20 @@ TEST_F(RcRequesterTest, TooManySgesIsALocalLengthError) {
     w.num_sge = SendRing::kMaxSge + 1;
     ring.post(w, {sge(0, 8)});
     req.progress(qp);
-    EXPECT_TRUE(env.sent.empty());
-    ASSERT_EQ(env.done_sends.size(), 1u);
-    EXPECT_EQ(env.done_sends[0], std::make_pair(0u, IBV_WC_LOC_LEN_ERR));
+    expect_failed_unsent(IBV_WC_LOC_LEN_ERR);
 }
 
 // An opcode the QP type does not have (a READ on UC): LOC_QP_OP_ERR, nothing sent.
 TEST_F(RcRequesterTest, AnOpcodeTheQpTypeLacksIsALocalQpOperationError) {
-    qp.type = IBV_QPT_UC;
-    qp.transport = net::kTransportUc;
+    as_uc();
     ring.post(wqe(13, IBV_WR_RDMA_READ), {sge(0, 8)});
     req.progress(qp);
-    EXPECT_TRUE(env.sent.empty());
-    ASSERT_EQ(env.done_sends.size(), 1u);
-    EXPECT_EQ(env.done_sends[0], std::make_pair(0u, IBV_WC_LOC_QP_OP_ERR));
+    expect_failed_unsent(IBV_WC_LOC_QP_OP_ERR);
 }
 
 // UC: nothing is acknowledged, so a WQE completes once sent and the window moves with it.
 TEST_F(RcRequesterTest, UcCompletesOnceSent) {
-    qp.type = IBV_QPT_UC;
-    qp.transport = net::kTransportUc;
+    as_uc();
     ring.post(wqe(18, IBV_WR_SEND), {sge(0, 1500)});
     req.progress(qp);
     ASSERT_EQ(env.sent.size(), 2u);

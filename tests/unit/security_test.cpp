@@ -402,6 +402,21 @@ TEST_F(Security, AnotherUsersDeviceIsRefused) {
     EXPECT_EQ(g_ptracer_calls, calls) << "PR_SET_PTRACER was called with " << g_ptracer;
 }
 
+// Opens and closes device `name` through the library, which calls PR_SET_PTRACER once
+// (g_ptracer then holds the pid it named).
+void open_once_setting_ptracer(const char* name) {
+    g_ptracer = 0;
+    int calls = g_ptracer_calls;
+    ibv_device** list = ibv_get_device_list(nullptr);
+    ibv_device* dev = find_device(list, name);
+    ASSERT_NE(dev, nullptr);
+    ibv_context* ctx = ibv_open_device(dev);
+    ibv_free_device_list(list);
+    ASSERT_NE(ctx, nullptr) << std::strerror(errno);
+    ibv_close_device(ctx);
+    EXPECT_EQ(g_ptracer_calls, calls + 1);
+}
+
 // A device of our own user whose answer names another pid: PR_SET_PTRACER gets the
 // socket's peer (the fake device's pid), not the number in the message.
 TEST_F(Security, PtracerIsTheSocketsPeerNotThePidInTheAnswer) {
@@ -415,16 +430,7 @@ TEST_F(Security, PtracerIsTheSocketsPeerNotThePidInTheAnswer) {
     EXPECT_EQ(abi::allow_device_ptrace(sock), fake);
     close(sock);
 
-    g_ptracer = 0;
-    int calls = g_ptracer_calls;
-    ibv_device** list = ibv_get_device_list(nullptr);
-    ibv_device* dev = find_device(list, "own");
-    ASSERT_NE(dev, nullptr);
-    ibv_context* ctx = ibv_open_device(dev);
-    ibv_free_device_list(list);
-    ASSERT_NE(ctx, nullptr) << std::strerror(errno);
-    ibv_close_device(ctx);
-    EXPECT_EQ(g_ptracer_calls, calls + 1);
+    ASSERT_NO_FATAL_FAILURE(open_once_setting_ptracer("own"));
     EXPECT_EQ(g_ptracer, long(fake)) << "the answer named " << bogus;
 }
 
@@ -432,16 +438,7 @@ TEST_F(Security, PtracerIsTheRealDevicesPid) {
     start_device("real");
     abi::DeviceInfo info;
     ASSERT_TRUE(abi::read_info("real", &info));
-    g_ptracer = 0;
-    int calls = g_ptracer_calls;
-    ibv_device** list = ibv_get_device_list(nullptr);
-    ibv_device* dev = find_device(list, "real");
-    ASSERT_NE(dev, nullptr);
-    ibv_context* ctx = ibv_open_device(dev);
-    ibv_free_device_list(list);
-    ASSERT_NE(ctx, nullptr) << std::strerror(errno);
-    ibv_close_device(ctx);
-    EXPECT_EQ(g_ptracer_calls, calls + 1);
+    ASSERT_NO_FATAL_FAILURE(open_once_setting_ptracer("real"));
     EXPECT_EQ(g_ptracer, long(info.pid));
     EXPECT_NE(info.pid, getpid());
 }

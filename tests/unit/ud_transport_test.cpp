@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "emu/transport/ud_transport_impl.h"
+#include "fake_receive_env.h"
 #include "net/opcodes.h"
 
 namespace uroce::emu {
@@ -106,21 +107,12 @@ struct FakeEnv {
             if (e.posted.empty()) return false;
             Posted r = e.posted.front();
             e.posted.pop_front();
-            qp.rwr.wr_id = r.wr_id;
-            qp.rwr.num_sge = 1;
-            qp.rwr.sge[0] = {reinterpret_cast<uint64_t>(r.buf), r.len, 0};
-            qp.rwr.length = r.len;
-            qp.rwr_off = 0;
-            qp.rwr_ok = r.ok;
-            qp.have_rwr = true;
-            qp.rx_owner = qp.owner;
+            fake::take_one_sge_recv(qp, r.wr_id, r.buf, r.len, r.ok);
             qp.rx_cq = qp.recv_cq;
             return true;
         }
         void place_payload(Qp& qp, const net::Packet& p, DmaWriteBatch::Path) {
-            std::memcpy(reinterpret_cast<uint8_t*>(qp.rwr.sge[0].addr) + qp.rwr_off, p.payload,
-                        p.payload_len);
-            qp.rwr_off += p.payload_len;
+            fake::place_in_one_sge_recv(qp, p);
         }
         void complete(Qp& qp, const net::Packet&, ibv_wc_status st) {
             e.recv_done.push_back({qp.rwr.wr_id, st});
@@ -157,11 +149,7 @@ struct FakeEnv {
 class UdTransportTest : public ::testing::Test {
 protected:
     UdTransportTest() {
-        qp.owner = &session;
-        qp.qpn = 0x33;
-        qp.type = IBV_QPT_UD;
-        qp.transport = net::kTransportUd;
-        qp.state = IBV_QPS_RTS;
+        fake::rts_qp(qp, session, 0x33, IBV_QPT_UD);
         qp.attr.qkey = 0x11111111;
         qp.recv_cq = 4;
         qp.next_psn = qp.una_psn = 100;

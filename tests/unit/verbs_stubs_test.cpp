@@ -21,19 +21,15 @@ T* bogus() {
     return reinterpret_cast<T*>(uintptr_t(0x10));
 }
 
-#define EXPECT_INT_UNSUPPORTED(call)   \
-    do {                               \
-        errno = 0;                     \
-        EXPECT_EQ((call), EOPNOTSUPP); \
-        EXPECT_EQ(errno, EOPNOTSUPP);  \
+// `call` answers `answer` and sets errno to EOPNOTSUPP.
+#define EXPECT_UNSUPPORTED_AS(call, answer) \
+    do {                                    \
+        errno = 0;                          \
+        EXPECT_EQ((call), answer);          \
+        EXPECT_EQ(errno, EOPNOTSUPP);       \
     } while (0)
-
-#define EXPECT_PTR_UNSUPPORTED(call)  \
-    do {                              \
-        errno = 0;                    \
-        EXPECT_EQ((call), nullptr);   \
-        EXPECT_EQ(errno, EOPNOTSUPP); \
-    } while (0)
+#define EXPECT_INT_UNSUPPORTED(call) EXPECT_UNSUPPORTED_AS(call, EOPNOTSUPP)
+#define EXPECT_PTR_UNSUPPORTED(call) EXPECT_UNSUPPORTED_AS(call, nullptr)
 
 TEST(Mlx5Stub, IsSupportedIsFalse) {
     EXPECT_FALSE(mlx5dv_is_supported(bogus<ibv_device>()));
