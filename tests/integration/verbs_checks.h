@@ -52,3 +52,15 @@ inline ibv_context* open_by_name(const char* want) {
     REQUIRE(ctx, "cannot open device %s: %s", want, std::strerror(errno));
     return ctx;
 }
+
+// Moves the RC QP `qp` through INIT and RTR to RTS towards QP `dest_qpn` at `dgid`, PSN `psn`
+// both ways (verbs_util::connect_qp), or ends the program naming the state refused; `who`,
+// when given, starts the message.
+inline void rc_to_rts(ibv_qp* qp, const ibv_gid& dgid, uint32_t dest_qpn, uint32_t psn,
+                      const uroce::verbs_util::PathAttrs& p, const char* who = nullptr) {
+    ibv_qp_state failed = IBV_QPS_RESET;
+    int e =
+        uroce::verbs_util::connect_qp(qp, IBV_QPT_RC, dgid, dest_qpn, psn, psn, p, true, &failed);
+    REQUIRE(e == 0, "%s%s%s: %s", who ? who : "", who ? ": " : "",
+            uroce::verbs_util::qp_state_name(failed), std::strerror(e));
+}
