@@ -21,6 +21,7 @@
 #include <thread>
 
 #include "tests/integration/cm_events.h"
+#include "tests/integration/xrc_objects.h"
 
 namespace {
 
@@ -349,12 +350,8 @@ TEST_F(CreateSrq, XrcCqIsOptional) {
     ibv_cq* mine = ibv_create_cq(id->verbs, 8, nullptr, nullptr, 0);
     ASSERT_NE(mine, nullptr);
     int cqs = held("uroce0").cqs;
-    ibv_srq_init_attr_ex a{};
-    a.attr.max_wr = 8;
-    a.attr.max_sge = 1;
-    a.comp_mask = IBV_SRQ_INIT_ATTR_TYPE | IBV_SRQ_INIT_ATTR_CQ;
-    a.srq_type = IBV_SRQT_XRC;
-    a.cq = mine;
+    ibv_srq_init_attr_ex a = xrc_objects::xrc_srq_attr(
+        nullptr, nullptr, mine, 8, IBV_SRQ_INIT_ATTR_TYPE | IBV_SRQ_INIT_ATTR_CQ);
     ASSERT_EQ(rdma_create_srq_ex(id, &a), 0) << std::strerror(errno);
     EXPECT_EQ(a.cq, mine);
     EXPECT_EQ(id->recv_cq, nullptr);
@@ -488,11 +485,8 @@ TEST_F(CreateSrq, ActualCapabilitiesReturnedInAttr) {
 
     rdma_cm_id* x = xrc_recv_on(kA);
     ASSERT_NE(x, nullptr);
-    ibv_srq_init_attr_ex e{};
-    e.attr.max_wr = 3;
-    e.attr.max_sge = 1;
-    e.comp_mask = IBV_SRQ_INIT_ATTR_TYPE;
-    e.srq_type = IBV_SRQT_XRC;
+    ibv_srq_init_attr_ex e =
+        xrc_objects::xrc_srq_attr(nullptr, nullptr, nullptr, 3, IBV_SRQ_INIT_ATTR_TYPE);
     ASSERT_EQ(rdma_create_srq_ex(x, &e), 0) << std::strerror(errno);
     ASSERT_EQ(ibv_query_srq(x->srq, &q), 0);
     EXPECT_EQ(e.attr.max_wr, q.max_wr);
