@@ -34,6 +34,7 @@
 #include <vector>
 
 #include "verbs_checks.h"
+#include "verbs_objects.h"
 
 namespace {
 
@@ -153,14 +154,7 @@ void open_side(Side& s, const char* name) {
 void create_qp(Side& s) {
     s.cq = ibv_create_cq(s.ctx, 4 * kWindow + 64, nullptr, nullptr, 0);
     REQUIRE(s.cq, "%s: create_cq: %s", s.name, std::strerror(errno));
-    ibv_qp_init_attr ia{};
-    ia.send_cq = s.cq;
-    ia.recv_cq = s.cq;
-    ia.qp_type = IBV_QPT_RC;
-    ia.cap.max_send_wr = 2 * kWindow;
-    ia.cap.max_recv_wr = 2 * kWindow;
-    ia.cap.max_send_sge = 1;
-    ia.cap.max_recv_sge = 1;
+    ibv_qp_init_attr ia = verbs_objects::qp_init_attr(s.cq, IBV_QPT_RC, 2 * kWindow, 1);
     s.qp = ibv_create_qp(s.pd, &ia);
     REQUIRE(s.qp, "%s: create_qp: %s", s.name, std::strerror(errno));
 }

@@ -8,7 +8,6 @@
 #include <cstring>
 
 #include "mw_test_fixture.h"
-#include "xrc_objects.h"
 
 namespace mw_test {
 namespace {
@@ -73,7 +72,7 @@ TEST_F(MwTest, SendWithInvalidateOfWhatCannotBeInvalidatedFails) {
 // XRC: the SRQ a message names gives its PD, and a bound type 2 window of that PD is
 // invalidated (an XRC TGT QP binds nothing, so no QP is asked for; docs/memory-windows.md).
 TEST_F(MwTest, XrcSendWithInvalidate) {
-    using namespace xrc_objects;
+    using namespace verbs_objects;
     ibv_xrcd* xrcd = open_xrcd(ctx_b_, -1, O_CREAT);
     ASSERT_NE(xrcd, nullptr) << std::strerror(errno);
     ibv_srq* srq = create_xrc_srq(ctx_b_, pd_b_, xrcd, cq_b_, 8);
@@ -167,10 +166,7 @@ TEST_F(MwTest, DeregOfAnMrWithBoundWindowsFails) {
 }
 
 TEST_F(MwTest, DeallocOfABoundWindowEndsItsAccess) {
-    Conn c = connect();
-    Buf& target = buf(pd_b_, 4096, kMwMr, 10);
-    Buf& src = buf(pd_a_, 64, IBV_ACCESS_LOCAL_WRITE, 99);
-    ibv_mw* mw = alloc_mw(pd_b_, IBV_MW_TYPE_2);
+    auto [c, target, src, mw] = scene(IBV_MW_TYPE_2, 64);
     uint32_t key = bound_type2(c.b, mw, target, 0, 4096, IBV_ACCESS_REMOTE_WRITE);
     EXPECT_EQ(ibv_dealloc_mw(mw), 0);
     forget_mw(mw);

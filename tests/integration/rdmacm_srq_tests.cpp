@@ -21,7 +21,7 @@
 #include <thread>
 
 #include "tests/integration/cm_events.h"
-#include "tests/integration/xrc_objects.h"
+#include "tests/integration/verbs_objects.h"
 
 namespace {
 
@@ -350,7 +350,7 @@ TEST_F(CreateSrq, XrcCqIsOptional) {
     ibv_cq* mine = ibv_create_cq(id->verbs, 8, nullptr, nullptr, 0);
     ASSERT_NE(mine, nullptr);
     int cqs = held("uroce0").cqs;
-    ibv_srq_init_attr_ex a = xrc_objects::xrc_srq_attr(
+    ibv_srq_init_attr_ex a = verbs_objects::xrc_srq_attr(
         nullptr, nullptr, mine, 8, IBV_SRQ_INIT_ATTR_TYPE | IBV_SRQ_INIT_ATTR_CQ);
     ASSERT_EQ(rdma_create_srq_ex(id, &a), 0) << std::strerror(errno);
     EXPECT_EQ(a.cq, mine);
@@ -486,7 +486,7 @@ TEST_F(CreateSrq, ActualCapabilitiesReturnedInAttr) {
     rdma_cm_id* x = xrc_recv_on(kA);
     ASSERT_NE(x, nullptr);
     ibv_srq_init_attr_ex e =
-        xrc_objects::xrc_srq_attr(nullptr, nullptr, nullptr, 3, IBV_SRQ_INIT_ATTR_TYPE);
+        verbs_objects::xrc_srq_attr(nullptr, nullptr, nullptr, 3, IBV_SRQ_INIT_ATTR_TYPE);
     ASSERT_EQ(rdma_create_srq_ex(x, &e), 0) << std::strerror(errno);
     ASSERT_EQ(ibv_query_srq(x->srq, &q), 0);
     EXPECT_EQ(e.attr.max_wr, q.max_wr);

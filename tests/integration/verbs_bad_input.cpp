@@ -25,6 +25,7 @@
 
 #include "tests/transport/verbs_util.h"
 #include "verbs_checks.h"
+#include "verbs_objects.h"
 
 namespace {
 
@@ -176,14 +177,7 @@ int main(int argc, char** argv) {
     ssize_t got = ibv_query_gid_table(ctx, table.data(), table.size(), 0);
     CHECK(got == 1, "ibv_query_gid_table: %zd entries, want the one GID", got);
 
-    ibv_qp_init_attr qia{};
-    qia.send_cq = cq;
-    qia.recv_cq = cq;
-    qia.qp_type = IBV_QPT_RC;
-    qia.cap.max_send_wr = 4;
-    qia.cap.max_recv_wr = 4;
-    qia.cap.max_send_sge = 1;
-    qia.cap.max_recv_sge = 1;
+    ibv_qp_init_attr qia = verbs_objects::qp_init_attr(cq, IBV_QPT_RC, 4, 1);
     ibv_qp_init_attr qia2 = qia;
     ibv_qp* qp = ibv_create_qp(pd, &qia);
     REQUIRE(qp, "ibv_create_qp: %s", std::strerror(errno));

@@ -46,7 +46,7 @@
 #include <vector>
 
 #include "tests/integration/verbs_checks.h"
-#include "tests/integration/xrc_objects.h"
+#include "tests/integration/verbs_objects.h"
 #include "tests/transport/verbs_util.h"
 
 // A call that must fail: NULL (or non-zero) and exactly this errno.
@@ -68,7 +68,7 @@
 
 namespace xrc_test {
 
-using namespace xrc_objects;
+using namespace verbs_objects;
 
 inline std::string g_dev, g_cli;
 constexpr uint32_t kSlot = 1024;  // bytes per message slot of a receive buffer

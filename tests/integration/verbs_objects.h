@@ -1,14 +1,28 @@
 // SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
-// XRC objects made through the public verbs API with the attributes the tests use (those of
-// ibv_xsrq_pingpong where it has them): plain calls that return what the verb returns, so
-// the xrc_verbs program and the GoogleTests alike check the answers their own way.
+// Verbs objects made through the public verbs API with the attributes the tests use (for XRC,
+// those of ibv_xsrq_pingpong where it has them): plain calls that return what the verb
+// returns, so the checking programs and the GoogleTests alike check the answers their own way.
 #pragma once
 
 #include <infiniband/verbs.h>
 
 #include <cstdint>
 
-namespace xrc_objects {
+namespace verbs_objects {
+
+// The attributes of a QP of `type` on `cq` (send and receive), `wr` work requests of up to
+// `sge` SGEs each way.
+inline ibv_qp_init_attr qp_init_attr(ibv_cq* cq, ibv_qp_type type, uint32_t wr, uint32_t sge) {
+    ibv_qp_init_attr a{};
+    a.send_cq = cq;
+    a.recv_cq = cq;
+    a.qp_type = type;
+    a.cap.max_send_wr = wr;
+    a.cap.max_recv_wr = wr;
+    a.cap.max_send_sge = sge;
+    a.cap.max_recv_sge = sge;
+    return a;
+}
 
 inline ibv_xrcd* open_xrcd(ibv_context* ctx, int fd, int oflags,
                            uint32_t mask = IBV_XRCD_INIT_ATTR_FD | IBV_XRCD_INIT_ATTR_OFLAGS) {
@@ -73,4 +87,4 @@ inline ibv_qp* create_ini(ibv_context* ctx, ibv_pd* pd, ibv_cq* cq,
     return ibv_create_qp_ex(ctx, &a);
 }
 
-}  // namespace xrc_objects
+}  // namespace verbs_objects
