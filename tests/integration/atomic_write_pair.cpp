@@ -16,6 +16,7 @@
 #include <cstring>
 
 #include "rc_pair.h"
+#include "verbs_objects.h"
 
 namespace {
 
@@ -74,12 +75,7 @@ void requester(Side& s, const char* dev) {
     alignas(8) static uint64_t src = kSecond;
     ibv_mr* mr = s.reg(&src, 8, 0);
     ibv_sge sge{reinterpret_cast<uintptr_t>(&src), 8, mr->lkey};
-    ibv_send_wr w{};
-    w.wr_id = 2;
-    w.sg_list = &sge;
-    w.num_sge = 1;
-    w.opcode = IBV_WR_ATOMIC_WRITE;
-    w.send_flags = IBV_SEND_SIGNALED;
+    ibv_send_wr w = verbs_objects::send_wr(2, IBV_WR_ATOMIC_WRITE, &sge);
     w.wr.rdma.remote_addr = peer.addr;
     w.wr.rdma.rkey = peer.rkey;
     ibv_send_wr* bad = nullptr;

@@ -228,16 +228,13 @@ std::vector<uint32_t> message_sizes(uint64_t total, uint64_t seed) {
     return out;
 }
 
-// Posts `op`, signaled, as wr_id `id` from `len` bytes at `local` in A's MR; `wr` brings the
+// Posts `op`, signaled, as wr_id `id` from `len` bytes at `local` in A's MR; `remote` is the
 // remote part (RDMA, atomic) where the operation has one.
 void post_send(Side& a, uint64_t id, ibv_wr_opcode op, void* local, uint32_t len,
-               ibv_send_wr wr = {}, const char* what = "post_send") {
+               decltype(ibv_send_wr::wr) remote = {}, const char* what = "post_send") {
     ibv_sge sge{reinterpret_cast<uintptr_t>(local), len, a.mr->lkey};
-    wr.wr_id = id;
-    wr.sg_list = &sge;
-    wr.num_sge = 1;
-    wr.opcode = op;
-    wr.send_flags = IBV_SEND_SIGNALED;
+    ibv_send_wr wr = verbs_objects::send_wr(id, op, &sge);
+    wr.wr = remote;
     ibv_send_wr* bad = nullptr;
     int e = ibv_post_send(a.qp, &wr, &bad);
     REQUIRE(e == 0, "%s: %s: %s", a.name, what, std::strerror(e));
@@ -259,7 +256,7 @@ void post_rdma(Side& a, const Side& b, uint64_t id, ibv_wr_opcode op, uint32_t l
     ibv_send_wr wr{};
     wr.wr.rdma.remote_addr = reinterpret_cast<uintptr_t>(b.area(uint32_t(id)));
     wr.wr.rdma.rkey = b.mr->rkey;
-    post_send(a, id, op, a.area(uint32_t(id)), len, wr);
+    post_send(a, id, op, a.area(uint32_t(id)), len, wr.wr);
 }
 
 // RDMA WRITE (A's data lands in B) or RDMA READ (B's data lands in A).
@@ -380,7 +377,7 @@ void atomic_phase(Side& a, Side& b, uint64_t n) {
         wr.wr.atomic.remote_addr = reinterpret_cast<uintptr_t>(counter);
         wr.wr.atomic.rkey = b.mr->rkey;
         wr.wr.atomic.compare_add = 1;
-        post_send(a, id, IBV_WR_ATOMIC_FETCH_AND_ADD, res, 8, wr, "post_send atomic");
+        post_send(a, id, IBV_WR_ATOMIC_FETCH_AND_ADD, res, 8, wr.wr, "post_send atomic");
     };
     while (posted < n && posted < kAtomicDepth) post(posted++);
     while (done < n) {

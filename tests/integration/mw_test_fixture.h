@@ -252,6 +252,13 @@ protected:
         return wr.bind_mw.rkey;
     }
 
+    // The type 2 bind just posted on `qp` (wr_id 3, by device B) failed as the device executed
+    // it: IBV_WC_MW_BIND_ERR, and the QP is in the error state.
+    void expect_bind_failed(ibv_qp* qp) {
+        expect_wc(poll(cq_b_), 3, IBV_WC_MW_BIND_ERR, IBV_WC_BIND_MW);
+        EXPECT_EQ(state(qp), IBV_QPS_ERR);
+    }
+
     static void local_inv(ibv_qp* qp, uint32_t rkey, uint64_t wr_id = 5, int flags = 0) {
         ibv_send_wr wr{};
         wr.wr_id = wr_id;

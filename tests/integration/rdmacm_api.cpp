@@ -42,6 +42,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <initializer_list>
 #include <thread>
 #include <vector>
 
@@ -85,6 +86,15 @@ struct Server {
     rdma_cm_id* listen = nullptr;
     uint16_t port = 0;
 };
+
+// The end of a test: its ids (the client, the accepted one) and the listener, each destroyed
+// with 0, then the client's and the server's event channels.
+void destroy_all(std::initializer_list<rdma_cm_id*> ids, Server& s, rdma_event_channel* cch) {
+    for (rdma_cm_id* id : ids) CHECK(rdma_destroy_id(id) == 0);
+    CHECK(rdma_destroy_id(s.listen) == 0);
+    rdma_destroy_event_channel(cch);
+    rdma_destroy_event_channel(s.ch);
+}
 
 Server listen_on_free_port() {
     Server s;
@@ -147,13 +157,12 @@ void test_private_data_and_data() {
     uint8_t req_pd[57], rep_pd[197];
     fill(req_pd, sizeof req_pd, 1);
     fill(rep_pd, sizeof rep_pd, 2);
-    rdma_conn_param p{};
-    p.private_data = req_pd;
-    p.private_data_len = 57;
-    p.responder_resources = 1;
-    p.initiator_depth = 1;
-    p.retry_count = 7;
-    p.rnr_retry_count = 7;
+    rdma_conn_param p{.private_data = req_pd,
+                      .private_data_len = 57,
+                      .responder_resources = 1,
+                      .initiator_depth = 1,
+                      .retry_count = 7,
+                      .rnr_retry_count = 7};
     errno = 0;
     CHECK(rdma_connect(c, &p) == -1 && errno == EINVAL);  // one byte over the REQ's room
     p.private_data_len = 56;
@@ -240,11 +249,7 @@ void test_private_data_and_data() {
     rdma_dereg_mr(smr);
     rdma_destroy_qp(c);
     rdma_destroy_qp(child);
-    CHECK(rdma_destroy_id(c) == 0);
-    CHECK(rdma_destroy_id(child) == 0);
-    CHECK(rdma_destroy_id(s.listen) == 0);
-    rdma_destroy_event_channel(cch);
-    rdma_destroy_event_channel(s.ch);
+    destroy_all({c, child}, s, cch);
 }
 
 void test_reject_and_slow_accept() {
@@ -306,10 +311,7 @@ void test_reject_and_slow_accept() {
     // The device answered the DREQ for the destroyed id.
     rdma_ack_cm_event(expect(cch, RDMA_CM_EVENT_DISCONNECTED));
     rdma_destroy_qp(c);
-    CHECK(rdma_destroy_id(c) == 0);
-    CHECK(rdma_destroy_id(s.listen) == 0);
-    rdma_destroy_event_channel(cch);
-    rdma_destroy_event_channel(s.ch);
+    destroy_all({c}, s, cch);
 }
 
 // A REQ for a port nobody listens on waits 200 ms for a listener (docs/cm.md): a listener
@@ -618,11 +620,7 @@ void test_native_atomic_write() {
     ibv_destroy_cq(ccq);
     ibv_destroy_cq(scq);
     ibv_dealloc_pd(spd);
-    CHECK(rdma_destroy_id(c) == 0);
-    CHECK(rdma_destroy_id(child) == 0);
-    CHECK(rdma_destroy_id(s.listen) == 0);
-    rdma_destroy_event_channel(cch);
-    rdma_destroy_event_channel(s.ch);
+    destroy_all({c, child}, s, cch);
 }
 
 }  // namespace

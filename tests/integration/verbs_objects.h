@@ -33,6 +33,17 @@ inline ibv_xrcd* open_xrcd(ibv_context* ctx, int fd, int oflags,
     return ibv_open_xrcd(ctx, &a);
 }
 
+// A signaled work request of `op` with the one SGE `sge`; the caller adds the rest.
+inline ibv_send_wr send_wr(uint64_t wr_id, ibv_wr_opcode op, ibv_sge* sge) {
+    ibv_send_wr w{};
+    w.wr_id = wr_id;
+    w.sg_list = sge;
+    w.num_sge = 1;
+    w.opcode = op;
+    w.send_flags = IBV_SEND_SIGNALED;
+    return w;
+}
+
 constexpr uint32_t kXrcSrqMask =
     IBV_SRQ_INIT_ATTR_TYPE | IBV_SRQ_INIT_ATTR_PD | IBV_SRQ_INIT_ATTR_XRCD | IBV_SRQ_INIT_ATTR_CQ;
 
