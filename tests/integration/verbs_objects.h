@@ -13,15 +13,10 @@ namespace verbs_objects {
 // The attributes of a QP of `type` on `cq` (send and receive), `wr` work requests of up to
 // `sge` SGEs each way.
 inline ibv_qp_init_attr qp_init_attr(ibv_cq* cq, ibv_qp_type type, uint32_t wr, uint32_t sge) {
-    ibv_qp_init_attr a{};
-    a.send_cq = cq;
-    a.recv_cq = cq;
-    a.qp_type = type;
-    a.cap.max_send_wr = wr;
-    a.cap.max_recv_wr = wr;
-    a.cap.max_send_sge = sge;
-    a.cap.max_recv_sge = sge;
-    return a;
+    return {.send_cq = cq,
+            .recv_cq = cq,
+            .cap = {.max_send_wr = wr, .max_recv_wr = wr, .max_send_sge = sge, .max_recv_sge = sge},
+            .qp_type = type};
 }
 
 inline ibv_xrcd* open_xrcd(ibv_context* ctx, int fd, int oflags,
@@ -35,13 +30,11 @@ inline ibv_xrcd* open_xrcd(ibv_context* ctx, int fd, int oflags,
 
 // A signaled work request of `op` with the one SGE `sge`; the caller adds the rest.
 inline ibv_send_wr send_wr(uint64_t wr_id, ibv_wr_opcode op, ibv_sge* sge) {
-    ibv_send_wr w{};
-    w.wr_id = wr_id;
-    w.sg_list = sge;
-    w.num_sge = 1;
-    w.opcode = op;
-    w.send_flags = IBV_SEND_SIGNALED;
-    return w;
+    return {.wr_id = wr_id,
+            .sg_list = sge,
+            .num_sge = 1,
+            .opcode = op,
+            .send_flags = IBV_SEND_SIGNALED};
 }
 
 constexpr uint32_t kXrcSrqMask =
@@ -50,15 +43,12 @@ constexpr uint32_t kXrcSrqMask =
 // The attributes of an XRC SRQ of `max_wr` one-SGE receives; `mask` says which count.
 inline ibv_srq_init_attr_ex xrc_srq_attr(ibv_pd* pd, ibv_xrcd* xrcd, ibv_cq* cq, uint32_t max_wr,
                                          uint32_t mask = kXrcSrqMask) {
-    ibv_srq_init_attr_ex a{};
-    a.attr.max_wr = max_wr;
-    a.attr.max_sge = 1;
-    a.comp_mask = mask;
-    a.srq_type = IBV_SRQT_XRC;
-    a.pd = pd;
-    a.xrcd = xrcd;
-    a.cq = cq;
-    return a;
+    return {.attr = {.max_wr = max_wr, .max_sge = 1},
+            .comp_mask = mask,
+            .srq_type = IBV_SRQT_XRC,
+            .pd = pd,
+            .xrcd = xrcd,
+            .cq = cq};
 }
 
 inline ibv_srq* create_xrc_srq(ibv_context* ctx, ibv_pd* pd, ibv_xrcd* xrcd, ibv_cq* cq,
