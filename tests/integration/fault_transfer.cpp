@@ -243,10 +243,7 @@ void post_send(Side& a, uint64_t id, ibv_wr_opcode op, void* local, uint32_t len
 // A receive of wr_id `id` into `len` bytes at `p` in B's MR.
 void post_recv(Side& b, uint64_t id, void* p, uint32_t len) {
     ibv_sge rs{reinterpret_cast<uintptr_t>(p), len, b.mr->lkey};
-    ibv_recv_wr rw{};
-    rw.wr_id = id;
-    rw.sg_list = &rs;
-    rw.num_sge = 1;
+    ibv_recv_wr rw = verbs_objects::recv_wr(id, &rs);
     ibv_recv_wr* rbad = nullptr;
     int e = ibv_post_recv(b.qp, &rw, &rbad);
     REQUIRE(e == 0, "%s: post_recv: %s", b.name, std::strerror(e));

@@ -26,6 +26,7 @@
 #include <string>
 #include <vector>
 
+#include "tests/integration/verbs_objects.h"
 #include "tests/transport/verbs_util.h"
 
 namespace {
@@ -131,28 +132,15 @@ protected:
         }
         for (auto& u : uds_) destroy(*u);
         for (Dev* d : {&a_, &b_}) {
-            if (d->pd) {
-                EXPECT_EQ(ibv_dealloc_pd(d->pd), 0);
-            }
-            if (d->ctx) {
-                EXPECT_EQ(ibv_close_device(d->ctx), 0);
-            }
+            EXPECT_EQ(verbs_objects::destroy_if(d->pd, ibv_dealloc_pd), 0);
+            EXPECT_EQ(verbs_objects::destroy_if(d->ctx, ibv_close_device), 0);
         }
     }
 
     static void destroy(Ud& u) {
-        if (u.qp) {
-            EXPECT_EQ(ibv_destroy_qp(u.qp), 0);
-        }
-        if (u.mr) {
-            EXPECT_EQ(ibv_dereg_mr(u.mr), 0);
-        }
-        if (u.cq) {
-            EXPECT_EQ(ibv_destroy_cq(u.cq), 0);
-        }
-        u.qp = nullptr;
-        u.mr = nullptr;
-        u.cq = nullptr;
+        EXPECT_EQ(verbs_objects::destroy_if(u.qp, ibv_destroy_qp), 0);
+        EXPECT_EQ(verbs_objects::destroy_if(u.mr, ibv_dereg_mr), 0);
+        EXPECT_EQ(verbs_objects::destroy_if(u.cq, ibv_destroy_cq), 0);
     }
 
     Ud& make_ud(Dev& d, uint32_t qkey = kQkey, ibv_qp_type type = IBV_QPT_UD) {

@@ -19,6 +19,15 @@ inline ibv_qp_init_attr qp_init_attr(ibv_cq* cq, ibv_qp_type type, uint32_t wr, 
             .qp_type = type};
 }
 
+// Destroys `obj` with `destroy` (ibv_destroy_qp, ibv_dereg_mr, ...) when it is set, and clears
+// it: what the verb returned, 0 when there was nothing to destroy.
+template <class T, class Destroy>
+int destroy_if(T*& obj, Destroy destroy) {
+    int r = obj ? destroy(obj) : 0;
+    obj = nullptr;
+    return r;
+}
+
 inline ibv_xrcd* open_xrcd(ibv_context* ctx, int fd, int oflags,
                            uint32_t mask = IBV_XRCD_INIT_ATTR_FD | IBV_XRCD_INIT_ATTR_OFLAGS) {
     ibv_xrcd_init_attr a{};
@@ -35,6 +44,11 @@ inline ibv_send_wr send_wr(uint64_t wr_id, ibv_wr_opcode op, ibv_sge* sge) {
             .num_sge = 1,
             .opcode = op,
             .send_flags = IBV_SEND_SIGNALED};
+}
+
+// A receive of wr_id `wr_id` into the one SGE `sge`.
+inline ibv_recv_wr recv_wr(uint64_t wr_id, ibv_sge* sge) {
+    return {.wr_id = wr_id, .sg_list = sge, .num_sge = 1};
 }
 
 constexpr uint32_t kXrcSrqMask =
