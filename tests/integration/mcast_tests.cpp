@@ -557,14 +557,8 @@ TEST_F(Rdmacm, JoinEventAttachesAndLeaveDetaches) {
     rw.num_sge = 1;
     ASSERT_EQ(ibv_post_recv(id->qp, &rw, &rbad), 0);
     ibv_sge ss{reinterpret_cast<uintptr_t>(sbuf.data()), 64, smr->lkey};
-    ibv_send_wr sw{}, *sbad = nullptr;
-    sw.sg_list = &ss;
-    sw.num_sge = 1;
-    sw.opcode = IBV_WR_SEND;
-    sw.send_flags = IBV_SEND_SIGNALED;
-    sw.wr.ud.ah = ah;
-    sw.wr.ud.remote_qpn = remote_qpn;
-    sw.wr.ud.remote_qkey = remote_qkey;
+    ibv_send_wr sw = verbs_objects::send_wr(0, IBV_WR_SEND, &ss), *sbad = nullptr;
+    sw.wr.ud = {ah, remote_qpn, remote_qkey};
     ASSERT_EQ(ibv_post_send(tx->qp, &sw, &sbad), 0);
     ibv_wc wc{};
     auto wait = [&](ibv_cq* cq) { return uroce::verbs_util::poll_one(cq, &wc, 5.0) == 1; };
