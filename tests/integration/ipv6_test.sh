@@ -117,6 +117,16 @@ captured_all() {
     dev_captures_check "$1"
 }
 
+# expect_ipv6_icrcs MESSAGE: host A's device checked the ICRC of packets that came over IPv6
+# (counters_icrc); fails with MESSAGE if of none.
+expect_ipv6_icrcs() {
+    local n
+    n=$("${HOST_A[@]}" "$UROCE" counters uroce0 | awk '$1 == "counters_icrc" {
+        for (i = 2; i < NF; i++) if ($i == "ipv6") print $(i + 1) }')
+    echo "host A checked ${n:-0} ICRCs over IPv6"
+    [ "${n:-0}" -gt 0 ] || fail "$1"
+}
+
 # tcp_pair PROGRAM ARGS...: PROGRAM ARGS -p $PORT, the server on host A and the client on
 # host B towards $ADDR_A (run_pair), for the programs that meet over TCP.
 tcp_pair() {
@@ -228,9 +238,7 @@ xsrq)
     # XRC opcodes (0xa0..: the XRC SENDs through the TGT QPs) crossed over IPv6.
     [ "$(frames "ipv6 && infiniband.bth.opcode >= 0xa0 && infiniband.bth.opcode <= 0xb7")" -gt 0 ] ||
         fail "no XRC packet on the link"
-    n=$("${HOST_A[@]}" "$UROCE" counters uroce0 | awk '$1 == "counters_icrc" { for (i = 2; i < NF; i++) if ($i == "ipv6") print $(i + 1) }')
-    echo "host A checked ${n:-0} ICRCs over IPv6"
-    [ "${n:-0}" -gt 0 ] || fail "host A received nothing over IPv6"
+    expect_ipv6_icrcs "host A received nothing over IPv6"
     ;;
 ud_pingpong)
     need ibv_ud_pingpong
@@ -326,9 +334,7 @@ for e in ctx.query_gid_table(16):
     expect "$c" "remote address: .*GID ::ffff:10.77.0.1" "the IPv4 client did not talk to ::ffff:10.77.0.1"
     expect "$c.6" "remote address: .*GID fd77::1\$" "the IPv6 client did not talk to fd77::1"
     for f in "$c" "$c.6"; do expect "$f" "2000 iters in" "a client did not finish"; done
-    n=$("${HOST_A[@]}" "$UROCE" counters uroce0 | awk '$1 == "counters_icrc" { for (i = 2; i < NF; i++) if ($i == "ipv6") print $(i + 1) }')
-    echo "host A checked ${n:-0} ICRCs over IPv6"
-    [ "${n:-0}" -gt 0 ] || fail "host A's device received nothing over IPv6"
+    expect_ipv6_icrcs "host A's device received nothing over IPv6"
     ;;
 rping)
     need rping
