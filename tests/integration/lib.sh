@@ -291,6 +291,16 @@ expect_no_objects() {
     done
 }
 
+# gtests_on_two_devices PROGRAM ADDR_A ADDR_B: the GoogleTest program PROGRAM passes (drop-in
+# libraries, 120 s at most) over devices uroce0 on ADDR_A and uroce1 on ADDR_B, and then
+# neither device holds an object (expect_no_objects).
+gtests_on_two_devices() {
+    start_device uroce0 "$2"
+    start_device uroce1 "$3"
+    verbs timeout 120 "$1" || fail "$(basename "$1") failed"
+    expect_no_objects uroce0 uroce1
+}
+
 # offload_field NAME: from `uroce counters` output on stdin, NAME's value on the
 # counters_offload line (docs/counters.md); gso and gro give "on", "off" or "off (ERRNO)".
 offload_field() {
