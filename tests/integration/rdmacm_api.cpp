@@ -87,6 +87,13 @@ struct Server {
     uint16_t port = 0;
 };
 
+// An event channel, or the program ends.
+rdma_event_channel* new_channel() {
+    rdma_event_channel* ch = rdma_create_event_channel();
+    CHECK(ch);
+    return ch;
+}
+
 // The end of a test: its ids (the client, the accepted one) and the listener, each destroyed
 // with 0, then the client's and the server's event channels.
 void destroy_all(std::initializer_list<rdma_cm_id*> ids, Server& s, rdma_event_channel* cch) {
@@ -96,10 +103,21 @@ void destroy_all(std::initializer_list<rdma_cm_id*> ids, Server& s, rdma_event_c
     rdma_destroy_event_channel(s.ch);
 }
 
+// A server's channel with a TCP id on it, not bound yet, and a client's channel.
+struct Unbound {
+    rdma_event_channel* sch;
+    rdma_event_channel* cch;
+    rdma_cm_id* l;
+};
+Unbound unbound_listener() {
+    Unbound u{new_channel(), new_channel(), nullptr};
+    CHECK(rdma_create_id(u.sch, &u.l, nullptr, RDMA_PS_TCP) == 0);
+    return u;
+}
+
 Server listen_on_free_port() {
     Server s;
-    s.ch = rdma_create_event_channel();
-    CHECK(s.ch);
+    s.ch = new_channel();
     CHECK(rdma_create_id(s.ch, &s.listen, nullptr, RDMA_PS_TCP) == 0);
     sockaddr_in a = g_addr;
     a.sin_port = 0;
@@ -149,8 +167,7 @@ bool same(const void* p, size_t n, uint8_t seed) {
 void test_private_data_and_data() {
     std::printf("private data, rdma_init_qp_attr, a SEND each way\n");
     Server s = listen_on_free_port();
-    rdma_event_channel* cch = rdma_create_event_channel();
-    CHECK(cch);
+    rdma_event_channel* cch = new_channel();
     rdma_cm_id* c = resolved_client(cch, s.port);
     make_qp(c);
 
@@ -255,8 +272,7 @@ void test_private_data_and_data() {
 void test_reject_and_slow_accept() {
     std::printf("reject with private data; accept after the REQ retries ran out once\n");
     Server s = listen_on_free_port();
-    rdma_event_channel* cch = rdma_create_event_channel();
-    CHECK(cch);
+    rdma_event_channel* cch = new_channel();
 
     rdma_cm_id* c = resolved_client(cch, s.port);
     rdma_conn_param p{};
@@ -318,11 +334,7 @@ void test_reject_and_slow_accept() {
 // that comes within that time takes it; otherwise the REJ (reason 8) follows.
 void test_late_listener() {
     std::printf("a listener that comes after the REQ; a REQ for nobody\n");
-    rdma_event_channel* sch = rdma_create_event_channel();
-    rdma_event_channel* cch = rdma_create_event_channel();
-    CHECK(sch && cch);
-    rdma_cm_id* l;
-    CHECK(rdma_create_id(sch, &l, nullptr, RDMA_PS_TCP) == 0);
+    auto [sch, cch, l] = unbound_listener();
     sockaddr_in a = g_addr;
     a.sin_port = 0;
     CHECK(rdma_bind_addr(l, reinterpret_cast<sockaddr*>(&a)) == 0);  // bound, not listening
@@ -369,8 +381,7 @@ void test_late_listener() {
 
 void test_misc() {
     std::printf("non-blocking channel, ports, devices\n");
-    rdma_event_channel* ch = rdma_create_event_channel();
-    CHECK(ch);
+    rdma_event_channel* ch = new_channel();
     CHECK(fcntl(ch->fd, F_SETFL, fcntl(ch->fd, F_GETFL) | O_NONBLOCK) == 0);
     rdma_cm_event* ev;
     errno = 0;
@@ -409,8 +420,7 @@ void read_in_thread(rdma_event_channel* ch, std::atomic<int>* out) {
 
 void test_channel_fd() {
     std::printf("channel fd: poll, destroy under a blocked reader\n");
-    rdma_event_channel* ch = rdma_create_event_channel();
-    CHECK(ch);
+    rdma_event_channel* ch = new_channel();
     pollfd pfd{ch->fd, POLLIN, 0};
     CHECK(poll(&pfd, 1, 0) == 0);  // nothing yet
     rdma_cm_id* id;
@@ -428,8 +438,7 @@ void test_channel_fd() {
 
     // rping's shape: its CM thread waits in rdma_get_cm_event while main destroys the channel.
     // The channel has been registered with the device (a bound id), as rping's has.
-    rdma_event_channel* blocked = rdma_create_event_channel();
-    CHECK(blocked);
+    rdma_event_channel* blocked = new_channel();
     CHECK(rdma_create_id(blocked, &id, nullptr, RDMA_PS_TCP) == 0);
     sockaddr_in any = g_addr;
     any.sin_port = 0;
@@ -440,8 +449,7 @@ void test_channel_fd() {
     CHECK(rdma_destroy_id(id) == 0);
     rdma_destroy_event_channel(blocked);
     // A new channel (likely reusing the destroyed fd's number) works undisturbed.
-    rdma_event_channel* next = rdma_create_event_channel();
-    CHECK(next);
+    rdma_event_channel* next = new_channel();
     CHECK(rdma_create_id(next, &id, nullptr, RDMA_PS_TCP) == 0);
     CHECK(rdma_resolve_addr(id, nullptr, reinterpret_cast<sockaddr*>(&dst), 2000) == 0);
     CHECK(rdma_get_cm_event(next, &ev) == 0 && ev->event == RDMA_CM_EVENT_ADDR_RESOLVED);
@@ -451,13 +459,11 @@ void test_channel_fd() {
     // rping's race (rdma-core before 61): its CM thread acknowledges the last event and calls
     // rdma_get_cm_event again after main has destroyed the channel. It is answered as a call a
     // moment earlier would have been: blocked, or EAGAIN on an O_NONBLOCK channel.
-    rdma_event_channel* late = rdma_create_event_channel();
-    CHECK(late);
+    rdma_event_channel* late = new_channel();
     rdma_destroy_event_channel(late);
     static std::atomic<int> late_returned{0};
     read_in_thread(late, &late_returned);
-    rdma_event_channel* late_nb = rdma_create_event_channel();
-    CHECK(late_nb);
+    rdma_event_channel* late_nb = new_channel();
     CHECK(fcntl(late_nb->fd, F_SETFL, fcntl(late_nb->fd, F_GETFL) | O_NONBLOCK) == 0);
     rdma_destroy_event_channel(late_nb);
     errno = 0;
@@ -486,11 +492,7 @@ void reject_request(rdma_event_channel* sch, rdma_event_channel* cch, rdma_cm_id
 
 void test_loopback_wildcard() {
     std::printf("loopback bind as a wildcard; rdma_getaddrinfo failure\n");
-    rdma_event_channel* sch = rdma_create_event_channel();
-    rdma_event_channel* cch = rdma_create_event_channel();
-    CHECK(sch && cch);
-    rdma_cm_id* l;
-    CHECK(rdma_create_id(sch, &l, nullptr, RDMA_PS_TCP) == 0);
+    auto [sch, cch, l] = unbound_listener();
     sockaddr_in lo{};
     lo.sin_family = AF_INET;
     CHECK(inet_pton(AF_INET, "127.255.255.254", &lo.sin_addr) == 1);  // no device's
@@ -545,8 +547,7 @@ void test_native_atomic_write() {
     ibv_device_attr_ex da{};
     CHECK(ibv_query_device_ex(s.listen->verbs, nullptr, &da) == 0);
     CHECK(da.device_cap_flags_ex & (uint64_t(1) << 40));  // IB_UVERBS_DEVICE_ATOMIC_WRITE
-    rdma_event_channel* cch = rdma_create_event_channel();
-    CHECK(cch);
+    rdma_event_channel* cch = new_channel();
     rdma_cm_id* c = resolved_client(cch, s.port);
     ibv_cq* ccq = ibv_create_cq(c->verbs, 8, nullptr, nullptr, 0);
     CHECK(ccq);
@@ -664,9 +665,8 @@ void test_ipv6(const char* addr6) {
     sockaddr_in6 a6{};
     a6.sin6_family = AF_INET6;
     CHECK(inet_pton(AF_INET6, addr6, &a6.sin6_addr) == 1);
-    rdma_event_channel* sch = rdma_create_event_channel();
-    rdma_event_channel* cch = rdma_create_event_channel();
-    CHECK(sch && cch);
+    rdma_event_channel* sch = new_channel();
+    rdma_event_channel* cch = new_channel();
 
     // IPv6 wildcard, IPV6_V6ONLY off: an IPv6 and an IPv4 request, each with its addresses.
     uint16_t port;
