@@ -64,8 +64,12 @@ archive() {
     done
 }
 
-# The file systems a container runtime mounts in a new root (the argument): /proc of the PID
-# namespace, the host's /sys and /dev, fresh /dev/shm, /run and /tmp. For the scripts below.
+# For the scripts below. container_mounts NEW: the file systems a container runtime mounts in
+# a new root: /proc of the PID namespace, the host's /sys and /dev, fresh /dev/shm, /run and
+# /tmp. enter_root NEW DIR CMD: NEW (a mount point) swapped in as the root with pivot_root
+# (not chroot: a chrooted process may make no user namespace, the kernel refuses it, and
+# /proc/PID/exe of a process in a mount namespace made there names host paths), then CMD run
+# in DIR with a clean environment.
 container_mounts='
 container_mounts() {
     mount -t proc proc "$1/proc"
@@ -74,6 +78,16 @@ container_mounts() {
     mount -t tmpfs -o mode=1777 tmpfs "$1/dev/shm"
     mount -t tmpfs tmpfs "$1/run"
     mount -t tmpfs -o mode=1777 tmpfs "$1/tmp"
+}
+enter_root() {
+    cd "$1"
+    mkdir -p .old-root
+    pivot_root . .old-root
+    umount -l /.old-root
+    rmdir /.old-root
+    exec /usr/bin/env -i HOME=/root TERM="${TERM:-dumb}" CI="${CI:-}" \
+        PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin LANG=C.UTF-8 \
+        /bin/bash -c "cd $2 && $3"
 }'
 
 if [ -n "$print_archive" ]; then
@@ -102,16 +116,10 @@ cp /etc/resolv.conf "$new/etc/resolv.conf" 2>/dev/null || true
 # MPI'"'"'s OFI layer over libfabric) hanging at exit, a libfabric thread left in accept().
 [ -e "$new/etc/hosts" ] || printf "127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n" >"$new/etc/hosts"
 container_mounts "$new"
-mkdir -p "$new/mnt/host" "$new/.old-root"
+mkdir -p "$new/mnt/host"
 mount --bind "$host" "$new/mnt/host"
 mount -o remount,bind,ro "$new/mnt/host"
-cd "$new"
-pivot_root . .old-root
-umount -l /.old-root
-rmdir /.old-root
-exec /usr/bin/env -i HOME=/root TERM="${TERM:-dumb}" CI="${CI:-}" \
-    PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin LANG=C.UTF-8 \
-    /bin/bash -c "cd /mnt/host && $*"
+enter_root "$new" /mnt/host "$*"
 ' test-distro "$root" "$top" "$throwaway" "$*" || rc=$?
     exit $rc
 fi
@@ -175,14 +183,5 @@ set -e
 root=$1; shift
 mount --bind "$root" "$root"
 container_mounts "$root"
-# pivot_root, not chroot: a chrooted process may make no user namespace (the kernel refuses
-# it), and /proc/PID/exe of a process in a mount namespace made there names host paths.
-cd "$root"
-mkdir -p .old-root
-pivot_root . .old-root
-umount -l /.old-root
-rmdir /.old-root
-exec /usr/bin/env -i HOME=/root TERM="${TERM:-dumb}" CI="${CI:-}" \
-    PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin LANG=C.UTF-8 \
-    /bin/bash -c "cd /src/uroce && $*"
+enter_root "$root" /src/uroce "$*"
 ' test-distro "$root" "$inner"

@@ -101,12 +101,17 @@ exported_tuples() {
         }' | LC_ALL=C sort -u
 }
 
+# version_section FILE definition|needs: the lines of one section of `readelf -V`.
+version_section() {
+    LC_ALL=C readelf -V -W "$1" | awk -v want="^Version $2 section" '
+        /^Version (definition|needs|symbols) section/ { on = $0 ~ want; next }
+        on'
+}
+
 # Version nodes the library defines (without the BASE entry = its soname).
 version_definitions() {
-    LC_ALL=C readelf -V -W "$1" | awk '
-        /^Version definition section/ { in_def = 1; next }
-        /^Version (needs|symbols) section/ { in_def = 0 }
-        in_def && /Flags:/ && /Name:/ {
+    version_section "$1" definition | awk '
+        /Flags:/ && /Name:/ {
             if ($0 ~ /Flags: BASE/) next
             sub(/.*Name: */, ""); sub(/ .*/, ""); if ($0 !~ /^UROCE_PRIVATE_/) print
         }' | LC_ALL=C sort -u
@@ -114,11 +119,9 @@ version_definitions() {
 
 # Version nodes a binary needs from libibverbs.so.1.
 needed_ibverbs_versions() {
-    LC_ALL=C readelf -V -W "$1" | awk '
-        /^Version needs section/ { in_need = 1; next }
-        /^Version (definition|symbols) section/ { in_need = 0 }
-        in_need && /File:/ { file = $0; sub(/.*File: */, "", file); sub(/ .*/, "", file); next }
-        in_need && /Name:/ && file ~ /^libibverbs\.so/ {
+    version_section "$1" needs | awk '
+        /File:/ { file = $0; sub(/.*File: */, "", file); sub(/ .*/, "", file); next }
+        /Name:/ && file ~ /^libibverbs\.so/ {
             n = $0; sub(/.*Name: */, "", n); sub(/ .*/, "", n); print n
         }' | LC_ALL=C sort -u
 }
@@ -137,17 +140,15 @@ imported_ibverbs_symbols() {
 
 # "node parent" for every version node the library defines ("-": no parent).
 version_parents() {
-    LC_ALL=C readelf -V -W "$1" | awk '
-        /^Version definition section/ { d = 1; next }
-        /^Version (needs|symbols) section/ { d = 0 }
-        d && /Flags:/ && /Name:/ {
+    version_section "$1" definition | awk '
+        /Flags:/ && /Name:/ {
             if (node != "") print node, "-"
             node = ""
             if ($0 ~ /Flags: BASE/) next
             node = $0; sub(/.*Name: */, "", node); sub(/ .*/, "", node)
             if (node ~ /^UROCE_PRIVATE_/) node = ""
             next }
-        d && /Parent 1:/ && node != "" {
+        /Parent 1:/ && node != "" {
             p = $0; sub(/.*Parent 1: */, "", p); sub(/ .*/, "", p); print node, p; node = "" }
         END { if (node != "") print node, "-" }' | LC_ALL=C sort -u
 }

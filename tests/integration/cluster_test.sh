@@ -114,6 +114,22 @@ build_check() {
     "$1" -O2 -o "$MPI_CHECK" "$(dirname "$0")/mpi_check.c" || fail "$1 mpi_check.c"
 }
 
+# mpi_up MPICC LAUNCHER: the check program built with MPICC, LAUNCHER there, the cluster up; its
+# devices' processes in $old (for down_and_gone), the job's output to go to $out.
+mpi_up() {
+    build_check "$1"
+    need "$2"
+    up
+    old=$(device_pids)
+    out=$UROCE_RUNTIME_DIR/job.out
+}
+
+# down_and_gone: the cluster down, and nothing of it left (check_gone $old).
+down_and_gone() {
+    "$UROCE" cluster down --name "$NAME" || fail "down"
+    check_gone $old
+}
+
 # The job's output: one "ok" line per rank, each on its own host.
 check_ranks() {
     local out=$1 r
@@ -160,8 +176,7 @@ lifecycle)
         fail "second up: $(cat "$UROCE_RUNTIME_DIR/up2.out")"
     echo "second up refused: $(cat "$UROCE_RUNTIME_DIR/up2.out")"
     old=$(device_pids)
-    "$UROCE" cluster down --name "$NAME" || fail "down"
-    check_gone $old
+    down_and_gone
     echo "down: nothing left"
     # The pingpong's 200 x 8 KiB each way, in the captures of both its hosts.
     for h in 1 3; do
@@ -188,16 +203,11 @@ lifecycle)
     for p in $old; do running "$p" && fail "the old cluster's device $p still runs"; done
     [ "$("$UROCE" cluster hosts --name "$NAME" | wc -l)" = $N ] || fail "the new cluster's hosts"
     old=$(device_pids)
-    "$UROCE" cluster down --name "$NAME" || fail "down"
-    check_gone $old
+    down_and_gone
     echo "a cluster whose creator was killed: replaced, then down, nothing left"
     ;;
 openmpi)
-    build_check mpicc.openmpi
-    need mpirun.openmpi
-    up
-    old=$(device_pids)
-    out=$UROCE_RUNTIME_DIR/job.out
+    mpi_up mpicc.openmpi mpirun.openmpi
     "$UROCE" cluster hosts --name "$NAME" --format openmpi >"$UROCE_RUNTIME_DIR/hostfile"
     # As root Open MPI wants to be told twice; UCX only over the devices (no TCP, no shared
     # memory: one rank per host anyway), so the counters below show the job's traffic.
@@ -207,15 +217,10 @@ openmpi)
         fail "mpirun: $(cat "$out")"
     check_ranks "$out"
     check_rc_traffic
-    "$UROCE" cluster down --name "$NAME" || fail "down"
-    check_gone $old
+    down_and_gone
     ;;
 openmpi_ofi | loss)
-    build_check mpicc.openmpi
-    need mpirun.openmpi
-    up
-    old=$(device_pids)
-    out=$UROCE_RUNTIME_DIR/job.out
+    mpi_up mpicc.openmpi mpirun.openmpi
     if [ "$mode" = openmpi_ofi ]; then
         # libfabric's verbs provider under its RDM layer (Open MPI's cm pml, ofi mtl).
         job=(--mca pml cm --mca mtl ofi --mca mtl_ofi_provider_include "verbs;ofi_rxm")
@@ -256,8 +261,7 @@ openmpi_ofi | loss)
         [ "$retx" -gt 0 ] || fail "nothing retransmitted across the link"
         on "${NAME}2" "$UROCE" counters uroce0 | grep -q '^faults off' || fail "host 2 has faults"
     fi
-    "$UROCE" cluster down --name "$NAME" || fail "down"
-    check_gone $old
+    down_and_gone
     ;;
 tools)
     # ucx_perftest and libfabric's fi_pingpong from host 2 to host 1.
@@ -337,18 +341,13 @@ nonroot)
     echo "as nobody: up 2, a pingpong across, down: nothing left"
     ;;
 mpich)
-    build_check mpicc.mpich
-    need mpiexec.mpich
-    up
-    old=$(device_pids)
-    out=$UROCE_RUNTIME_DIR/job.out
+    mpi_up mpicc.mpich mpiexec.mpich
     on "${NAME}2" env UCX_TLS=rc_verbs,ud_verbs,self timeout 200 mpiexec.mpich -n $N \
         -hosts "$("$UROCE" cluster hosts --name "$NAME" --format comma)" "$MPI_CHECK" >"$out" 2>&1 ||
         fail "mpiexec: $(cat "$out")"
     check_ranks "$out"
     check_rc_traffic
-    "$UROCE" cluster down --name "$NAME" || fail "down"
-    check_gone $old
+    down_and_gone
     ;;
 *) fail "unknown mode $mode" ;;
 esac

@@ -29,6 +29,7 @@
 
 #include "gtest/gtest.h"
 #include "tests/integration/uroced_process.h"
+#include "tests/integration/verbs_objects.h"
 #include "verbs_api/ibverbs/internal.h"       // cq_of, device_is_gone
 #include "verbs_api/ibverbs/uroce_private.h"  // uroce_on_device_gone: librdmacm's hook
 
@@ -107,20 +108,14 @@ int connect(ibv_context* ctx, ibv_qp* qp, uint32_t dest) {
 
 int post_recv(Verbs& v, ibv_qp* qp, uint64_t wr_id, size_t off) {
     ibv_sge s{reinterpret_cast<uint64_t>(v.buf.data() + off), 1024, v.mr->lkey};
-    ibv_recv_wr wr{};
-    wr.wr_id = wr_id;
-    wr.sg_list = &s;
-    wr.num_sge = 1;
+    ibv_recv_wr wr = verbs_objects::recv_wr(wr_id, &s);
     ibv_recv_wr* bad = nullptr;
     return ibv_post_recv(qp, &wr, &bad);
 }
 
 int post_srq_recv(Verbs& v, uint64_t wr_id, size_t off) {
     ibv_sge s{reinterpret_cast<uint64_t>(v.buf.data() + off), 1024, v.mr->lkey};
-    ibv_recv_wr wr{};
-    wr.wr_id = wr_id;
-    wr.sg_list = &s;
-    wr.num_sge = 1;
+    ibv_recv_wr wr = verbs_objects::recv_wr(wr_id, &s);
     ibv_recv_wr* bad = nullptr;
     return ibv_post_srq_recv(v.srq, &wr, &bad);
 }
@@ -168,29 +163,14 @@ bool build(Verbs& v) {
 
 // Destroys what `v` holds; every call must succeed (after the device is gone too).
 void destroy(Verbs& v) {
-    for (ibv_qp* q : {v.a, v.b, v.c}) {
-        if (q) {
-            EXPECT_EQ(ibv_destroy_qp(q), 0);
-        }
-    }
-    if (v.srq) {
-        EXPECT_EQ(ibv_destroy_srq(v.srq), 0);
-    }
-    if (v.mr) {
-        EXPECT_EQ(ibv_dereg_mr(v.mr), 0);
-    }
-    if (v.cq) {
-        EXPECT_EQ(ibv_destroy_cq(v.cq), 0);
-    }
-    if (v.ch) {
-        EXPECT_EQ(ibv_destroy_comp_channel(v.ch), 0);
-    }
-    if (v.pd) {
-        EXPECT_EQ(ibv_dealloc_pd(v.pd), 0);
-    }
-    if (v.ctx) {
-        EXPECT_EQ(ibv_close_device(v.ctx), 0);
-    }
+    using verbs_objects::destroy_if;
+    for (ibv_qp** q : {&v.a, &v.b, &v.c}) EXPECT_EQ(destroy_if(*q, ibv_destroy_qp), 0);
+    EXPECT_EQ(destroy_if(v.srq, ibv_destroy_srq), 0);
+    EXPECT_EQ(destroy_if(v.mr, ibv_dereg_mr), 0);
+    EXPECT_EQ(destroy_if(v.cq, ibv_destroy_cq), 0);
+    EXPECT_EQ(destroy_if(v.ch, ibv_destroy_comp_channel), 0);
+    EXPECT_EQ(destroy_if(v.pd, ibv_dealloc_pd), 0);
+    EXPECT_EQ(destroy_if(v.ctx, ibv_close_device), 0);
     v = Verbs{};
 }
 
@@ -254,6 +234,27 @@ protected:
         ibv_wc wc;
         EXPECT_EQ(ibv_poll_cq(v.cq, 1, &wc), 0) << "a work request completed: " << wc.wr_id;
         return ids;
+    }
+
+    // The device stopped (signal `sig`) with work of `v` outstanding on it (make_outstanding):
+    // the outstanding ids, and the time of the stop.
+    struct Stopped {
+        std::set<uint64_t> ids;
+        Clock::time_point t0;
+    };
+    Stopped stop_with_work_outstanding(Verbs& v, int sig) {
+        std::set<uint64_t> ids = make_outstanding(v);
+        auto t0 = Clock::now();
+        dev_.stop(sig);
+        return {ids, t0};
+    }
+
+    // The next async event of `ctx` is IBV_EVENT_DEVICE_FATAL (acknowledged).
+    static void expect_fatal_event(ibv_context* ctx) {
+        ibv_async_event ev{};
+        ASSERT_EQ(ibv_get_async_event(ctx, &ev), 0);
+        EXPECT_EQ(ev.event_type, IBV_EVENT_DEVICE_FATAL);
+        ibv_ack_async_event(&ev);
     }
 
     // After the device is gone: EIO from the verbs that need it.
@@ -366,17 +367,11 @@ TEST_P(DeviceDeath, BlockedThreadsReturnAndEverythingFlushes) {
 TEST_P(DeviceDeath, BusyPollerSeesFlushes) {
     Verbs v;
     ASSERT_TRUE(build(v));
-    std::set<uint64_t> ids = make_outstanding(v);
-    auto t0 = Clock::now();
-    dev_.stop(GetParam());
-    auto wcs = poll_until(v.cq, ids.size() + 1, t0 + kDeadline);
-    expect_flushed(wcs, ids, v);
+    auto [ids, t0] = stop_with_work_outstanding(v, GetParam());
+    expect_flushed(poll_until(v.cq, ids.size() + 1, t0 + kDeadline), ids, v);
     expect_eio(v);
     // The events are there too, for whoever asks later.
-    ibv_async_event ev{};
-    ASSERT_EQ(ibv_get_async_event(v.ctx, &ev), 0);
-    EXPECT_EQ(ev.event_type, IBV_EVENT_DEVICE_FATAL);
-    ibv_ack_async_event(&ev);
+    ASSERT_NO_FATAL_FAILURE(expect_fatal_event(v.ctx));
     destroy(v);
 }
 
@@ -385,13 +380,9 @@ TEST_P(DeviceDeath, BusyPollerSeesFlushes) {
 TEST_P(DeviceDeath, ArmingAfterwardsGivesEioNotAnEvent) {
     Verbs v;
     ASSERT_TRUE(build(v));
-    std::set<uint64_t> ids = make_outstanding(v);
-    auto t0 = Clock::now();
-    dev_.stop(GetParam());
-    ibv_async_event ev{};
-    ASSERT_EQ(ibv_get_async_event(v.ctx, &ev), 0);  // returns once the flush is written
-    EXPECT_EQ(ev.event_type, IBV_EVENT_DEVICE_FATAL);
-    ibv_ack_async_event(&ev);
+    auto [ids, t0] = stop_with_work_outstanding(v, GetParam());
+    // ibv_get_async_event returns once the flush is written.
+    ASSERT_NO_FATAL_FAILURE(expect_fatal_event(v.ctx));
     EXPECT_LT(Clock::now() - t0, kDeadline);
     // Armed after the flush: no completion can come any more, so no event; the channel
     // answers EIO at once, as the kernel's after disassociation, instead of blocking.

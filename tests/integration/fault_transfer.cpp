@@ -34,6 +34,7 @@
 #include <vector>
 
 #include "verbs_checks.h"
+#include "verbs_objects.h"
 
 namespace {
 
@@ -153,52 +154,22 @@ void open_side(Side& s, const char* name) {
 void create_qp(Side& s) {
     s.cq = ibv_create_cq(s.ctx, 4 * kWindow + 64, nullptr, nullptr, 0);
     REQUIRE(s.cq, "%s: create_cq: %s", s.name, std::strerror(errno));
-    ibv_qp_init_attr ia{};
-    ia.send_cq = s.cq;
-    ia.recv_cq = s.cq;
-    ia.qp_type = IBV_QPT_RC;
-    ia.cap.max_send_wr = 2 * kWindow;
-    ia.cap.max_recv_wr = 2 * kWindow;
-    ia.cap.max_send_sge = 1;
-    ia.cap.max_recv_sge = 1;
+    ibv_qp_init_attr ia = verbs_objects::qp_init_attr(s.cq, IBV_QPT_RC, 2 * kWindow, 1);
     s.qp = ibv_create_qp(s.pd, &ia);
     REQUIRE(s.qp, "%s: create_qp: %s", s.name, std::strerror(errno));
 }
 
 void connect_qp(Side& s, const Side& peer, const QpParams& p) {
-    ibv_qp_attr a{};
-    a.qp_state = IBV_QPS_INIT;
-    a.port_num = 1;
-    a.qp_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC;
-    int e = ibv_modify_qp(s.qp, &a,
-                          IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS);
-    REQUIRE(e == 0, "%s: INIT: %s", s.name, std::strerror(e));
-    a = {};
-    a.qp_state = IBV_QPS_RTR;
-    a.path_mtu = p.mtu;
-    a.dest_qp_num = peer.qp->qp_num;
-    a.rq_psn = 0xfff000;  // PSNs wrap past 2^24 during the run
-    a.max_dest_rd_atomic = kAtomicDepth;
-    a.min_rnr_timer = p.min_rnr_timer;
-    a.ah_attr.is_global = 1;
-    a.ah_attr.grh.dgid = peer.gid;
-    a.ah_attr.grh.hop_limit = 64;
-    a.ah_attr.port_num = 1;
-    e = ibv_modify_qp(s.qp, &a,
-                      IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
-                          IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER);
-    REQUIRE(e == 0, "%s: RTR: %s", s.name, std::strerror(e));
-    a = {};
-    a.qp_state = IBV_QPS_RTS;
-    a.timeout = p.timeout;
-    a.retry_cnt = p.retry_cnt;
-    a.rnr_retry = p.rnr_retry;
-    a.sq_psn = 0xfff000;
-    a.max_rd_atomic = kAtomicDepth;
-    e = ibv_modify_qp(s.qp, &a,
-                      IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
-                          IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC);
-    REQUIRE(e == 0, "%s: RTS: %s", s.name, std::strerror(e));
+    uroce::verbs_util::PathAttrs path;
+    path.access = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC;
+    path.mtu = p.mtu;
+    path.timeout = p.timeout;
+    path.retry_cnt = p.retry_cnt;
+    path.rnr_retry = p.rnr_retry;
+    path.min_rnr_timer = p.min_rnr_timer;
+    path.max_rd_atomic = path.max_dest_rd_atomic = kAtomicDepth;
+    // PSNs wrap past 2^24 during the run.
+    rc_to_rts(s.qp, peer.gid, peer.qp->qp_num, 0xfff000, path, s.name);
 }
 
 void connect_pair(Side& a, Side& b, const QpParams& pa, const QpParams& pb) {
@@ -257,21 +228,32 @@ std::vector<uint32_t> message_sizes(uint64_t total, uint64_t seed) {
     return out;
 }
 
-void post_rdma(Side& a, const Side& b, uint64_t id, ibv_wr_opcode op, uint32_t len) {
-    uint8_t* local = a.area(uint32_t(id));
-    uint8_t* remote = b.area(uint32_t(id));
+// Posts `op`, signaled, as wr_id `id` from `len` bytes at `local` in A's MR; `remote` is the
+// remote part (RDMA, atomic) where the operation has one.
+void post_send(Side& a, uint64_t id, ibv_wr_opcode op, void* local, uint32_t len,
+               decltype(ibv_send_wr::wr) remote = {}, const char* what = "post_send") {
     ibv_sge sge{reinterpret_cast<uintptr_t>(local), len, a.mr->lkey};
-    ibv_send_wr wr{};
-    wr.wr_id = id;
-    wr.sg_list = &sge;
-    wr.num_sge = 1;
-    wr.opcode = op;
-    wr.send_flags = IBV_SEND_SIGNALED;
-    wr.wr.rdma.remote_addr = reinterpret_cast<uintptr_t>(remote);
-    wr.wr.rdma.rkey = b.mr->rkey;
+    ibv_send_wr wr = verbs_objects::send_wr(id, op, &sge);
+    wr.wr = remote;
     ibv_send_wr* bad = nullptr;
     int e = ibv_post_send(a.qp, &wr, &bad);
-    REQUIRE(e == 0, "%s: post_send: %s", a.name, std::strerror(e));
+    REQUIRE(e == 0, "%s: %s: %s", a.name, what, std::strerror(e));
+}
+
+// A receive of wr_id `id` into `len` bytes at `p` in B's MR.
+void post_recv(Side& b, uint64_t id, void* p, uint32_t len) {
+    ibv_sge rs{reinterpret_cast<uintptr_t>(p), len, b.mr->lkey};
+    ibv_recv_wr rw = verbs_objects::recv_wr(id, &rs);
+    ibv_recv_wr* rbad = nullptr;
+    int e = ibv_post_recv(b.qp, &rw, &rbad);
+    REQUIRE(e == 0, "%s: post_recv: %s", b.name, std::strerror(e));
+}
+
+void post_rdma(Side& a, const Side& b, uint64_t id, ibv_wr_opcode op, uint32_t len) {
+    ibv_send_wr wr{};
+    wr.wr.rdma.remote_addr = reinterpret_cast<uintptr_t>(b.area(uint32_t(id)));
+    wr.wr.rdma.rkey = b.mr->rkey;
+    post_send(a, id, op, a.area(uint32_t(id)), len, wr.wr);
 }
 
 // RDMA WRITE (A's data lands in B) or RDMA READ (B's data lands in A).
@@ -318,26 +300,10 @@ void send_phase(Side& a, Side& b, uint64_t total, uint64_t seed) {
         uint32_t len = sizes[id];
         uint8_t* dst = b.area(uint32_t(id));
         std::memset(dst, kPoison, kChunk + kGuard);
-        ibv_sge rs{reinterpret_cast<uintptr_t>(dst), uint32_t(kChunk), b.mr->lkey};
-        ibv_recv_wr rw{};
-        rw.wr_id = id;
-        rw.sg_list = &rs;
-        rw.num_sge = 1;
-        ibv_recv_wr* rbad = nullptr;
-        int e = ibv_post_recv(b.qp, &rw, &rbad);
-        REQUIRE(e == 0, "%s: post_recv: %s", b.name, std::strerror(e));
+        post_recv(b, id, dst, uint32_t(kChunk));
         uint8_t* src = a.area(uint32_t(id));
         fill(src, len, seed + id);
-        ibv_sge ss{reinterpret_cast<uintptr_t>(src), len, a.mr->lkey};
-        ibv_send_wr sw{};
-        sw.wr_id = id;
-        sw.sg_list = &ss;
-        sw.num_sge = 1;
-        sw.opcode = IBV_WR_SEND;
-        sw.send_flags = IBV_SEND_SIGNALED;
-        ibv_send_wr* sbad = nullptr;
-        e = ibv_post_send(a.qp, &sw, &sbad);
-        REQUIRE(e == 0, "%s: post_send: %s", a.name, std::strerror(e));
+        post_send(a, id, IBV_WR_SEND, src, len);
     };
     while (posted < sizes.size() && posted < kWindow) post(posted++);
     auto progress = Clock::now();
@@ -404,19 +370,11 @@ void atomic_phase(Side& a, Side& b, uint64_t n) {
     auto post = [&](uint64_t id) {
         uint64_t* res = results + id % kAtomicDepth;
         *res = ~uint64_t(0);
-        ibv_sge sge{reinterpret_cast<uintptr_t>(res), 8, a.mr->lkey};
         ibv_send_wr wr{};
-        wr.wr_id = id;
-        wr.sg_list = &sge;
-        wr.num_sge = 1;
-        wr.opcode = IBV_WR_ATOMIC_FETCH_AND_ADD;
-        wr.send_flags = IBV_SEND_SIGNALED;
         wr.wr.atomic.remote_addr = reinterpret_cast<uintptr_t>(counter);
         wr.wr.atomic.rkey = b.mr->rkey;
         wr.wr.atomic.compare_add = 1;
-        ibv_send_wr* bad = nullptr;
-        int e = ibv_post_send(a.qp, &wr, &bad);
-        REQUIRE(e == 0, "%s: post_send atomic: %s", a.name, std::strerror(e));
+        post_send(a, id, IBV_WR_ATOMIC_FETCH_AND_ADD, res, 8, wr.wr, "post_send atomic");
     };
     while (posted < n && posted < kAtomicDepth) post(posted++);
     while (done < n) {
@@ -442,18 +400,7 @@ int qp_state(ibv_qp* qp) {
     return int(attr.qp_state);
 }
 
-void post_send_small(Side& a, uint64_t id) {
-    ibv_sge sge{reinterpret_cast<uintptr_t>(a.area(0)), 64, a.mr->lkey};
-    ibv_send_wr wr{};
-    wr.wr_id = id;
-    wr.sg_list = &sge;
-    wr.num_sge = 1;
-    wr.opcode = IBV_WR_SEND;
-    wr.send_flags = IBV_SEND_SIGNALED;
-    ibv_send_wr* bad = nullptr;
-    int e = ibv_post_send(a.qp, &wr, &bad);
-    REQUIRE(e == 0, "%s: post_send: %s", a.name, std::strerror(e));
-}
+void post_send_small(Side& a, uint64_t id) { post_send(a, id, IBV_WR_SEND, a.area(0), 64); }
 
 // The peer's QP is gone: every transmission is dropped by its device without an answer.
 // Returns false when the completion came too late, which on a busy host can be scheduling
@@ -546,13 +493,7 @@ void rnr_case(Side& a, Side& b) {
     nanosleep(&ts, nullptr);
     CHECK(ibv_poll_cq(a.cq, 1, &wc) == 0, "rnr_retry 7: completed (%s) with no receive posted",
           ibv_wc_status_str(wc.status));
-    ibv_sge rs{reinterpret_cast<uintptr_t>(b.area(1)), 64, b.mr->lkey};
-    ibv_recv_wr rw{};
-    rw.wr_id = 4;
-    rw.sg_list = &rs;
-    rw.num_sge = 1;
-    ibv_recv_wr* rbad = nullptr;
-    REQUIRE(ibv_post_recv(b.qp, &rw, &rbad) == 0, "post_recv");
+    post_recv(b, 4, b.area(1), 64);
     got = next_wc(a.cq, &wc, 10);
     CHECK(got && wc.status == IBV_WC_SUCCESS && wc.wr_id == 3,
           "rnr_retry 7: after the receive was posted: %s",

@@ -24,11 +24,7 @@ case $mode in
 retry | rnr)
     start_device uroce0 127.0.0.4
     start_device uroce1 127.0.0.5
-    verbs timeout 120 "$prog" uroce0 uroce1 "$mode" "$@" >"$out" 2>&1
-    rc=$?
-    cat "$out"
-    [ $rc = 0 ] || fail "fault_transfer $mode exited $rc"
-    grep -q "^all checks passed$" "$out" || fail "fault_transfer did not finish its checks"
+    run_checks "fault_transfer $mode" 120 "$prog" uroce0 uroce1 "$mode" "$@"
     echo PASS
     exit 0
     ;;

@@ -21,6 +21,7 @@
 #include <ctime>
 
 #include "verbs_checks.h"
+#include "verbs_objects.h"
 
 namespace {
 
@@ -97,14 +98,8 @@ int main(int argc, char** argv) {
     ibv_ah* ah = ibv_create_ah(pd, &aa);
     REQUIRE(ah, "ibv_create_ah: %s", std::strerror(errno));
     for (int i = 0; i < kUdSends; ++i) {
-        ibv_send_wr wr{}, *bad = nullptr;
-        wr.sg_list = &sge;
-        wr.num_sge = 1;
-        wr.opcode = IBV_WR_SEND;
-        wr.send_flags = IBV_SEND_SIGNALED;
-        wr.wr.ud.ah = ah;
-        wr.wr.ud.remote_qpn = kNoQpn;
-        wr.wr.ud.remote_qkey = kQkey;
+        ibv_send_wr wr = verbs_objects::send_wr(0, IBV_WR_SEND, &sge), *bad = nullptr;
+        wr.wr.ud = {ah, kNoQpn, kQkey};
         REQUIRE(!ibv_post_send(ud, &wr, &bad), "ibv_post_send UD");
         ibv_wc wc = wait_one(cq);
         CHECK(wc.status == IBV_WC_SUCCESS, "UD send %d: %s", i, ibv_wc_status_str(wc.status));

@@ -103,6 +103,37 @@ dev_captures_check() {
     check_capture "$1" "$UROCE_RUNTIME_DIR/device-b.pcap"
 }
 
+# Around a run of the modes that check both kinds of capture: capture_all [TAP_START ARGS...]
+# starts the tap on the link and both devices' captures; captured_all MIN stops them and
+# checks each (check_capture, dev_captures_check).
+capture_all() {
+    need_capture_tools
+    dev_captures_start
+    tap_start "$PCAP" "$@"
+}
+captured_all() {
+    tap_stop
+    check_capture "$1"
+    dev_captures_check "$1"
+}
+
+# expect_ipv6_icrcs MESSAGE: host A's device checked the ICRC of packets that came over IPv6
+# (counters_icrc); fails with MESSAGE if of none.
+expect_ipv6_icrcs() {
+    local n
+    n=$("${HOST_A[@]}" "$UROCE" counters uroce0 | awk '$1 == "counters_icrc" {
+        for (i = 2; i < NF; i++) if ($i == "ipv6") print $(i + 1) }')
+    echo "host A checked ${n:-0} ICRCs over IPv6"
+    [ "${n:-0}" -gt 0 ] || fail "$1"
+}
+
+# tcp_pair PROGRAM ARGS...: PROGRAM ARGS -p $PORT, the server on host A and the client on
+# host B towards $ADDR_A (run_pair), for the programs that meet over TCP.
+tcp_pair() {
+    PAIR_READY=tcp_listening run_pair "${HOST_A[@]}" "$@" -p "$PORT" -- \
+        "${HOST_B[@]}" "$@" -p "$PORT" "$ADDR_A"
+}
+
 # The link-local address the kernel gave host $1's eth0, once duplicate address detection is
 # done with it (a tentative address cannot be bound).
 link_local() {
@@ -177,67 +208,44 @@ devinfo)
     ;;
 rc_pingpong)
     need ibv_rc_pingpong
-    need_capture_tools
-    dev_captures_start
-    tap_start "$PCAP"
-    PAIR_READY=tcp_listening run_pair "${HOST_A[@]}" ibv_rc_pingpong -g 0 -p "$PORT" -n 200 -- \
-        "${HOST_B[@]}" ibv_rc_pingpong -g 0 -p "$PORT" -n 200 "$ADDR_A"
+    capture_all
+    tcp_pair ibv_rc_pingpong -g 0 -n 200
     expect "$c" "iters in" "client did not report its iterations"
-    PAIR_READY=tcp_listening run_pair "${HOST_A[@]}" ibv_rc_pingpong -g 0 -p "$PORT" -s 65536 -n 20 -- \
-        "${HOST_B[@]}" ibv_rc_pingpong -g 0 -p "$PORT" -s 65536 -n 20 "$ADDR_A"
+    tcp_pair ibv_rc_pingpong -g 0 -s 65536 -n 20
     expect "$c" "iters in" "client did not report its iterations (-s 65536)"
-    tap_stop
     # 200 x 2 messages of 4 KiB and 20 x 2 of 64 KiB at the 1024-byte MTU, and their ACKs.
-    check_capture 4000
-    dev_captures_check 4000
+    captured_all 4000
     ;;
 write_bw)
     need ib_write_bw
-    need_capture_tools
-    dev_captures_start
-    tap_start "$PCAP" 128
-    PAIR_TIMEOUT=60 PAIR_READY=tcp_listening run_pair "${HOST_A[@]}" ib_write_bw -x 0 -s 65536 \
-        -p "$PORT" -n 50 -- "${HOST_B[@]}" ib_write_bw -x 0 -s 65536 -p "$PORT" -n 50 "$ADDR_A"
+    capture_all 128
+    PAIR_TIMEOUT=60 tcp_pair ib_write_bw -x 0 -s 65536 -n 50
     check_perftest_results ib_write_bw "$c"
-    tap_stop
     trains=$("${HOST_B[@]}" "$UROCE" counters uroce0 | offload_field tx_trains)
     echo "host B sent $trains GSO trains over IPv6"
     if [ "$("${HOST_B[@]}" "$UROCE" counters uroce0 | offload_field gso)" != "off (ENOPROTOOPT)" ]; then
         [ "${trains:-0}" -gt 0 ] || fail "host B sent no GSO train"
     fi
     # 50 WRITEs of 64 packets at the 1024-byte MTU.
-    check_capture 3200
-    dev_captures_check 3200
+    captured_all 3200
     ;;
 xsrq)
     need ibv_xsrq_pingpong
-    need_capture_tools
-    dev_captures_start
-    tap_start "$PCAP"
-    PAIR_READY=tcp_listening run_pair "${HOST_A[@]}" ibv_xsrq_pingpong -g 0 -p "$PORT" -- \
-        "${HOST_B[@]}" ibv_xsrq_pingpong -g 0 -p "$PORT" "$ADDR_A"
+    capture_all
+    tcp_pair ibv_xsrq_pingpong -g 0
     expect "$c" "^success" "the client did not finish"
-    tap_stop
-    check_capture 20
-    dev_captures_check 20
+    captured_all 20
     # XRC opcodes (0xa0..: the XRC SENDs through the TGT QPs) crossed over IPv6.
     [ "$(frames "ipv6 && infiniband.bth.opcode >= 0xa0 && infiniband.bth.opcode <= 0xb7")" -gt 0 ] ||
         fail "no XRC packet on the link"
-    n=$("${HOST_A[@]}" "$UROCE" counters uroce0 | awk '$1 == "counters_icrc" { for (i = 2; i < NF; i++) if ($i == "ipv6") print $(i + 1) }')
-    echo "host A checked ${n:-0} ICRCs over IPv6"
-    [ "${n:-0}" -gt 0 ] || fail "host A received nothing over IPv6"
+    expect_ipv6_icrcs "host A received nothing over IPv6"
     ;;
 ud_pingpong)
     need ibv_ud_pingpong
-    need_capture_tools
-    dev_captures_start
-    tap_start "$PCAP"
-    PAIR_READY=tcp_listening run_pair "${HOST_A[@]}" ibv_ud_pingpong -g 0 -p "$PORT" -n 500 -- \
-        "${HOST_B[@]}" ibv_ud_pingpong -g 0 -p "$PORT" -n 500 "$ADDR_A"
+    capture_all
+    tcp_pair ibv_ud_pingpong -g 0 -n 500
     expect "$c" "^1024000 bytes in" "the client did not exchange 500 x 2 messages of 1024 bytes"
-    tap_stop
-    check_capture 1000
-    dev_captures_check 1000
+    captured_all 1000
     ;;
 ucx)
     need ucx_perftest
@@ -247,8 +255,7 @@ ucx)
         "$UROCE" "$(ucx_perftest_p2p)" >"$w"
     chmod +x "$w"
     tap_start "$PCAP" 128 256
-    PAIR_TIMEOUT=60 PAIR_READY=tcp_listening run_pair "${HOST_A[@]}" "$w" -p "$PORT" -t tag_bw -n 200 -- \
-        "${HOST_B[@]}" "$w" -p "$PORT" -t tag_bw -n 200 "$ADDR_A"
+    PAIR_TIMEOUT=60 tcp_pair "$w" -t tag_bw -n 200
     tap_stop
     grep '^Final:' "$c" || fail "the client printed no Final line"
     for h in A B; do
@@ -327,9 +334,7 @@ for e in ctx.query_gid_table(16):
     expect "$c" "remote address: .*GID ::ffff:10.77.0.1" "the IPv4 client did not talk to ::ffff:10.77.0.1"
     expect "$c.6" "remote address: .*GID fd77::1\$" "the IPv6 client did not talk to fd77::1"
     for f in "$c" "$c.6"; do expect "$f" "2000 iters in" "a client did not finish"; done
-    n=$("${HOST_A[@]}" "$UROCE" counters uroce0 | awk '$1 == "counters_icrc" { for (i = 2; i < NF; i++) if ($i == "ipv6") print $(i + 1) }')
-    echo "host A checked ${n:-0} ICRCs over IPv6"
-    [ "${n:-0}" -gt 0 ] || fail "host A's device received nothing over IPv6"
+    expect_ipv6_icrcs "host A's device received nothing over IPv6"
     ;;
 rping)
     need rping

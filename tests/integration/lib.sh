@@ -76,6 +76,29 @@ unprivileged_part() {
           rm -rf "$NB_DIR"; cleanup' EXIT
 }
 
+# start_watched_device NAME ADDR: start_device, and the device's process id in $pid (for
+# expect_survived_empty).
+start_watched_device() {
+    start_device "$1" "$2"
+    pid=$(awk -v n="$1" '$1 == n { for (i = 1; i < NF; ++i) if ($i == "pid") print $(i + 1) }' \
+          < <("$UROCE" list))
+    [ -n "$pid" ] || fail "uroce list does not show $1's pid"
+}
+
+# expect_survived_empty NAME: after the test's programs exited, the process of device NAME
+# ($pid) still runs, the device answers `uroce res` (shown, and left in $res) and every count
+# it lists (sessions, pds, mrs, cqs, qps, ...) is zero.
+expect_survived_empty() {
+    local counts
+    kill -0 "$pid" 2>/dev/null || fail "device process $pid died"
+    sleep 0.2  # the device closes each session when it sees the socket hang up
+    res=$("$UROCE" res "$1") || fail "uroce res failed: the device is not answering"
+    echo "$res"
+    counts=$(echo "$res" | grep '^counts ') || fail "no counts line in uroce res"
+    echo "$counts" | awk '{ for (i = 2; i < NF; i += 2) if ($(i + 1) != 0) exit 1 }' ||
+        fail "objects remain after the program exited: $counts"
+}
+
 # start_device NAME ADDR [extra uroce start args...]. The UDP port comes from
 # UROCE_UDP_PORT (each ctest has its own, so tests on one address can run in parallel).
 start_device() {
@@ -101,6 +124,32 @@ op_pkts() {
 # Runs a program with the drop-in libraries.
 verbs() {
     "${VERBS_ENV[@]}" "$@"
+}
+
+# expect_op_pkts "DEV tx|rx OPCODE_NAME N"...: each device counted exactly N packets of that
+# opcode.
+expect_op_pkts() {
+    local c n
+    for c in "$@"; do
+        set -- $c
+        n=$(op_pkts "$1" "$2" "$3")
+        echo "$1 $2 $3: $n"
+        [ "$n" = "$4" ] || fail "$1 $2 $3: $n packets, want $4"
+    done
+}
+
+# run_checks NAME SECONDS PROGRAM [ARGS...]: runs, with the drop-in libraries and for SECONDS
+# at most, a program that makes its own checks and prints "all checks passed" when every one
+# held; shows its output (left in $out) and fails the test, naming NAME, unless it passed.
+run_checks() {
+    local name=$1 secs=$2 rc
+    shift 2
+    out=$UROCE_RUNTIME_DIR/prog.out
+    verbs timeout "$secs" "$@" >"$out" 2>&1
+    rc=$?
+    cat "$out"
+    [ $rc = 0 ] || fail "$name exited $rc"
+    grep -q "^all checks passed$" "$out" || fail "$name did not finish its checks"
 }
 
 # A TCP port for the test programs' own out-of-band exchange, unlikely to collide
@@ -240,6 +289,16 @@ expect_no_objects() {
         echo "$counts" | awk '{ for (i = 2; i < NF; i += 2) if ($(i + 1) != 0) exit 1 }' ||
             fail "objects remain on $d"
     done
+}
+
+# gtests_on_two_devices PROGRAM ADDR_A ADDR_B: the GoogleTest program PROGRAM passes (drop-in
+# libraries, 120 s at most) over devices uroce0 on ADDR_A and uroce1 on ADDR_B, and then
+# neither device holds an object (expect_no_objects).
+gtests_on_two_devices() {
+    start_device uroce0 "$2"
+    start_device uroce1 "$3"
+    verbs timeout 120 "$1" || fail "$(basename "$1") failed"
+    expect_no_objects uroce0 uroce1
 }
 
 # offload_field NAME: from `uroce counters` output on stdin, NAME's value on the

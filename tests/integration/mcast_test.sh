@@ -151,11 +151,7 @@ kill)
     echo "$res" | grep -q '^counts sessions 0 ' || fail "the killed process's session remains"
     ;;
 api)
-    prog=${2:?usage: mcast_test.sh api BINARY}
-    start_device uroce0 127.0.0.6
-    start_device uroce1 127.0.0.7
-    verbs timeout 120 "$prog" || fail "$(basename "$prog") failed"
-    expect_no_objects uroce0 uroce1
+    gtests_on_two_devices "${2:?usage: mcast_test.sh api BINARY}" 127.0.0.6 127.0.0.7
     check_no_membership uroce0 uroce1
     ;;
 capture)

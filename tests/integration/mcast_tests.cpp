@@ -26,6 +26,7 @@
 #include <string>
 #include <vector>
 
+#include "tests/integration/verbs_objects.h"
 #include "tests/transport/verbs_util.h"
 
 namespace {
@@ -131,28 +132,15 @@ protected:
         }
         for (auto& u : uds_) destroy(*u);
         for (Dev* d : {&a_, &b_}) {
-            if (d->pd) {
-                EXPECT_EQ(ibv_dealloc_pd(d->pd), 0);
-            }
-            if (d->ctx) {
-                EXPECT_EQ(ibv_close_device(d->ctx), 0);
-            }
+            EXPECT_EQ(verbs_objects::destroy_if(d->pd, ibv_dealloc_pd), 0);
+            EXPECT_EQ(verbs_objects::destroy_if(d->ctx, ibv_close_device), 0);
         }
     }
 
     static void destroy(Ud& u) {
-        if (u.qp) {
-            EXPECT_EQ(ibv_destroy_qp(u.qp), 0);
-        }
-        if (u.mr) {
-            EXPECT_EQ(ibv_dereg_mr(u.mr), 0);
-        }
-        if (u.cq) {
-            EXPECT_EQ(ibv_destroy_cq(u.cq), 0);
-        }
-        u.qp = nullptr;
-        u.mr = nullptr;
-        u.cq = nullptr;
+        EXPECT_EQ(verbs_objects::destroy_if(u.qp, ibv_destroy_qp), 0);
+        EXPECT_EQ(verbs_objects::destroy_if(u.mr, ibv_dereg_mr), 0);
+        EXPECT_EQ(verbs_objects::destroy_if(u.cq, ibv_destroy_cq), 0);
     }
 
     Ud& make_ud(Dev& d, uint32_t qkey = kQkey, ibv_qp_type type = IBV_QPT_UD) {
@@ -569,14 +557,8 @@ TEST_F(Rdmacm, JoinEventAttachesAndLeaveDetaches) {
     rw.num_sge = 1;
     ASSERT_EQ(ibv_post_recv(id->qp, &rw, &rbad), 0);
     ibv_sge ss{reinterpret_cast<uintptr_t>(sbuf.data()), 64, smr->lkey};
-    ibv_send_wr sw{}, *sbad = nullptr;
-    sw.sg_list = &ss;
-    sw.num_sge = 1;
-    sw.opcode = IBV_WR_SEND;
-    sw.send_flags = IBV_SEND_SIGNALED;
-    sw.wr.ud.ah = ah;
-    sw.wr.ud.remote_qpn = remote_qpn;
-    sw.wr.ud.remote_qkey = remote_qkey;
+    ibv_send_wr sw = verbs_objects::send_wr(0, IBV_WR_SEND, &ss), *sbad = nullptr;
+    sw.wr.ud = {ah, remote_qpn, remote_qkey};
     ASSERT_EQ(ibv_post_send(tx->qp, &sw, &sbad), 0);
     ibv_wc wc{};
     auto wait = [&](ibv_cq* cq) { return uroce::verbs_util::poll_one(cq, &wc, 5.0) == 1; };

@@ -42,10 +42,7 @@ TEST_F(MwTest, AllocAndDealloc) {
 
 // Type 1: ibv_bind_mw, remote WRITE and READ inside the window, nothing outside it.
 TEST_F(MwTest, Type1BindGivesRemoteAccessInsideTheWindowOnly) {
-    Conn c = connect();
-    Buf& target = buf(pd_b_, 4096, kMwMr, 10);
-    Buf& src = buf(pd_a_, 4096, IBV_ACCESS_LOCAL_WRITE, 99);
-    ibv_mw* mw = alloc_mw(pd_b_, IBV_MW_TYPE_1);
+    auto [c, target, src, mw] = scene(IBV_MW_TYPE_1);
     ASSERT_TRUE(mw);
     bind1(c.b, mw, &target, 1000, 512, IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ);
 
@@ -68,10 +65,7 @@ TEST_F(MwTest, Type1BindGivesRemoteAccessInsideTheWindowOnly) {
 }
 
 TEST_F(MwTest, Type1WindowEndIsEnforced) {
-    Conn c = connect();
-    Buf& target = buf(pd_b_, 4096, kMwMr, 10);
-    Buf& src = buf(pd_a_, 4096, IBV_ACCESS_LOCAL_WRITE, 99);
-    ibv_mw* mw = alloc_mw(pd_b_, IBV_MW_TYPE_1);
+    auto [c, target, src, mw] = scene(IBV_MW_TYPE_1);
     bind1(c.b, mw, &target, 1000, 2048, IBV_ACCESS_REMOTE_WRITE);
     // One byte past the end: a 2-packet WRITE whose last byte falls outside. Not one byte
     // of it may land, although the MR around the window would have room for it.
@@ -80,29 +74,20 @@ TEST_F(MwTest, Type1WindowEndIsEnforced) {
 }
 
 TEST_F(MwTest, Type1ReadBeforeTheWindowStartFails) {
-    Conn c = connect();
-    Buf& target = buf(pd_b_, 4096, kMwMr, 10);
-    Buf& dst = buf(pd_a_, 4096, IBV_ACCESS_LOCAL_WRITE, 99);
-    ibv_mw* mw = alloc_mw(pd_b_, IBV_MW_TYPE_1);
+    auto [c, target, dst, mw] = scene(IBV_MW_TYPE_1);
     bind1(c.b, mw, &target, 1000, 512, IBV_ACCESS_REMOTE_READ);
     expect_denied(c, IBV_WR_RDMA_READ, dst, 16, mw->rkey, target, target.addr(999));
 }
 
 TEST_F(MwTest, WindowRightsAreItsOwn) {
-    Conn c = connect();
     // The MR allows remote write; the window only read.
-    Buf& target = buf(pd_b_, 4096, kMwMr | IBV_ACCESS_REMOTE_WRITE, 10);
-    Buf& src = buf(pd_a_, 4096, IBV_ACCESS_LOCAL_WRITE, 99);
-    ibv_mw* mw = alloc_mw(pd_b_, IBV_MW_TYPE_1);
+    auto [c, target, src, mw] = scene(IBV_MW_TYPE_1, 4096, IBV_ACCESS_REMOTE_WRITE);
     bind1(c.b, mw, &target, 0, 4096, IBV_ACCESS_REMOTE_READ);
     expect_denied(c, IBV_WR_RDMA_WRITE, src, 64, mw->rkey, target, target.addr(0));
 }
 
 TEST_F(MwTest, Type1RebindAndUnbindRetireTheOldKey) {
-    Conn c = connect();
-    Buf& target = buf(pd_b_, 4096, kMwMr, 10);
-    Buf& src = buf(pd_a_, 4096, IBV_ACCESS_LOCAL_WRITE, 99);
-    ibv_mw* mw = alloc_mw(pd_b_, IBV_MW_TYPE_1);
+    auto [c, target, src, mw] = scene(IBV_MW_TYPE_1);
     uint32_t first_key = bind1(c.b, mw, &target, 0, 1024, IBV_ACCESS_REMOTE_WRITE);
     // Rebind elsewhere: the old key stops working, the new one works on the new range.
     EXPECT_NE(bind1(c.b, mw, &target, 2048, 1024, IBV_ACCESS_REMOTE_WRITE), first_key);
@@ -182,8 +167,7 @@ TEST_F(MwTest, BadBindsCompleteWithMwBindError) {
         Buf& src = buf(pd_a_, 64, IBV_ACCESS_LOCAL_WRITE, 99);
         ibv_mw* mw = alloc_mw(pd_b_, IBV_MW_TYPE_2);
         uint32_t key = bind2(c.b, mw, mw->rkey, target.mr, target.addr(b.off), b.len, b.mw_access);
-        expect_wc(poll(cq_b_), 3, IBV_WC_MW_BIND_ERR, IBV_WC_BIND_MW);
-        EXPECT_EQ(state(c.b), IBV_QPS_ERR);
+        expect_bind_failed(c.b);
         // Nothing was bound: the window is still free, and binds (under that same key)
         // through another QP, which then reaches the new range only.
         Conn d = connect();
@@ -206,8 +190,7 @@ TEST_F(MwTest, Type2BindOnQpOfAnotherPdFails) {
     Buf& target = buf(pd_b_, 4096, kMwMr, 10);
     ibv_mw* mw = alloc_mw(pd_b_, IBV_MW_TYPE_2);
     bind2(c.b, mw, mw->rkey, target.mr, target.addr(0), 64, IBV_ACCESS_REMOTE_READ);
-    expect_wc(poll(cq_b_), 3, IBV_WC_MW_BIND_ERR, IBV_WC_BIND_MW);
-    EXPECT_EQ(state(c.b), IBV_QPS_ERR);
+    expect_bind_failed(c.b);
 }
 
 TEST_F(MwTest, Type2BindOfABoundWindowFails) {
@@ -216,8 +199,7 @@ TEST_F(MwTest, Type2BindOfABoundWindowFails) {
     ibv_mw* mw = alloc_mw(pd_b_, IBV_MW_TYPE_2);
     uint32_t key = bound_type2(c.b, mw, target, 0, 64, IBV_ACCESS_REMOTE_READ);
     bind2(c.b, mw, key, target.mr, target.addr(0), 128, IBV_ACCESS_REMOTE_READ);
-    expect_wc(poll(cq_b_), 3, IBV_WC_MW_BIND_ERR, IBV_WC_BIND_MW);
-    EXPECT_EQ(state(c.b), IBV_QPS_ERR);
+    expect_bind_failed(c.b);
 }
 
 // IBTA 10.6.7: a type 2 window is reachable only through the QP it was bound through.
@@ -237,10 +219,7 @@ TEST_F(MwTest, Type2ServesOnlyItsQp) {
 }
 
 TEST_F(MwTest, LocalInvalidateRetiresAType2Key) {
-    Conn c = connect();
-    Buf& target = buf(pd_b_, 4096, kMwMr, 10);
-    Buf& src = buf(pd_a_, 4096, IBV_ACCESS_LOCAL_WRITE, 99);
-    ibv_mw* mw = alloc_mw(pd_b_, IBV_MW_TYPE_2);
+    auto [c, target, src, mw] = scene(IBV_MW_TYPE_2);
     uint32_t key = bound_type2(c.b, mw, target, 0, 4096, IBV_ACCESS_REMOTE_WRITE);
     local_inv(c.b, key, 55);
     ibv_wc wc = poll(cq_b_);

@@ -13,10 +13,7 @@
 prog=${1:?usage: mw_inv_test.sh PROGRAM}
 need tshark
 
-pa=$UROCE_RUNTIME_DIR/mwa.pcap
-pb=$UROCE_RUNTIME_DIR/mwb.pcap
-start_device mwa 127.0.0.6 --pcap "$pa"
-start_device mwb 127.0.0.7 --pcap "$pb"
+start_capturing_pair mwa 127.0.0.6 mwb 127.0.0.7
 
 out=$UROCE_RUNTIME_DIR/prog.out
 UROCE_MW_DEV_A=mwa UROCE_MW_DEV_B=mwb UROCE_CLI=$UROCE verbs timeout 120 "$prog" >"$out" 2>&1

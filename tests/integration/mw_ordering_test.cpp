@@ -165,10 +165,7 @@ TEST_F(MwTest, FencedSendWaitsForEarlierRead) {
 }
 
 TEST_F(MwTest, WindowsOfAClosedQpAreGone) {
-    Conn c = connect();
-    Buf& target = buf(pd_b_, 4096, kMwMr, 10);
-    Buf& src = buf(pd_a_, 64, IBV_ACCESS_LOCAL_WRITE, 99);
-    ibv_mw* mw = alloc_mw(pd_b_, IBV_MW_TYPE_2);
+    auto [c, target, src, mw] = scene(IBV_MW_TYPE_2, 64);
     uint32_t key = bound_type2(c.b, mw, target, 0, 4096, IBV_ACCESS_REMOTE_WRITE);
     ASSERT_EQ(ibv_destroy_qp(c.b), 0);
     std::erase(qps_, c.b);

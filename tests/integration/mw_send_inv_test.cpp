@@ -72,38 +72,15 @@ TEST_F(MwTest, SendWithInvalidateOfWhatCannotBeInvalidatedFails) {
 // XRC: the SRQ a message names gives its PD, and a bound type 2 window of that PD is
 // invalidated (an XRC TGT QP binds nothing, so no QP is asked for; docs/memory-windows.md).
 TEST_F(MwTest, XrcSendWithInvalidate) {
-    ibv_xrcd_init_attr xa{};
-    xa.comp_mask = IBV_XRCD_INIT_ATTR_FD | IBV_XRCD_INIT_ATTR_OFLAGS;
-    xa.fd = -1;
-    xa.oflags = O_CREAT;
-    ibv_xrcd* xrcd = ibv_open_xrcd(ctx_b_, &xa);
+    using namespace verbs_objects;
+    ibv_xrcd* xrcd = open_xrcd(ctx_b_, -1, O_CREAT);
     ASSERT_NE(xrcd, nullptr) << std::strerror(errno);
-    ibv_srq_init_attr_ex sa{};
-    sa.attr.max_wr = 8;
-    sa.attr.max_sge = 1;
-    sa.comp_mask = IBV_SRQ_INIT_ATTR_TYPE | IBV_SRQ_INIT_ATTR_PD | IBV_SRQ_INIT_ATTR_XRCD |
-                   IBV_SRQ_INIT_ATTR_CQ;
-    sa.srq_type = IBV_SRQT_XRC;
-    sa.pd = pd_b_;
-    sa.xrcd = xrcd;
-    sa.cq = cq_b_;
-    ibv_srq* srq = ibv_create_srq_ex(ctx_b_, &sa);
+    ibv_srq* srq = create_xrc_srq(ctx_b_, pd_b_, xrcd, cq_b_, 8);
     ASSERT_NE(srq, nullptr) << std::strerror(errno);
     uint32_t srqn = 0;
     ASSERT_EQ(ibv_get_srq_num(srq, &srqn), 0);
-    ibv_qp_init_attr_ex ta{};
-    ta.qp_type = IBV_QPT_XRC_RECV;
-    ta.comp_mask = IBV_QP_INIT_ATTR_XRCD;
-    ta.xrcd = xrcd;
-    ibv_qp* tgt = ibv_create_qp_ex(ctx_b_, &ta);
-    ibv_qp_init_attr_ex ia{};
-    ia.qp_type = IBV_QPT_XRC_SEND;
-    ia.send_cq = cq_a_;
-    ia.cap.max_send_wr = 8;
-    ia.cap.max_send_sge = 1;
-    ia.comp_mask = IBV_QP_INIT_ATTR_PD;
-    ia.pd = pd_a_;
-    ibv_qp* ini = ibv_create_qp_ex(ctx_a_, &ia);
+    ibv_qp* tgt = create_tgt(ctx_b_, xrcd);
+    ibv_qp* ini = create_ini(ctx_a_, pd_a_, cq_a_, IBV_QP_INIT_ATTR_PD, 8);
     ASSERT_TRUE(tgt && ini);
     to_rts(ini, ctx_b_, tgt->qp_num, 0);
     to_rts(tgt, ctx_a_, ini->qp_num, kAllRemote);
@@ -189,10 +166,7 @@ TEST_F(MwTest, DeregOfAnMrWithBoundWindowsFails) {
 }
 
 TEST_F(MwTest, DeallocOfABoundWindowEndsItsAccess) {
-    Conn c = connect();
-    Buf& target = buf(pd_b_, 4096, kMwMr, 10);
-    Buf& src = buf(pd_a_, 64, IBV_ACCESS_LOCAL_WRITE, 99);
-    ibv_mw* mw = alloc_mw(pd_b_, IBV_MW_TYPE_2);
+    auto [c, target, src, mw] = scene(IBV_MW_TYPE_2, 64);
     uint32_t key = bound_type2(c.b, mw, target, 0, 4096, IBV_ACCESS_REMOTE_WRITE);
     EXPECT_EQ(ibv_dealloc_mw(mw), 0);
     forget_mw(mw);

@@ -30,6 +30,7 @@
 #include <string>
 #include <vector>
 
+#include "tests/integration/verbs_objects.h"
 #include "tests/transport/verbs_util.h"
 
 namespace mw_test {
@@ -126,14 +127,7 @@ protected:
     void forget_mw(ibv_mw* mw) { std::erase(mws_, mw); }
 
     ibv_qp* make_qp(ibv_context* ctx, ibv_pd* pd, ibv_cq* cq, ibv_qp_type type) {
-        ibv_qp_init_attr ia{};
-        ia.send_cq = cq;
-        ia.recv_cq = cq;
-        ia.qp_type = type;
-        ia.cap.max_send_wr = 16;
-        ia.cap.max_recv_wr = 16;
-        ia.cap.max_send_sge = 2;
-        ia.cap.max_recv_sge = 2;
+        ibv_qp_init_attr ia = verbs_objects::qp_init_attr(cq, type, 16, 2);
         ibv_qp* qp = ibv_create_qp(pd, &ia);
         EXPECT_NE(qp, nullptr) << "ibv_create_qp: " << std::strerror(errno);
         if (qp) qps_.push_back(qp);
@@ -162,6 +156,22 @@ protected:
         to_rts(c.a, ctx_b_, c.b->qp_num, kAllRemote);
         to_rts(c.b, ctx_a_, c.a->qp_num, kAllRemote);
         return c;
+    }
+
+    // The setting of most window tests: a connection, a 4096-byte target on B registered with
+    // kMwMr and `extra_access` (pattern 10), a buffer of `len` bytes on A (pattern 99) and a
+    // window of `type` in pd_b_, made in that order.
+    struct Scene {
+        Conn c;
+        Buf& target;
+        Buf& local;
+        ibv_mw* mw;
+    };
+    Scene scene(ibv_mw_type type, size_t len = 4096, int extra_access = 0) {
+        Conn c = connect();
+        Buf& target = buf(pd_b_, 4096, kMwMr | extra_access, 10);
+        Buf& local = buf(pd_a_, len, IBV_ACCESS_LOCAL_WRITE, 99);
+        return {c, target, local, alloc_mw(pd_b_, type)};
     }
 
     static ibv_wc poll(ibv_cq* cq) {
@@ -240,6 +250,13 @@ protected:
         wr.bind_mw.bind_info = {mr, addr, len, access};
         EXPECT_EQ(post(qp, wr), 0);
         return wr.bind_mw.rkey;
+    }
+
+    // The type 2 bind just posted on `qp` (wr_id 3, by device B) failed as the device executed
+    // it: IBV_WC_MW_BIND_ERR, and the QP is in the error state.
+    void expect_bind_failed(ibv_qp* qp) {
+        expect_wc(poll(cq_b_), 3, IBV_WC_MW_BIND_ERR, IBV_WC_BIND_MW);
+        EXPECT_EQ(state(qp), IBV_QPS_ERR);
     }
 
     static void local_inv(ibv_qp* qp, uint32_t rkey, uint64_t wr_id = 5, int flags = 0) {

@@ -42,6 +42,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <initializer_list>
 #include <thread>
 #include <vector>
 
@@ -86,10 +87,37 @@ struct Server {
     uint16_t port = 0;
 };
 
+// An event channel, or the program ends.
+rdma_event_channel* new_channel() {
+    rdma_event_channel* ch = rdma_create_event_channel();
+    CHECK(ch);
+    return ch;
+}
+
+// The end of a test: its ids (the client, the accepted one) and the listener, each destroyed
+// with 0, then the client's and the server's event channels.
+void destroy_all(std::initializer_list<rdma_cm_id*> ids, Server& s, rdma_event_channel* cch) {
+    for (rdma_cm_id* id : ids) CHECK(rdma_destroy_id(id) == 0);
+    CHECK(rdma_destroy_id(s.listen) == 0);
+    rdma_destroy_event_channel(cch);
+    rdma_destroy_event_channel(s.ch);
+}
+
+// A server's channel with a TCP id on it, not bound yet, and a client's channel.
+struct Unbound {
+    rdma_event_channel* sch;
+    rdma_event_channel* cch;
+    rdma_cm_id* l;
+};
+Unbound unbound_listener() {
+    Unbound u{new_channel(), new_channel(), nullptr};
+    CHECK(rdma_create_id(u.sch, &u.l, nullptr, RDMA_PS_TCP) == 0);
+    return u;
+}
+
 Server listen_on_free_port() {
     Server s;
-    s.ch = rdma_create_event_channel();
-    CHECK(s.ch);
+    s.ch = new_channel();
     CHECK(rdma_create_id(s.ch, &s.listen, nullptr, RDMA_PS_TCP) == 0);
     sockaddr_in a = g_addr;
     a.sin_port = 0;
@@ -139,21 +167,19 @@ bool same(const void* p, size_t n, uint8_t seed) {
 void test_private_data_and_data() {
     std::printf("private data, rdma_init_qp_attr, a SEND each way\n");
     Server s = listen_on_free_port();
-    rdma_event_channel* cch = rdma_create_event_channel();
-    CHECK(cch);
+    rdma_event_channel* cch = new_channel();
     rdma_cm_id* c = resolved_client(cch, s.port);
     make_qp(c);
 
     uint8_t req_pd[57], rep_pd[197];
     fill(req_pd, sizeof req_pd, 1);
     fill(rep_pd, sizeof rep_pd, 2);
-    rdma_conn_param p{};
-    p.private_data = req_pd;
-    p.private_data_len = 57;
-    p.responder_resources = 1;
-    p.initiator_depth = 1;
-    p.retry_count = 7;
-    p.rnr_retry_count = 7;
+    rdma_conn_param p{.private_data = req_pd,
+                      .private_data_len = 57,
+                      .responder_resources = 1,
+                      .initiator_depth = 1,
+                      .retry_count = 7,
+                      .rnr_retry_count = 7};
     errno = 0;
     CHECK(rdma_connect(c, &p) == -1 && errno == EINVAL);  // one byte over the REQ's room
     p.private_data_len = 56;
@@ -240,18 +266,13 @@ void test_private_data_and_data() {
     rdma_dereg_mr(smr);
     rdma_destroy_qp(c);
     rdma_destroy_qp(child);
-    CHECK(rdma_destroy_id(c) == 0);
-    CHECK(rdma_destroy_id(child) == 0);
-    CHECK(rdma_destroy_id(s.listen) == 0);
-    rdma_destroy_event_channel(cch);
-    rdma_destroy_event_channel(s.ch);
+    destroy_all({c, child}, s, cch);
 }
 
 void test_reject_and_slow_accept() {
     std::printf("reject with private data; accept after the REQ retries ran out once\n");
     Server s = listen_on_free_port();
-    rdma_event_channel* cch = rdma_create_event_channel();
-    CHECK(cch);
+    rdma_event_channel* cch = new_channel();
 
     rdma_cm_id* c = resolved_client(cch, s.port);
     rdma_conn_param p{};
@@ -306,21 +327,14 @@ void test_reject_and_slow_accept() {
     // The device answered the DREQ for the destroyed id.
     rdma_ack_cm_event(expect(cch, RDMA_CM_EVENT_DISCONNECTED));
     rdma_destroy_qp(c);
-    CHECK(rdma_destroy_id(c) == 0);
-    CHECK(rdma_destroy_id(s.listen) == 0);
-    rdma_destroy_event_channel(cch);
-    rdma_destroy_event_channel(s.ch);
+    destroy_all({c}, s, cch);
 }
 
 // A REQ for a port nobody listens on waits 200 ms for a listener (docs/cm.md): a listener
 // that comes within that time takes it; otherwise the REJ (reason 8) follows.
 void test_late_listener() {
     std::printf("a listener that comes after the REQ; a REQ for nobody\n");
-    rdma_event_channel* sch = rdma_create_event_channel();
-    rdma_event_channel* cch = rdma_create_event_channel();
-    CHECK(sch && cch);
-    rdma_cm_id* l;
-    CHECK(rdma_create_id(sch, &l, nullptr, RDMA_PS_TCP) == 0);
+    auto [sch, cch, l] = unbound_listener();
     sockaddr_in a = g_addr;
     a.sin_port = 0;
     CHECK(rdma_bind_addr(l, reinterpret_cast<sockaddr*>(&a)) == 0);  // bound, not listening
@@ -367,8 +381,7 @@ void test_late_listener() {
 
 void test_misc() {
     std::printf("non-blocking channel, ports, devices\n");
-    rdma_event_channel* ch = rdma_create_event_channel();
-    CHECK(ch);
+    rdma_event_channel* ch = new_channel();
     CHECK(fcntl(ch->fd, F_SETFL, fcntl(ch->fd, F_GETFL) | O_NONBLOCK) == 0);
     rdma_cm_event* ev;
     errno = 0;
@@ -407,8 +420,7 @@ void read_in_thread(rdma_event_channel* ch, std::atomic<int>* out) {
 
 void test_channel_fd() {
     std::printf("channel fd: poll, destroy under a blocked reader\n");
-    rdma_event_channel* ch = rdma_create_event_channel();
-    CHECK(ch);
+    rdma_event_channel* ch = new_channel();
     pollfd pfd{ch->fd, POLLIN, 0};
     CHECK(poll(&pfd, 1, 0) == 0);  // nothing yet
     rdma_cm_id* id;
@@ -426,8 +438,7 @@ void test_channel_fd() {
 
     // rping's shape: its CM thread waits in rdma_get_cm_event while main destroys the channel.
     // The channel has been registered with the device (a bound id), as rping's has.
-    rdma_event_channel* blocked = rdma_create_event_channel();
-    CHECK(blocked);
+    rdma_event_channel* blocked = new_channel();
     CHECK(rdma_create_id(blocked, &id, nullptr, RDMA_PS_TCP) == 0);
     sockaddr_in any = g_addr;
     any.sin_port = 0;
@@ -438,8 +449,7 @@ void test_channel_fd() {
     CHECK(rdma_destroy_id(id) == 0);
     rdma_destroy_event_channel(blocked);
     // A new channel (likely reusing the destroyed fd's number) works undisturbed.
-    rdma_event_channel* next = rdma_create_event_channel();
-    CHECK(next);
+    rdma_event_channel* next = new_channel();
     CHECK(rdma_create_id(next, &id, nullptr, RDMA_PS_TCP) == 0);
     CHECK(rdma_resolve_addr(id, nullptr, reinterpret_cast<sockaddr*>(&dst), 2000) == 0);
     CHECK(rdma_get_cm_event(next, &ev) == 0 && ev->event == RDMA_CM_EVENT_ADDR_RESOLVED);
@@ -449,13 +459,11 @@ void test_channel_fd() {
     // rping's race (rdma-core before 61): its CM thread acknowledges the last event and calls
     // rdma_get_cm_event again after main has destroyed the channel. It is answered as a call a
     // moment earlier would have been: blocked, or EAGAIN on an O_NONBLOCK channel.
-    rdma_event_channel* late = rdma_create_event_channel();
-    CHECK(late);
+    rdma_event_channel* late = new_channel();
     rdma_destroy_event_channel(late);
     static std::atomic<int> late_returned{0};
     read_in_thread(late, &late_returned);
-    rdma_event_channel* late_nb = rdma_create_event_channel();
-    CHECK(late_nb);
+    rdma_event_channel* late_nb = new_channel();
     CHECK(fcntl(late_nb->fd, F_SETFL, fcntl(late_nb->fd, F_GETFL) | O_NONBLOCK) == 0);
     rdma_destroy_event_channel(late_nb);
     errno = 0;
@@ -484,11 +492,7 @@ void reject_request(rdma_event_channel* sch, rdma_event_channel* cch, rdma_cm_id
 
 void test_loopback_wildcard() {
     std::printf("loopback bind as a wildcard; rdma_getaddrinfo failure\n");
-    rdma_event_channel* sch = rdma_create_event_channel();
-    rdma_event_channel* cch = rdma_create_event_channel();
-    CHECK(sch && cch);
-    rdma_cm_id* l;
-    CHECK(rdma_create_id(sch, &l, nullptr, RDMA_PS_TCP) == 0);
+    auto [sch, cch, l] = unbound_listener();
     sockaddr_in lo{};
     lo.sin_family = AF_INET;
     CHECK(inet_pton(AF_INET, "127.255.255.254", &lo.sin_addr) == 1);  // no device's
@@ -543,8 +547,7 @@ void test_native_atomic_write() {
     ibv_device_attr_ex da{};
     CHECK(ibv_query_device_ex(s.listen->verbs, nullptr, &da) == 0);
     CHECK(da.device_cap_flags_ex & (uint64_t(1) << 40));  // IB_UVERBS_DEVICE_ATOMIC_WRITE
-    rdma_event_channel* cch = rdma_create_event_channel();
-    CHECK(cch);
+    rdma_event_channel* cch = new_channel();
     rdma_cm_id* c = resolved_client(cch, s.port);
     ibv_cq* ccq = ibv_create_cq(c->verbs, 8, nullptr, nullptr, 0);
     CHECK(ccq);
@@ -618,11 +621,7 @@ void test_native_atomic_write() {
     ibv_destroy_cq(ccq);
     ibv_destroy_cq(scq);
     ibv_dealloc_pd(spd);
-    CHECK(rdma_destroy_id(c) == 0);
-    CHECK(rdma_destroy_id(child) == 0);
-    CHECK(rdma_destroy_id(s.listen) == 0);
-    rdma_destroy_event_channel(cch);
-    rdma_destroy_event_channel(s.ch);
+    destroy_all({c, child}, s, cch);
 }
 
 }  // namespace
@@ -666,9 +665,8 @@ void test_ipv6(const char* addr6) {
     sockaddr_in6 a6{};
     a6.sin6_family = AF_INET6;
     CHECK(inet_pton(AF_INET6, addr6, &a6.sin6_addr) == 1);
-    rdma_event_channel* sch = rdma_create_event_channel();
-    rdma_event_channel* cch = rdma_create_event_channel();
-    CHECK(sch && cch);
+    rdma_event_channel* sch = new_channel();
+    rdma_event_channel* cch = new_channel();
 
     // IPv6 wildcard, IPV6_V6ONLY off: an IPv6 and an IPv4 request, each with its addresses.
     uint16_t port;

@@ -124,13 +124,25 @@ protected:
         return child;
     }
 
-    // A connection whose server side's ESTABLISHED waits unread on lch_; the server's id.
-    rdma_cm_id* established(rdma_cm_id** client, sockaddr_in* src = nullptr) {
-        *client = connect(cch_, src);
+    // A connection whose server side's ESTABLISHED waits unread on lch_: the client's id and
+    // the server's.
+    struct Established {
+        rdma_cm_id* client;
+        rdma_cm_id* child;  // the listener's side, null when the accept failed
+    };
+    Established established(sockaddr_in* src = nullptr) {
+        rdma_cm_id* client = connect(cch_, src);
         rdma_cm_id* child = accept_next();
-        ack(next(cch_, RDMA_CM_EVENT_ESTABLISHED, *client));  // reading the REP sends the RTU
+        ack(next(cch_, RDMA_CM_EVENT_ESTABLISHED, client));  // reading the REP sends the RTU
         EXPECT_TRUE(readable(lch_, 10000)) << "the server's ESTABLISHED never came";
-        return child;
+        return {client, child};
+    }
+
+    // Moves `id` to a new channel, nch_.
+    void migrate_to_new(rdma_cm_id* id) {
+        nch_ = rdma_create_event_channel();
+        ASSERT_TRUE(nch_);
+        ASSERT_EQ(rdma_migrate_id(id, nch_), 0);
     }
 
     rdma_event_channel* lch_ = nullptr;  // the listener's
@@ -144,12 +156,9 @@ protected:
 // librpma's server: rdma_accept, then the new id moves to a channel of its own while its
 // ESTABLISHED already waits on the listener's.
 TEST_F(MigrateEvents, PassiveEstablishedMovesToTheNewChannel) {
-    rdma_cm_id* client = nullptr;
-    rdma_cm_id* child = established(&client);
+    auto [client, child] = established();
     ASSERT_TRUE(child);
-    nch_ = rdma_create_event_channel();
-    ASSERT_TRUE(nch_);
-    ASSERT_EQ(rdma_migrate_id(child, nch_), 0);
+    ASSERT_NO_FATAL_FAILURE(migrate_to_new(child));
     EXPECT_EQ(child->channel, nch_);
     ack(next(nch_, RDMA_CM_EVENT_ESTABLISHED, child));
     EXPECT_TRUE(empty(lch_)) << "the event stayed on the listener's channel too";
@@ -189,8 +198,7 @@ TEST_F(MigrateEvents, ActiveEventsMoveToTheNewChannel) {
 // Several unread events move in order, and another id's events on the old channel stay
 // there (in order too).
 TEST_F(MigrateEvents, EventsMoveInOrderAndOthersStay) {
-    rdma_cm_id* c1 = nullptr;
-    rdma_cm_id* child = established(&c1);
+    auto [c1, child] = established();
     ASSERT_TRUE(child);
     // The bytes one event takes in the channel's file (only child's ESTABLISHED waits).
     int one = 0;
@@ -209,9 +217,7 @@ TEST_F(MigrateEvents, EventsMoveInOrderAndOthersStay) {
         avail = n / one;
     }
     ASSERT_GE(avail, 3) << "the events did not all arrive";
-    nch_ = rdma_create_event_channel();
-    ASSERT_TRUE(nch_);
-    ASSERT_EQ(rdma_migrate_id(child, nch_), 0);
+    ASSERT_NO_FATAL_FAILURE(migrate_to_new(child));
     ack(next(nch_, RDMA_CM_EVENT_ESTABLISHED, child));
     ack(next(nch_, RDMA_CM_EVENT_DISCONNECTED, child));
     EXPECT_TRUE(empty(nch_));
@@ -248,12 +254,9 @@ TEST_F(MigrateEvents, DestroyedListenerRejectsUnreadRequests) {
 // A thread blocked reading the old channel while an id moves gets the old channel's next
 // event, never the moved one; the moved one is read once, from the new channel.
 TEST_F(MigrateEvents, ConcurrentReaderGetsNoMovedEvent) {
-    rdma_cm_id* c1 = nullptr;
-    rdma_cm_id* child = established(&c1);
+    auto [c1, child] = established();
     ASSERT_TRUE(child);
-    nch_ = rdma_create_event_channel();
-    ASSERT_TRUE(nch_);
-    ASSERT_EQ(rdma_migrate_id(child, nch_), 0);
+    ASSERT_NO_FATAL_FAILURE(migrate_to_new(child));
     rdma_cm_event* got = nullptr;
     std::thread reader([&] { rdma_get_cm_event(lch_, &got); });
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
@@ -270,8 +273,7 @@ TEST_F(MigrateEvents, ConcurrentReaderGetsNoMovedEvent) {
 // rdma_destroy_event_channel with ids still on it: as the kernel's ucma_close, the ids go
 // with it. The connected one disconnects its peer; the listener listens no more.
 TEST_F(MigrateEvents, DestroyedChannelTakesItsIds) {
-    rdma_cm_id* c1 = nullptr;
-    rdma_cm_id* child = established(&c1);
+    auto [c1, child] = established();
     ASSERT_TRUE(child);
     rdma_destroy_event_channel(lch_);
     lch_ = nullptr;
@@ -293,8 +295,7 @@ TEST_F(Disconnect, SendPostedRightBeforeRdmaDisconnectArrives) {
     src.sin_family = AF_INET;
     inet_pton(AF_INET, kAddr2, &src.sin_addr);
     for (int r = 0; r < 200; ++r) {
-        rdma_cm_id* client = nullptr;
-        rdma_cm_id* child = established(&client, r < 100 ? nullptr : &src);
+        auto [client, child] = established(r < 100 ? nullptr : &src);
         ASSERT_TRUE(child);
         ack(next(lch_, RDMA_CM_EVENT_ESTABLISHED, child));
         ASSERT_TRUE(child->recv_cq && client->send_cq);

@@ -21,6 +21,7 @@
 #include <thread>
 
 #include "tests/integration/cm_events.h"
+#include "tests/integration/verbs_objects.h"
 
 namespace {
 
@@ -61,6 +62,13 @@ Held held(const char* dev) {
         pclose(p);
     }
     return h;
+}
+
+// `dev` holds exactly `srqs` SRQs and `cqs` CQs.
+void expect_srqs_cqs(const char* dev, int srqs, int cqs) {
+    Held h = held(dev);
+    EXPECT_EQ(h.srqs, srqs) << dev;
+    EXPECT_EQ(h.cqs, cqs) << dev;
 }
 
 ibv_srq_init_attr srq_attr(uint32_t max_wr = 8, uint32_t max_sge = 1, void* ctx = nullptr) {
@@ -349,12 +357,8 @@ TEST_F(CreateSrq, XrcCqIsOptional) {
     ibv_cq* mine = ibv_create_cq(id->verbs, 8, nullptr, nullptr, 0);
     ASSERT_NE(mine, nullptr);
     int cqs = held("uroce0").cqs;
-    ibv_srq_init_attr_ex a{};
-    a.attr.max_wr = 8;
-    a.attr.max_sge = 1;
-    a.comp_mask = IBV_SRQ_INIT_ATTR_TYPE | IBV_SRQ_INIT_ATTR_CQ;
-    a.srq_type = IBV_SRQT_XRC;
-    a.cq = mine;
+    ibv_srq_init_attr_ex a = verbs_objects::xrc_srq_attr(
+        nullptr, nullptr, mine, 8, IBV_SRQ_INIT_ATTR_TYPE | IBV_SRQ_INIT_ATTR_CQ);
     ASSERT_EQ(rdma_create_srq_ex(id, &a), 0) << std::strerror(errno);
     EXPECT_EQ(a.cq, mine);
     EXPECT_EQ(id->recv_cq, nullptr);
@@ -453,11 +457,8 @@ TEST_F(CreateSrq, CmCqAndChannelAreTheIds) {
     ASSERT_EQ(rdma_connect(c, nullptr), 0) << std::strerror(errno);
     uint32_t srqn = ntohl(*static_cast<const uint32_t*>(c->event->param.conn.private_data));
     ibv_sge sge{reinterpret_cast<uintptr_t>(msg), sizeof msg, 0};
-    ibv_send_wr wr{}, *bad = nullptr;
-    wr.sg_list = &sge;
-    wr.num_sge = 1;
-    wr.opcode = IBV_WR_SEND;
-    wr.send_flags = IBV_SEND_INLINE;
+    ibv_send_wr wr = verbs_objects::send_wr(0, IBV_WR_SEND, &sge), *bad = nullptr;
+    wr.send_flags = IBV_SEND_INLINE;  // unsignaled
     wr.qp_type.xrc.remote_srqn = srqn;
     ASSERT_EQ(ibv_post_send(c->qp, &wr, &bad), 0);
     ibv_wc wc{};
@@ -488,11 +489,8 @@ TEST_F(CreateSrq, ActualCapabilitiesReturnedInAttr) {
 
     rdma_cm_id* x = xrc_recv_on(kA);
     ASSERT_NE(x, nullptr);
-    ibv_srq_init_attr_ex e{};
-    e.attr.max_wr = 3;
-    e.attr.max_sge = 1;
-    e.comp_mask = IBV_SRQ_INIT_ATTR_TYPE;
-    e.srq_type = IBV_SRQT_XRC;
+    ibv_srq_init_attr_ex e =
+        verbs_objects::xrc_srq_attr(nullptr, nullptr, nullptr, 3, IBV_SRQ_INIT_ATTR_TYPE);
     ASSERT_EQ(rdma_create_srq_ex(x, &e), 0) << std::strerror(errno);
     ASSERT_EQ(ibv_query_srq(x->srq, &q), 0);
     EXPECT_EQ(e.attr.max_wr, q.max_wr);
@@ -530,9 +528,7 @@ TEST_F(CreateSrq, OneSrqPerId) {
     EXPECT_EQ(errno, EINVAL);
     EXPECT_EQ(x->srq, xfirst);
     EXPECT_EQ(x->recv_cq, cq);
-    Held h = held("uroce0");
-    EXPECT_EQ(h.cqs, cqs);
-    EXPECT_EQ(h.srqs, 2);
+    expect_srqs_cqs("uroce0", 2, cqs);
 }
 
 // rdma_destroy_srq(3): the SRQ goes, and with it what rdma_create_srq allocated (the XRC
@@ -550,9 +546,7 @@ TEST_F(CreateSrq, DestroySrqFreesWhatTheCmAllocated) {
     EXPECT_EQ(x->srq, nullptr);
     EXPECT_EQ(x->recv_cq, nullptr);
     EXPECT_EQ(x->recv_cq_channel, nullptr);
-    Held h1 = held("uroce0");
-    EXPECT_EQ(h1.srqs, srqs);
-    EXPECT_EQ(h1.cqs, cqs);
+    expect_srqs_cqs("uroce0", srqs, cqs);
     ASSERT_EQ(rdma_create_srq(x, nullptr, &a), 0);  // one SRQ per id, not one per lifetime
     EXPECT_NE(x->recv_cq, nullptr);
 
@@ -576,9 +570,7 @@ TEST_F(CreateSrq, DestroySrqFreesWhatTheCmAllocated) {
     EXPECT_EQ(id->srq, nullptr);
     EXPECT_EQ(id->send_cq, scq);
     EXPECT_EQ(id->recv_cq, rcq);
-    Held hb = held("uroce1");
-    EXPECT_EQ(hb.cqs, bcqs);
-    EXPECT_EQ(hb.srqs, 0);
+    expect_srqs_cqs("uroce1", 0, bcqs);
 }
 
 }  // namespace

@@ -345,22 +345,13 @@ perftest)
 srq)
     # rdmacm_srq_tests (GoogleTest): rdma_create_srq(3) sentence by sentence over two devices;
     # afterwards neither holds an object of the test's.
-    prog=${2:?usage: rdmacm_test.sh srq BINARY}
-    start_device uroce0 127.0.0.10
-    start_device uroce1 127.0.0.11
-    verbs timeout 120 "$prog" || fail "$(basename "$prog") failed"
-    expect_no_objects uroce0 uroce1
+    gtests_on_two_devices "${2:?usage: rdmacm_test.sh srq BINARY}" 127.0.0.10 127.0.0.11
     ;;
 events)
     # rdmacm_events_tests (GoogleTest): rdma_migrate_id and rdma_destroy_id with events
     # unread, over one device; a SEND posted right before rdma_disconnect, from a second
     # device; afterwards they hold no object of the test's.
-    start_device uroce0 127.0.0.1
-    start_device uroce1 127.0.0.2
-    verbs timeout 120 "${2:?usage: rdmacm_test.sh events BINARY}" ||
-        fail "$(basename "$2") failed"
-    expect_no_objects uroce0
-    expect_no_objects uroce1
+    gtests_on_two_devices "${2:?usage: rdmacm_test.sh events BINARY}" 127.0.0.1 127.0.0.2
     ;;
 api)
     start_device uroce0 127.0.0.1

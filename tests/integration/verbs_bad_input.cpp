@@ -25,6 +25,7 @@
 
 #include "tests/transport/verbs_util.h"
 #include "verbs_checks.h"
+#include "verbs_objects.h"
 
 namespace {
 
@@ -70,14 +71,12 @@ ibv_qp_attr rtr_attr(uint32_t dest_qpn, const ibv_gid& dgid) {
 }
 
 ibv_qp_attr rts_attr() {
-    ibv_qp_attr a{};
-    a.qp_state = IBV_QPS_RTS;
-    a.timeout = 14;
-    a.retry_cnt = 7;
-    a.rnr_retry = 7;
-    a.sq_psn = 0x1234;
-    a.max_rd_atomic = 1;
-    return a;
+    return {.qp_state = IBV_QPS_RTS,
+            .sq_psn = 0x1234,
+            .max_rd_atomic = 1,
+            .timeout = 14,
+            .retry_cnt = 7,
+            .rnr_retry = 7};
 }
 
 bool poll_one(ibv_cq* cq, ibv_wc* wc) { return uroce::verbs_util::poll_one(cq, wc, 5.0) == 1; }
@@ -176,14 +175,7 @@ int main(int argc, char** argv) {
     ssize_t got = ibv_query_gid_table(ctx, table.data(), table.size(), 0);
     CHECK(got == 1, "ibv_query_gid_table: %zd entries, want the one GID", got);
 
-    ibv_qp_init_attr qia{};
-    qia.send_cq = cq;
-    qia.recv_cq = cq;
-    qia.qp_type = IBV_QPT_RC;
-    qia.cap.max_send_wr = 4;
-    qia.cap.max_recv_wr = 4;
-    qia.cap.max_send_sge = 1;
-    qia.cap.max_recv_sge = 1;
+    ibv_qp_init_attr qia = verbs_objects::qp_init_attr(cq, IBV_QPT_RC, 4, 1);
     ibv_qp_init_attr qia2 = qia;
     ibv_qp* qp = ibv_create_qp(pd, &qia);
     REQUIRE(qp, "ibv_create_qp: %s", std::strerror(errno));
@@ -271,19 +263,17 @@ int main(int argc, char** argv) {
         mmap(nullptr, 3 * page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     REQUIRE(region != MAP_FAILED, "mmap");
     REQUIRE(munmap(static_cast<char*>(region) + page, page) == 0, "munmap middle page");
-    errno = 0;
-    ibv_mr* holed = ibv_reg_mr(pd, region, 3 * page, IBV_ACCESS_LOCAL_WRITE);
-    CHECK(holed == nullptr, "reg_mr over a hole succeeded");
-    CHECK(errno == EFAULT, "reg_mr over a hole: errno %d (%s), want EFAULT", errno,
-          std::strerror(errno));
-    if (holed) ibv_dereg_mr(holed);
+    auto refused_efault = [&](const char* what) {
+        errno = 0;
+        ibv_mr* m = ibv_reg_mr(pd, region, 3 * page, IBV_ACCESS_LOCAL_WRITE);
+        CHECK(m == nullptr, "reg_mr %s succeeded", what);
+        CHECK(errno == EFAULT, "reg_mr %s: errno %d (%s), want EFAULT", what, errno,
+              std::strerror(errno));
+        if (m) ibv_dereg_mr(m);
+    };
+    refused_efault("over a hole");
     munmap(region, 3 * page);
-    errno = 0;
-    ibv_mr* gone = ibv_reg_mr(pd, region, 3 * page, IBV_ACCESS_LOCAL_WRITE);
-    CHECK(gone == nullptr, "reg_mr of an unmapped range succeeded");
-    CHECK(errno == EFAULT, "reg_mr of an unmapped range: errno %d (%s), want EFAULT", errno,
-          std::strerror(errno));
-    if (gone) ibv_dereg_mr(gone);
+    refused_efault("of an unmapped range");
 
     // Destroying what is still in use: EBUSY, and the object stays usable (below).
     e = ibv_dealloc_pd(pd);
@@ -316,12 +306,7 @@ int main(int argc, char** argv) {
     bad_r = nullptr;
     REQUIRE((e = ibv_post_recv(qp2, &rwr, &bad_r)) == 0, "post_recv: %s", std::strerror(e));
     ibv_sge ssge{reinterpret_cast<uintptr_t>(src), sizeof msg, mr->lkey};
-    ibv_send_wr swr{};
-    swr.wr_id = 10;
-    swr.sg_list = &ssge;
-    swr.num_sge = 1;
-    swr.opcode = IBV_WR_SEND;
-    swr.send_flags = IBV_SEND_SIGNALED;
+    ibv_send_wr swr = verbs_objects::send_wr(10, IBV_WR_SEND, &ssge);
     bad_s = nullptr;
     REQUIRE((e = ibv_post_send(qp, &swr, &bad_s)) == 0, "post_send: %s", std::strerror(e));
     bool got_send = false, got_recv = false;

@@ -291,31 +291,29 @@ int run_rules(const std::string& dir) {
     // ibv_post_recv on either XRC QP and ibv_post_send on a TGT QP: EINVAL, *bad_wr = wr.
     {
         ibv_sge sge{reinterpret_cast<uintptr_t>(l.buf), 64, l.mr->lkey};
-        ibv_recv_wr rwr{}, *rbad = nullptr;
+        ibv_recv_wr rwr{};
         rwr.sg_list = &sge;
         rwr.num_sge = 1;
-        EXPECT_RET(ibv_post_recv(ini, &rwr, &rbad), EINVAL);
-        CHECK(rbad == &rwr, "post_recv on INI: bad_wr not set");
-        rbad = nullptr;
-        EXPECT_RET(ibv_post_recv(tp, &rwr, &rbad), EINVAL);
-        CHECK(rbad == &rwr, "post_recv on TGT: bad_wr not set");
-        rbad = nullptr;
-        if (of) {
-            EXPECT_RET(ibv_post_recv(of, &rwr, &rbad), EINVAL);
-            CHECK(rbad == &rwr, "post_recv on an opened TGT: bad_wr not set");
-        }
-        ibv_send_wr swr{}, *sbad = nullptr;
+        auto refuses_recv = [&](ibv_qp* qp, const char* which) {
+            ibv_recv_wr* rbad = nullptr;
+            EXPECT_RET(ibv_post_recv(qp, &rwr, &rbad), EINVAL);
+            CHECK(rbad == &rwr, "post_recv on %s: bad_wr not set", which);
+        };
+        refuses_recv(ini, "INI");
+        refuses_recv(tp, "TGT");
+        if (of) refuses_recv(of, "an opened TGT");
+        ibv_send_wr swr{};
         swr.sg_list = &sge;
         swr.num_sge = 1;
         swr.opcode = IBV_WR_SEND;
         swr.qp_type.xrc.remote_srqn = n1;
-        EXPECT_RET(ibv_post_send(tp, &swr, &sbad), EINVAL);
-        CHECK(sbad == &swr, "post_send on TGT: bad_wr not set");
-        sbad = nullptr;
-        if (of) {
-            EXPECT_RET(ibv_post_send(of, &swr, &sbad), EINVAL);
-            CHECK(sbad == &swr, "post_send on an opened TGT: bad_wr not set");
-        }
+        auto refuses_send = [&](ibv_qp* qp, const char* which) {
+            ibv_send_wr* sbad = nullptr;
+            EXPECT_RET(ibv_post_send(qp, &swr, &sbad), EINVAL);
+            CHECK(sbad == &swr, "post_send on %s: bad_wr not set", which);
+        };
+        refuses_send(tp, "TGT");
+        if (of) refuses_send(of, "an opened TGT");
     }
 
     // ibv_get_srq_num's number is the remote_srqn that reaches the SRQ.
@@ -410,12 +408,8 @@ int run_rules(const std::string& dir) {
     EXPECT_RET(ibv_close_xrcd(d2), 0);
     CHECK(res("xrcd").empty() && res("srq").empty() && res("qp").empty(),
           "XRC objects remain after everything was closed");
-    EXPECT_RET(ibv_dereg_mr(l.mr), 0);
-    EXPECT_RET(ibv_destroy_cq(scq), 0);
-    EXPECT_RET(ibv_destroy_cq(rcq), 0);
-    EXPECT_RET(ibv_dealloc_pd(pd), 0);
     EXPECT_RET(ibv_close_device(ctx2), 0);
-    EXPECT_RET(ibv_close_device(ctx), 0);
+    release_basics(l.mr, {scq, rcq}, pd, ctx);
     free(l.buf);
     close(fd);
     close(hfd);

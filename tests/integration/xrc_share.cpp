@@ -187,10 +187,7 @@ int role_b(int sock, const std::string& dir) {
             EXPECT_RET(ibv_destroy_srq(srq), 0);
             EXPECT_RET(ibv_destroy_srq(basic), 0);
             EXPECT_RET(ibv_close_xrcd(x), 0);
-            EXPECT_RET(ibv_dereg_mr(mr), 0);
-            EXPECT_RET(ibv_destroy_cq(cq), 0);
-            EXPECT_RET(ibv_dealloc_pd(pd), 0);
-            EXPECT_RET(ibv_close_device(ctx), 0);
+            release_basics(mr, {cq}, pd, ctx);
             close(fd);
             free(buf);
             say(sock, "bye %d", g_failures);
@@ -422,11 +419,7 @@ int run_share(const char* self, const std::string& dir) {
     EXPECT_RET(ibv_close_xrcd(xg), 0);
     EXPECT_RET(ibv_close_xrcd(xp), 0);
     for (auto* q : ini) EXPECT_RET(ibv_destroy_qp(q), 0);
-    EXPECT_RET(ibv_dereg_mr(mr), 0);
-    EXPECT_RET(ibv_destroy_cq(cq), 0);
-    EXPECT_RET(ibv_destroy_cq(gcq), 0);
-    EXPECT_RET(ibv_dealloc_pd(pd), 0);
-    EXPECT_RET(ibv_close_device(ctx), 0);
+    release_basics(mr, {cq, gcq}, pd, ctx);
     CHECK(res("xrcd").empty() && res("qp").empty() && res("srq").empty(),
           "XRC objects remain after every process let go");
     close(gfd);

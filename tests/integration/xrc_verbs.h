@@ -38,6 +38,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <initializer_list>
 #include <map>
 #include <sstream>
 #include <string>
@@ -45,6 +46,7 @@
 #include <vector>
 
 #include "tests/integration/verbs_checks.h"
+#include "tests/integration/verbs_objects.h"
 #include "tests/transport/verbs_util.h"
 
 // A call that must fail: NULL (or non-zero) and exactly this errno.
@@ -65,6 +67,8 @@
     } while (0)
 
 namespace xrc_test {
+
+using namespace verbs_objects;
 
 inline std::string g_dev, g_cli;
 constexpr uint32_t kSlot = 1024;  // bytes per message slot of a receive buffer
@@ -148,61 +152,6 @@ inline std::string pid_str(pid_t p) { return std::to_string(p); }
 
 // ---------------------------------------------------------------- verbs helpers
 
-inline ibv_xrcd* open_xrcd(ibv_context* ctx, int fd, int oflags,
-                           uint32_t mask = IBV_XRCD_INIT_ATTR_FD | IBV_XRCD_INIT_ATTR_OFLAGS) {
-    ibv_xrcd_init_attr a{};
-    a.comp_mask = mask;
-    a.fd = fd;
-    a.oflags = oflags;
-    return ibv_open_xrcd(ctx, &a);
-}
-
-inline ibv_srq* create_xrc_srq(ibv_context* ctx, ibv_pd* pd, ibv_xrcd* xrcd, ibv_cq* cq,
-                               uint32_t max_wr = 64,
-                               uint32_t mask = IBV_SRQ_INIT_ATTR_TYPE | IBV_SRQ_INIT_ATTR_PD |
-                                               IBV_SRQ_INIT_ATTR_XRCD | IBV_SRQ_INIT_ATTR_CQ) {
-    ibv_srq_init_attr_ex a{};
-    a.attr.max_wr = max_wr;
-    a.attr.max_sge = 1;
-    a.comp_mask = mask;
-    a.srq_type = IBV_SRQT_XRC;
-    a.pd = pd;
-    a.xrcd = xrcd;
-    a.cq = cq;
-    return ibv_create_srq_ex(ctx, &a);
-}
-
-inline ibv_srq* create_basic_srq(ibv_context* ctx, ibv_pd* pd) {
-    ibv_srq_init_attr_ex a{};
-    a.attr.max_wr = 4;
-    a.attr.max_sge = 1;
-    a.comp_mask = IBV_SRQ_INIT_ATTR_TYPE | IBV_SRQ_INIT_ATTR_PD;
-    a.srq_type = IBV_SRQT_BASIC;
-    a.pd = pd;
-    return ibv_create_srq_ex(ctx, &a);
-}
-
-// As ibv_xsrq_pingpong creates them.
-inline ibv_qp* create_tgt(ibv_context* ctx, ibv_xrcd* xrcd, uint32_t mask = IBV_QP_INIT_ATTR_XRCD) {
-    ibv_qp_init_attr_ex a{};
-    a.qp_type = IBV_QPT_XRC_RECV;
-    a.comp_mask = mask;
-    a.xrcd = xrcd;
-    return ibv_create_qp_ex(ctx, &a);
-}
-
-inline ibv_qp* create_ini(ibv_context* ctx, ibv_pd* pd, ibv_cq* cq,
-                          uint32_t mask = IBV_QP_INIT_ATTR_PD) {
-    ibv_qp_init_attr_ex a{};
-    a.qp_type = IBV_QPT_XRC_SEND;
-    a.send_cq = cq;
-    a.cap.max_send_wr = 32;
-    a.cap.max_send_sge = 1;
-    a.comp_mask = mask;
-    a.pd = pd;
-    return ibv_create_qp_ex(ctx, &a);
-}
-
 inline ibv_qp* open_qp(ibv_context* ctx, ibv_xrcd* xrcd, uint32_t qpn,
                        uint32_t mask = IBV_QP_OPEN_ATTR_NUM | IBV_QP_OPEN_ATTR_XRCD |
                                        IBV_QP_OPEN_ATTR_TYPE,
@@ -213,6 +162,15 @@ inline ibv_qp* open_qp(ibv_context* ctx, ibv_xrcd* xrcd, uint32_t qpn,
     a.xrcd = xrcd;
     a.qp_type = type;
     return ibv_open_qp(ctx, &a);
+}
+
+// The end of a mode: the MR, the CQs, the PD and the device go, each with 0.
+inline void release_basics(ibv_mr* mr, std::initializer_list<ibv_cq*> cqs, ibv_pd* pd,
+                           ibv_context* ctx) {
+    EXPECT_RET(ibv_dereg_mr(mr), 0);
+    for (ibv_cq* cq : cqs) EXPECT_RET(ibv_destroy_cq(cq), 0);
+    EXPECT_RET(ibv_dealloc_pd(pd), 0);
+    EXPECT_RET(ibv_close_device(ctx), 0);
 }
 
 // The attribute masks of ibv_xsrq_pingpong (create_qps, connect_qps).
