@@ -213,6 +213,14 @@ int destroy_request(Context* ctx, abi::Request& req, abi::Response& resp) {
     return gone ? 0 : e;
 }
 
+int destroy_handle(Context* ctx, abi::Op op, uint32_t handle) {
+    abi::Request req{};
+    req.op = op;
+    req.u.handle.handle = handle;
+    abi::Response resp{};
+    return destroy_request(ctx, req, resp);
+}
+
 bool map_ring(int fd, size_t bytes, uint32_t slots, uint32_t stride, Ring* out) {
     void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     close(fd);
@@ -230,11 +238,7 @@ void unmap_ring(Ring& r) {
 }
 
 void give_back(Context* ctx, abi::Op destroy_op, uint32_t handle) {
-    abi::Request d{};
-    d.op = destroy_op;
-    d.u.handle.handle = handle;
-    abi::Response dr{};
-    request(ctx, d, dr);
+    destroy_handle(ctx, destroy_op, handle);
 }
 
 int query_port(ibv_context* c, uint8_t port, ibv_port_attr* attr, size_t len) {

@@ -248,6 +248,8 @@ int request(Context* ctx, abi::Request& req, abi::Response& resp, int* fds = nul
 // The destroy verbs' request: as request, but 0 when the device is gone, for the object
 // went with it; the application can still free what it holds, as after disassociation.
 int destroy_request(Context* ctx, abi::Request& req, abi::Response& resp);
+// destroy_request for an object the device names by its handle alone (Request::u.handle).
+int destroy_handle(Context* ctx, abi::Op op, uint32_t handle);
 
 // When the device goes away (device_gone.cpp; docs/behaviour.md). start_watcher and
 // stop_watcher bracket a context's life (0 or an errno). device_gone runs once per context
@@ -271,6 +273,14 @@ void untrack(Context* ctx, Cq* cq);
 void untrack(Context* ctx, Srq* srq);
 // An opened XRC TGT QP handle: no rings to flush, but its events are handed out.
 void track_events(Context* ctx, Qp* qp);
+// A destroy waits, as in rdma-core, until every async event of `pub` handed out (`reported`,
+// guarded by pub->mutex) is acknowledged (an ibv_qp or ibv_srq).
+template <typename Pub>
+void await_acks(Pub* pub, const uint32_t* reported) {
+    pthread_mutex_lock(&pub->mutex);
+    while (pub->events_completed != *reported) pthread_cond_wait(&pub->cond, &pub->mutex);
+    pthread_mutex_unlock(&pub->mutex);
+}
 // A cookie no other object of the connection had (Conn::event_targets).
 inline uint64_t new_cookie(Context* ctx) { return ctx->conn->next_cookie.fetch_add(1); }
 

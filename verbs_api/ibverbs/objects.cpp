@@ -255,11 +255,7 @@ int ibv_rereg_mr(ibv_mr* mr, int flags, ibv_pd* pd, void* addr, size_t length, i
 }
 
 int ibv_dereg_mr(ibv_mr* mr) {
-    abi::Request req{};
-    req.op = abi::Op::kDeregMr;
-    req.u.handle.handle = mr->handle;
-    abi::Response resp{};
-    if (int e = destroy_request(ctx_of(mr->context), req, resp)) return e;
+    if (int e = destroy_handle(ctx_of(mr->context), abi::Op::kDeregMr, mr->handle)) return e;
     delete reinterpret_cast<Mr*>(mr);
     return 0;
 }
@@ -287,11 +283,8 @@ ibv_comp_channel* ibv_create_comp_channel(ibv_context* context) {
 int ibv_destroy_comp_channel(ibv_comp_channel* channel) {
     if (channel->refcnt) return EBUSY;
     auto* ch = reinterpret_cast<Channel*>(channel);
-    abi::Request req{};
-    req.op = abi::Op::kDestroyCompChannel;
-    req.u.handle.handle = ch->handle;
-    abi::Response resp{};
-    if (int e = destroy_request(ctx_of(channel->context), req, resp)) return e;
+    if (int e = destroy_handle(ctx_of(channel->context), abi::Op::kDestroyCompChannel, ch->handle))
+        return e;
     close(channel->fd);
     delete ch;
     return 0;
@@ -305,11 +298,8 @@ ibv_cq* ibv_create_cq(ibv_context* context, int cqe, void* cq_context, ibv_comp_
 
 int ibv_destroy_cq(ibv_cq* cq_pub) {
     Cq* cq = cq_of(cq_pub);
-    abi::Request req{};
-    req.op = abi::Op::kDestroyCq;
-    req.u.handle.handle = cq_pub->handle;
-    abi::Response resp{};
-    if (int e = destroy_request(ctx_of(cq_pub->context), req, resp)) return e;
+    if (int e = destroy_handle(ctx_of(cq_pub->context), abi::Op::kDestroyCq, cq_pub->handle))
+        return e;
     untrack(ctx_of(cq_pub->context), cq);
     // As in rdma-core: every event handed out must be acknowledged first.
     pthread_mutex_lock(&cq_pub->mutex);

@@ -90,17 +90,10 @@ int ibv_query_srq(ibv_srq* srq, ibv_srq_attr* attr) {
 }
 
 int ibv_destroy_srq(ibv_srq* srq) {
-    abi::Request req{};
-    req.op = abi::Op::kDestroySrq;
-    req.u.handle.handle = srq->handle;
-    abi::Response resp{};
-    if (int e = destroy_request(ctx_of(srq->context), req, resp)) return e;
+    if (int e = destroy_handle(ctx_of(srq->context), abi::Op::kDestroySrq, srq->handle)) return e;
     Srq* s = srq_of(srq);
     untrack(ctx_of(srq->context), s);
-    // As in rdma-core: every async event handed out must be acknowledged first.
-    pthread_mutex_lock(&srq->mutex);
-    while (srq->events_completed != s->events_reported) pthread_cond_wait(&srq->cond, &srq->mutex);
-    pthread_mutex_unlock(&srq->mutex);
+    await_acks(srq, &s->events_reported);
     unmap_ring(s->ring);
     release_pd(s->parent);
     delete s;
