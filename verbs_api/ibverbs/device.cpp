@@ -232,6 +232,17 @@ bool map_ring(int fd, size_t bytes, uint32_t slots, uint32_t stride, Ring* out) 
     return true;
 }
 
+int take_ring(int e, const int* fds, int nfds, uint32_t slots, uint32_t stride, Ring* out) {
+    if (!e && nfds != 1) e = EPROTO;
+    if (!e) {
+        nfds = 0;  // map_ring closes it
+        if (!map_ring(fds[0], abi::ring_bytes(slots, stride), slots, stride, out)) e = ENOMEM;
+    }
+    if (e)
+        for (int i = 0; i < nfds; ++i) close(fds[i]);
+    return e;
+}
+
 void unmap_ring(Ring& r) {
     if (r.base) munmap(r.base, r.bytes);
     r.base = nullptr;

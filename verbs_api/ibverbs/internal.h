@@ -320,6 +320,10 @@ int dealloc_parent_domain(Pd* pd);
 
 // Maps a ring memfd received from the device (and closes the fd).
 bool map_ring(int fd, size_t bytes, uint32_t slots, uint32_t stride, Ring* out);
+// The ring a create request's answer brings: `e` is the request's verdict, fds and nfds
+// what it received. 0 with the one fd mapped into `out` (map_ring), or an errno (EPROTO: not
+// one fd; ENOMEM: no mapping) with every fd closed.
+int take_ring(int e, const int* fds, int nfds, uint32_t slots, uint32_t stride, Ring* out);
 void unmap_ring(Ring& r);
 // Destroys an object the device created for a call that then failed in the library (its
 // rings could not be mapped), so that nothing is left behind on the device.

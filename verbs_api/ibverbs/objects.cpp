@@ -64,6 +64,16 @@ Element element_of(ibv_event_type t) {
     }
 }
 
+// The next event the device sent on `fd` (a pipe): read(2), again when a signal interrupts it.
+template <typename Event>
+ssize_t read_event(int fd, Event* ev) {
+    ssize_t n;
+    do {
+        n = read(fd, ev, sizeof *ev);
+    } while (n < 0 && errno == EINTR);
+    return n;
+}
+
 // A public object's count of events reported or acknowledged.
 template <typename Obj>
 using EventCount = uint32_t Obj::*;
@@ -123,16 +133,9 @@ Cq* create_cq(ibv_context* context, int cqe, void* cq_context, ibv_comp_channel*
     int fds[abi::kMaxFds], nfds = 0;
     int e = request(ctx_of(context), req, resp, fds, &nfds);
     const bool created = !e;
-    if (!e && nfds != 1) e = EPROTO;
     const auto& r = resp.u.create_cq;
-    if (!e) {
-        nfds = 0;  // map_ring closes it
-        if (!map_ring(fds[0], abi::ring_bytes(r.slots, sizeof(abi::Cqe)), r.slots, sizeof(abi::Cqe),
-                      &cq->ring))
-            e = ENOMEM;
-    }
+    e = take_ring(e, fds, nfds, r.slots, sizeof(abi::Cqe), &cq->ring);
     if (e) {
-        for (int i = 0; i < nfds; ++i) close(fds[i]);
         if (created) give_back(ctx_of(context), abi::Op::kDestroyCq, r.handle);
         delete cq;
         errno = e;
@@ -318,10 +321,7 @@ int ibv_get_cq_event(ibv_comp_channel* channel, ibv_cq** cq, void** cq_context) 
     Context* ctx = ctx_of(channel->context);
     for (;;) {
         abi::CompEvent ev;
-        ssize_t n;
-        do {
-            n = read(channel->fd, &ev, sizeof ev);
-        } while (n < 0 && errno == EINTR);
+        ssize_t n = read_event(channel->fd, &ev);
         Cq* c = nullptr;
         if (n == 0) {
             // The device closed its end of the pipe: it is gone. The events it can no longer
@@ -355,10 +355,7 @@ void ibv_ack_cq_events(ibv_cq* cq, unsigned int nevents) {
 int ibv_get_async_event(ibv_context* context, ibv_async_event* event) {
     for (;;) {
         abi::AsyncEvent ev;
-        ssize_t n;
-        do {
-            n = read(context->async_fd, &ev, sizeof ev);
-        } while (n < 0 && errno == EINTR);
+        ssize_t n = read_event(context->async_fd, &ev);
         if (n == 0) {
             // The device closed its end of the pipe, after every event it had sent: it is gone.
             // IBV_EVENT_DEVICE_FATAL once, after the flush completions are written, then EIO,

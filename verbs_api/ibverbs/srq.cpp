@@ -32,14 +32,8 @@ ibv_srq* create_srq(ibv_context* context, ibv_pd* pd, ibv_srq_type type, uint32_
     int e = request(ctx_of(context), req, resp, fds, &nfds);
     const bool created = !e;
     const auto& o = resp.u.create_srq;
-    if (!e && nfds != 1) e = EPROTO;
-    if (!e) {
-        nfds = 0;
-        if (!map_ring(fds[0], abi::ring_bytes(o.slots, o.stride), o.slots, o.stride, &srq->ring))
-            e = ENOMEM;
-    }
+    e = take_ring(e, fds, nfds, o.slots, o.stride, &srq->ring);
     if (e) {
-        for (int i = 0; i < nfds; ++i) close(fds[i]);
         if (created) give_back(ctx_of(context), abi::Op::kDestroySrq, o.handle);
         delete srq;
         errno = e;
