@@ -15,6 +15,7 @@
 #include <cstring>
 #include <vector>
 
+#include "emu/abi/c_list.h"
 #include "emu/abi/caps.h"
 #include "emu/abi/client.h"
 #include "emu/abi/clock.h"
@@ -411,14 +412,7 @@ ibv_device** ibv_get_device_list(int* num_devices) {
         d->index = int(out.size());
         out.push_back(&d->dev);
     }
-    auto** list = static_cast<ibv_device**>(calloc(out.size() + 1, sizeof(ibv_device*)));
-    if (!list) {
-        errno = ENOMEM;
-        return nullptr;
-    }
-    for (size_t i = 0; i < out.size(); ++i) list[i] = out[i];
-    if (num_devices) *num_devices = int(out.size());
-    return list;
+    return abi::c_list(out, num_devices);
 }
 
 void ibv_free_device_list(ibv_device** list) { free(list); }
