@@ -226,7 +226,7 @@ bool map_ring(int fd, size_t bytes, uint32_t slots, uint32_t stride, Ring* out) 
     void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     close(fd);
     if (p == MAP_FAILED) return false;
-    out->base = p;
+    out->base = static_cast<uint8_t*>(p);
     out->bytes = bytes;
     out->mask = slots - 1;
     out->stride = stride;

@@ -154,14 +154,7 @@ struct SpinLock {
     void unlock() { f.clear(std::memory_order_release); }
 };
 
-struct Ring {
-    void* base = nullptr;
-    size_t bytes = 0;
-    uint32_t mask = 0;
-    uint32_t stride = 0;
-    abi::RingHeader* hdr() const { return static_cast<abi::RingHeader*>(base); }
-    uint8_t* slot(uint32_t i) const { return abi::ring_slot(base, stride, mask, i); }
-};
+using Ring = abi::RingMap;
 
 struct Cq {
     // ibv_cq is the prefix of ibv_cq_ex: a CQ from ibv_create_cq_ex is used through
