@@ -27,6 +27,14 @@ void put_mac(uint8_t* p, uint32_t ip_be) {
     std::memcpy(p + 2, &ip_be, 4);
 }
 
+// A UDP header, checksum zero: the caller puts one in where the packet had one.
+void put_udp(uint8_t* udp, uint16_t sport, uint16_t dport, uint16_t len) {
+    store_be16(udp, sport);
+    store_be16(udp + 2, dport);
+    store_be16(udp + 4, len);
+    store_be16(udp + 6, 0);
+}
+
 uint16_t ipv4_checksum(const uint8_t* h) {
     uint32_t sum = 0;
     for (size_t i = 0; i < kIpv4Len; i += 2) sum += load_be16(h + i);
@@ -168,18 +176,12 @@ void PcapTap::record(uint32_t src_ip_be, uint16_t sport, uint32_t dst_ip_be, uin
     store_be16(ip + 10, ipv4_checksum(ip));
 
     uint8_t* udp = ip + kIpv4Len;
-    store_be16(udp, sport);
-    store_be16(udp + 2, dport);
-    store_be16(udp + 4, static_cast<uint16_t>(std::min<size_t>(kUdpLen + udp_len, 0xffff)));
+    put_udp(udp, sport, dport, static_cast<uint16_t>(std::min<size_t>(kUdpLen + udp_len, 0xffff)));
     // No UDP checksum, as rxe and RoCE NICs send it, unless the packet had one (GSO trains).
-    store_be16(udp + 6, 0);
     if (udp_csum && udp_payload != nullptr)
         store_be16(udp + 6, udp_checksum(ip, udp, udp_payload, udp_len));
 
-    const size_t copy = cap_len - (kEthLen + kIpv4Len + kUdpLen);
-    if (copy > 0 && udp_payload != nullptr) std::memcpy(udp + kUdpLen, udp_payload, copy);
-
-    dump(cap_len, wire_len, ts);
+    dump(udp + kUdpLen, udp_payload, cap_len, wire_len, ts);
 }
 
 bool PcapTap::room_for(size_t cap_len) {
@@ -190,7 +192,10 @@ bool PcapTap::room_for(size_t cap_len) {
     return dumper_ != nullptr;
 }
 
-void PcapTap::dump(size_t cap_len, size_t wire_len, const struct timeval& ts) {
+void PcapTap::dump(uint8_t* at, const uint8_t* udp_payload, size_t cap_len, size_t wire_len,
+                   const struct timeval& ts) {
+    const size_t copy = cap_len - size_t(at - frame_.data());
+    if (copy > 0 && udp_payload != nullptr) std::memcpy(at, udp_payload, copy);
     pcap_pkthdr h{};
     h.ts = ts;
     h.caplen = static_cast<bpf_u_int32>(cap_len);
@@ -236,15 +241,10 @@ void PcapTap::record6(const Endpoint& src, const Endpoint& dst, const uint8_t* u
     std::memcpy(ip + 8, src.addr6(), 16);
     std::memcpy(ip + 24, dst.addr6(), 16);
     uint8_t* udp = ip + kIpv6Len;
-    store_be16(udp, src.port());
-    store_be16(udp + 2, dst.port());
-    store_be16(udp + 4, plen);
-    store_be16(udp + 6, 0);
+    put_udp(udp, src.port(), dst.port(), plen);
     if (udp_csum && udp_payload != nullptr)
         store_be16(udp + 6, udp6_checksum(ip, udp, udp_payload, udp_len));
-    const size_t copy = cap_len - (kEthLen + kIpv6Len + kUdpLen);
-    if (copy > 0 && udp_payload != nullptr) std::memcpy(udp + kUdpLen, udp_payload, copy);
-    dump(cap_len, wire_len, ts);
+    dump(udp + kUdpLen, udp_payload, cap_len, wire_len, ts);
 }
 
 }  // namespace uroce::net

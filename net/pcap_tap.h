@@ -84,7 +84,9 @@ private:
     void record6(const Endpoint& src, const Endpoint& dst, const uint8_t* udp_payload,
                  size_t udp_len, const struct timeval& ts, IpMarks marks, bool udp_csum);
     bool room_for(size_t cap_len);  // an open file with room for the record (rotates)
-    void dump(size_t cap_len, size_t wire_len, const struct timeval& ts);
+    // Copies what fits of the payload into frame_ at `at` (after the headers) and records it.
+    void dump(uint8_t* at, const uint8_t* udp_payload, size_t cap_len, size_t wire_len,
+              const struct timeval& ts);
 
     pcap* pcap_ = nullptr;
     pcap_dumper* dumper_ = nullptr;

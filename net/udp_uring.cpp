@@ -29,6 +29,11 @@ bool gso_refused(int err) {
     return err == EIO || err == EINVAL || err == EOPNOTSUPP || err == ENOPROTOOPT ||
            err == EMSGSIZE;
 }
+// Private anonymous memory for a buffer pool; nullptr when there is none.
+uint8_t* map_pool(size_t bytes) {
+    void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    return p == MAP_FAILED ? nullptr : static_cast<uint8_t*>(p);
+}
 }  // namespace
 
 UdpUring::~UdpUring() {
@@ -88,13 +93,8 @@ int UdpUring::open(const Endpoint& local, bool offload) {
     }
 
     // Transmit pool.
-    tx_mem_ =
-        static_cast<uint8_t*>(mmap(nullptr, size_t(kTxBufs) * kBufSize, PROT_READ | PROT_WRITE,
-                                   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
-    if (tx_mem_ == MAP_FAILED) {
-        tx_mem_ = nullptr;
-        return ENOMEM;
-    }
+    tx_mem_ = map_pool(size_t(kTxBufs) * kBufSize);
+    if (!tx_mem_) return ENOMEM;
     tx_free_.reserve(kTxBufs);
     for (uint32_t i = kTxBufs; i-- > 0;) tx_free_.push_back(i);
     trains_.reset(new Train[kTxBufs]);  // default-initialised: pages touched when used
@@ -102,13 +102,8 @@ int UdpUring::open(const Endpoint& local, bool offload) {
     for (uint32_t i = kTxBufs; i-- > 0;) trains_free_.push_back(i);
 
     // Receive buffers, provided to the kernel through a buffer ring.
-    rx_mem_ =
-        static_cast<uint8_t*>(mmap(nullptr, size_t(rx_bufs_) * rx_buf_size_, PROT_READ | PROT_WRITE,
-                                   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
-    if (rx_mem_ == MAP_FAILED) {
-        rx_mem_ = nullptr;
-        return ENOMEM;
-    }
+    rx_mem_ = map_pool(size_t(rx_bufs_) * rx_buf_size_);
+    if (!rx_mem_) return ENOMEM;
     // Room for either version's address, rounded up to 8: the multishot receive puts the
     // control messages right after the name, and a cmsghdr must be 8-aligned.
     rx_msg_.msg_namelen = (sizeof(sockaddr_in6) + 7) & ~size_t(7);

@@ -247,6 +247,7 @@ private:
     static void set_buffers(int fd);
     static void recv_marks(int fd, bool v6);  // receives come with their TOS and TTL
     static int new_socket(bool v6);
+    static int group_socket(bool v6);  // new_socket, set up to join a multicast group
     static int bind_or_close(int fd, const Endpoint& at);  // 0, or -errno (fd closed)
     uint32_t free_sock();  // a slot of socks_ past [0] for a new receiving socket
     // A group's bound socket joins it (setsockopt level/join with req) and starts receiving;

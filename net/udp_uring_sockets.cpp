@@ -28,6 +28,22 @@ int UdpUring::new_socket(bool v6) {
     return fd;
 }
 
+// Every device on the host that joins a group binds group:port; each gets a copy. A socket
+// hears only the groups it joined itself, on the interface it joined them on.
+int UdpUring::group_socket(bool v6) {
+    int fd = new_socket(v6);
+    if (fd < 0) return fd;
+    int one = 1, zero = 0;
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    if (v6)
+        setsockopt(fd, IPPROTO_IPV6, IPV6_MULTICAST_ALL, &zero, sizeof zero);
+    else
+        setsockopt(fd, IPPROTO_IP, IP_MULTICAST_ALL, &zero, sizeof zero);
+    set_buffers(fd);
+    recv_marks(fd, v6);
+    return fd;
+}
+
 int UdpUring::bind_or_close(int fd, const Endpoint& at) {
     if (bind(fd, &at.sa, at.len()) == 0) return 0;
     int e = errno;
@@ -204,15 +220,8 @@ int UdpUring::add_group_sock(int fd, const Endpoint& group, int level, int join,
 int UdpUring::open_group(uint32_t group_be) {
     const Local* on = first_local(false);  // the interface it joins on
     if (!on) return -EAFNOSUPPORT;
-    int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    int fd = group_socket(false);
     if (fd < 0) return -errno;
-    // Every device on the host that joins the group binds group:port; each gets a copy.
-    int one = 1, zero = 0;
-    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-    // Only the groups this socket joined itself, on the interface it joined them on.
-    setsockopt(fd, IPPROTO_IP, IP_MULTICAST_ALL, &zero, sizeof zero);
-    set_buffers(fd);
-    recv_marks(fd, false);
     const Endpoint g = Endpoint::ipv4(group_be, port_);
     ip_mreqn m{};
     m.imr_multiaddr.s_addr = group_be;
@@ -225,13 +234,8 @@ int UdpUring::open_group6(const uint8_t* group) {
     const Local* at = first_local(true);
     if (!at) return -EADDRNOTAVAIL;
     const uint32_t ifindex = interface_of(at->ep);
-    int fd = new_socket(true);
+    int fd = group_socket(true);
     if (fd < 0) return -errno;
-    int one = 1, zero = 0;
-    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-    setsockopt(fd, IPPROTO_IPV6, IPV6_MULTICAST_ALL, &zero, sizeof zero);
-    set_buffers(fd);
-    recv_marks(fd, true);
     Endpoint g = Endpoint::from_gid(group, port_, ifindex);
     ipv6_mreq m{};
     std::memcpy(&m.ipv6mr_multiaddr, group, 16);

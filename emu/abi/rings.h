@@ -135,4 +135,15 @@ inline uint8_t* ring_slot(void* base, size_t stride, uint32_t mask, uint32_t ind
     return static_cast<uint8_t*>(base) + sizeof(RingHeader) + size_t(index & mask) * stride;
 }
 
+// A ring (or doorbell page) as the application's process maps it: libibverbs' rings, and the
+// control fuzzer's, which maps them the way the library does.
+struct RingMap {
+    uint8_t* base = nullptr;
+    size_t bytes = 0;
+    uint32_t mask = 0;
+    uint32_t stride = 0;
+    RingHeader* hdr() const { return reinterpret_cast<RingHeader*>(base); }
+    uint8_t* slot(uint32_t i) const { return ring_slot(base, stride, mask, i); }
+};
+
 }  // namespace uroce::abi

@@ -61,30 +61,22 @@ constexpr Name<ibv_event_type> kEvent[] = {
     {IBV_EVENT_WQ_FATAL, "WQ_FATAL", "WQ fatal"},
 };
 
+// What a value outside a table is called.
+constexpr Name<ibv_wc_status> kUnknownStatus = {{}, "UNKNOWN_STATUS", "unknown"};
+constexpr Name<ibv_event_type> kUnknownEvent = {{}, "UNKNOWN_EVENT", "unknown"};
+
 template <typename E, size_t N>
-const Name<E>* find(const Name<E> (&table)[N], E v) {
+const Name<E>& find(const Name<E> (&table)[N], E v, const Name<E>& unknown) {
     for (const auto& n : table)
-        if (n.value == v) return &n;
-    return nullptr;
+        if (n.value == v) return n;
+    return unknown;
 }
 
 }  // namespace
 
-const char* wc_status_id(ibv_wc_status s) {
-    const auto* n = find(kWcStatus, s);
-    return n ? n->id : "UNKNOWN_STATUS";
-}
-const char* wc_status_text(ibv_wc_status s) {
-    const auto* n = find(kWcStatus, s);
-    return n ? n->text : "unknown";
-}
-const char* event_id(ibv_event_type e) {
-    const auto* n = find(kEvent, e);
-    return n ? n->id : "UNKNOWN_EVENT";
-}
-const char* event_text(ibv_event_type e) {
-    const auto* n = find(kEvent, e);
-    return n ? n->text : "unknown";
-}
+const char* wc_status_id(ibv_wc_status s) { return find(kWcStatus, s, kUnknownStatus).id; }
+const char* wc_status_text(ibv_wc_status s) { return find(kWcStatus, s, kUnknownStatus).text; }
+const char* event_id(ibv_event_type e) { return find(kEvent, e, kUnknownEvent).id; }
+const char* event_text(ibv_event_type e) { return find(kEvent, e, kUnknownEvent).text; }
 
 }  // namespace uroce::abi

@@ -84,12 +84,8 @@ int cmd_capture(const std::vector<std::string>& args) {
             std::fprintf(stderr, "uroce: path too long\n");
             return 1;
         }
-        auto devs = select(std::vector<std::string>(pos.begin() + 1, pos.end()));
-        if (devs.empty()) {
-            std::fprintf(stderr, "uroce: no device %s\n",
-                         pos.size() > 1 ? pos[1].c_str() : "running");
-            return 1;
-        }
+        auto devs = select_some(std::vector<std::string>(pos.begin() + 1, pos.end()));
+        if (devs.empty()) return 1;
         if (devs.size() > 1) {
             std::fprintf(stderr, "uroce: %zu devices are running; name one\n", devs.size());
             return 1;
@@ -111,11 +107,8 @@ int cmd_capture(const std::vector<std::string>& args) {
         return 0;
     }
     if (what == "stop") {
-        auto devs = select(pos);
-        if (devs.empty()) {
-            std::fprintf(stderr, "uroce: no device %s\n", pos.empty() ? "running" : pos[0].c_str());
-            return 1;
-        }
+        auto devs = select_some(pos);
+        if (devs.empty()) return 1;
         int rc = 0;
         for (auto& d : devs) {
             uint64_t packets = 0;

@@ -39,6 +39,9 @@ struct OwnDevice {
 int cmd_start(std::vector<std::string> args, OwnDevice* own = nullptr);
 // The running devices named in `args`, or every running device when it is empty.
 std::vector<abi::DeviceInfo> select(const std::vector<std::string>& args);
+// select, saying "uroce: no device NAME" (NAME the first of `args`, or "running") when it
+// finds none: the caller then returns 1.
+std::vector<abi::DeviceInfo> select_some(const std::vector<std::string>& args);
 int cmd_stop(const Args& args);
 int cmd_list();
 

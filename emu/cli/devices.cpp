@@ -172,6 +172,13 @@ std::vector<abi::DeviceInfo> select(const std::vector<std::string>& args) {
     return out;
 }
 
+std::vector<abi::DeviceInfo> select_some(const std::vector<std::string>& args) {
+    auto devs = select(args);
+    if (devs.empty())
+        std::fprintf(stderr, "uroce: no device %s\n", args.empty() ? "running" : args[0].c_str());
+    return devs;
+}
+
 int cmd_stop(const std::vector<std::string>& args) {
     auto devs = select(args);
     if (!args.empty() && devs.empty()) {

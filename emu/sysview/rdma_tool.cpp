@@ -114,13 +114,23 @@ struct Filter {
     unsigned port = 0;
 };
 
-bool dev_show(Out* out, const Filter& f) {
+// Calls show(dev, ifindex) for each device the filter names (all when it names none), and
+// says "Wrong device name", false, when a name was given and no call showed something.
+template <typename Show>
+bool each_dev(const Filter& f, Show show) {
     unsigned place = 0;
     bool found = f.dev.empty();
     for (const std::string& dev : entries(kSys)) {
         unsigned idx = dev_index(dev, place++);
         if (!f.dev.empty() && dev != f.dev) continue;
-        found = true;
+        found |= show(dev, idx);
+    }
+    if (!found) std::fprintf(stderr, "Wrong device name\n");
+    return found;
+}
+
+bool dev_show(Out* out, const Filter& f) {
+    return each_dev(f, [&](const std::string& dev, unsigned idx) {
         Row row{{"ifindex", std::to_string(idx), true}, {"ifname", dev, false}};
         std::string text = std::to_string(idx) + ": " + dev + ": ";
         auto add = [&](const char* key, const std::string& v) {
@@ -140,17 +150,13 @@ bool dev_show(Out* out, const Filter& f) {
         if (text.back() == ' ') text.pop_back();
         out->rows.push_back(row);
         out->lines.push_back(text);
-    }
-    if (!found) std::fprintf(stderr, "Wrong device name\n");
-    return found;
+        return true;
+    });
 }
 
 bool link_show(Out* out, const Filter& f) {
-    unsigned place = 0;
-    bool found = f.dev.empty();
-    for (const std::string& dev : entries(kSys)) {
-        unsigned idx = dev_index(dev, place++);
-        if (!f.dev.empty() && dev != f.dev) continue;
+    return each_dev(f, [&](const std::string& dev, unsigned idx) {
+        bool found = false;
         for (const std::string& port : entries(kSys + dev + "/ports")) {
             unsigned pn = unsigned(std::atoi(port.c_str()));
             if (f.port && pn != f.port) continue;
@@ -177,9 +183,8 @@ bool link_show(Out* out, const Filter& f) {
             out->rows.push_back(row);
             out->lines.push_back(text);
         }
-    }
-    if (!found) std::fprintf(stderr, "Wrong device name\n");
-    return found;
+        return found;
+    });
 }
 
 // The real tool: the host's `rdma`.

@@ -107,14 +107,7 @@ private:
 };
 
 // A shared ring (or doorbell page) mapped the way the library maps it.
-struct Map {
-    uint8_t* base = nullptr;
-    size_t bytes = 0;
-    uint32_t mask = 0;
-    uint32_t stride = 0;
-    abi::RingHeader* hdr() const { return reinterpret_cast<abi::RingHeader*>(base); }
-    uint8_t* slot(uint32_t i) const { return abi::ring_slot(base, stride, mask, i); }
-};
+using Map = abi::RingMap;
 
 struct MrRef {
     uint32_t lkey;

@@ -36,7 +36,7 @@ int make_cq_ring(uint32_t slots, Ring* out, int* fd) {
         close(f);
         return e;
     }
-    out->base = p;
+    out->base = static_cast<uint8_t*>(p);
     out->bytes = bytes;
     out->mask = slots - 1;
     out->stride = sizeof(abi::Cqe);

@@ -15,6 +15,7 @@
 #include <cstring>
 #include <vector>
 
+#include "emu/abi/c_list.h"
 #include "emu/abi/caps.h"
 #include "emu/abi/client.h"
 #include "emu/abi/clock.h"
@@ -213,15 +214,34 @@ int destroy_request(Context* ctx, abi::Request& req, abi::Response& resp) {
     return gone ? 0 : e;
 }
 
+int destroy_handle(Context* ctx, abi::Op op, uint32_t handle) {
+    abi::Request req{};
+    req.op = op;
+    req.u.handle.handle = handle;
+    abi::Response resp{};
+    return destroy_request(ctx, req, resp);
+}
+
 bool map_ring(int fd, size_t bytes, uint32_t slots, uint32_t stride, Ring* out) {
     void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     close(fd);
     if (p == MAP_FAILED) return false;
-    out->base = p;
+    out->base = static_cast<uint8_t*>(p);
     out->bytes = bytes;
     out->mask = slots - 1;
     out->stride = stride;
     return true;
+}
+
+int take_ring(int e, const int* fds, int nfds, uint32_t slots, uint32_t stride, Ring* out) {
+    if (!e && nfds != 1) e = EPROTO;
+    if (!e) {
+        nfds = 0;  // map_ring closes it
+        if (!map_ring(fds[0], abi::ring_bytes(slots, stride), slots, stride, out)) e = ENOMEM;
+    }
+    if (e)
+        for (int i = 0; i < nfds; ++i) close(fds[i]);
+    return e;
 }
 
 void unmap_ring(Ring& r) {
@@ -230,11 +250,7 @@ void unmap_ring(Ring& r) {
 }
 
 void give_back(Context* ctx, abi::Op destroy_op, uint32_t handle) {
-    abi::Request d{};
-    d.op = destroy_op;
-    d.u.handle.handle = handle;
-    abi::Response dr{};
-    request(ctx, d, dr);
+    destroy_handle(ctx, destroy_op, handle);
 }
 
 int query_port(ibv_context* c, uint8_t port, ibv_port_attr* attr, size_t len) {
@@ -396,14 +412,7 @@ ibv_device** ibv_get_device_list(int* num_devices) {
         d->index = int(out.size());
         out.push_back(&d->dev);
     }
-    auto** list = static_cast<ibv_device**>(calloc(out.size() + 1, sizeof(ibv_device*)));
-    if (!list) {
-        errno = ENOMEM;
-        return nullptr;
-    }
-    for (size_t i = 0; i < out.size(); ++i) list[i] = out[i];
-    if (num_devices) *num_devices = int(out.size());
-    return list;
+    return abi::c_list(out, num_devices);
 }
 
 void ibv_free_device_list(ibv_device** list) { free(list); }

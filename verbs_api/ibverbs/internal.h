@@ -154,14 +154,7 @@ struct SpinLock {
     void unlock() { f.clear(std::memory_order_release); }
 };
 
-struct Ring {
-    void* base = nullptr;
-    size_t bytes = 0;
-    uint32_t mask = 0;
-    uint32_t stride = 0;
-    abi::RingHeader* hdr() const { return static_cast<abi::RingHeader*>(base); }
-    uint8_t* slot(uint32_t i) const { return abi::ring_slot(base, stride, mask, i); }
-};
+using Ring = abi::RingMap;
 
 struct Cq {
     // ibv_cq is the prefix of ibv_cq_ex: a CQ from ibv_create_cq_ex is used through
@@ -248,6 +241,8 @@ int request(Context* ctx, abi::Request& req, abi::Response& resp, int* fds = nul
 // The destroy verbs' request: as request, but 0 when the device is gone, for the object
 // went with it; the application can still free what it holds, as after disassociation.
 int destroy_request(Context* ctx, abi::Request& req, abi::Response& resp);
+// destroy_request for an object the device names by its handle alone (Request::u.handle).
+int destroy_handle(Context* ctx, abi::Op op, uint32_t handle);
 
 // When the device goes away (device_gone.cpp; docs/behaviour.md). start_watcher and
 // stop_watcher bracket a context's life (0 or an errno). device_gone runs once per context
@@ -271,6 +266,14 @@ void untrack(Context* ctx, Cq* cq);
 void untrack(Context* ctx, Srq* srq);
 // An opened XRC TGT QP handle: no rings to flush, but its events are handed out.
 void track_events(Context* ctx, Qp* qp);
+// A destroy waits, as in rdma-core, until every async event of `pub` handed out (`reported`,
+// guarded by pub->mutex) is acknowledged (an ibv_qp or ibv_srq).
+template <typename Pub>
+void await_acks(Pub* pub, const uint32_t* reported) {
+    pthread_mutex_lock(&pub->mutex);
+    while (pub->events_completed != *reported) pthread_cond_wait(&pub->cond, &pub->mutex);
+    pthread_mutex_unlock(&pub->mutex);
+}
 // A cookie no other object of the connection had (Conn::event_targets).
 inline uint64_t new_cookie(Context* ctx) { return ctx->conn->next_cookie.fetch_add(1); }
 
@@ -310,6 +313,10 @@ int dealloc_parent_domain(Pd* pd);
 
 // Maps a ring memfd received from the device (and closes the fd).
 bool map_ring(int fd, size_t bytes, uint32_t slots, uint32_t stride, Ring* out);
+// The ring a create request's answer brings: `e` is the request's verdict, fds and nfds
+// what it received. 0 with the one fd mapped into `out` (map_ring), or an errno (EPROTO: not
+// one fd; ENOMEM: no mapping) with every fd closed.
+int take_ring(int e, const int* fds, int nfds, uint32_t slots, uint32_t stride, Ring* out);
 void unmap_ring(Ring& r);
 // Destroys an object the device created for a call that then failed in the library (its
 // rings could not be mapped), so that nothing is left behind on the device.

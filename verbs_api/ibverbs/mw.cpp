@@ -28,11 +28,7 @@ ibv_mw* alloc_mw(ibv_pd* pd, ibv_mw_type type) {
 }
 
 int dealloc_mw(ibv_mw* mw) {
-    abi::Request req{};
-    req.op = abi::Op::kDeallocMw;
-    req.u.handle.handle = mw->handle;
-    abi::Response resp{};
-    if (int e = destroy_request(ctx_of(mw->context), req, resp)) return e;
+    if (int e = destroy_handle(ctx_of(mw->context), abi::Op::kDeallocMw, mw->handle)) return e;
     delete mw;
     return 0;
 }

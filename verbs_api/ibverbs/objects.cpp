@@ -64,6 +64,16 @@ Element element_of(ibv_event_type t) {
     }
 }
 
+// The next event the device sent on `fd` (a pipe): read(2), again when a signal interrupts it.
+template <typename Event>
+ssize_t read_event(int fd, Event* ev) {
+    ssize_t n;
+    do {
+        n = read(fd, ev, sizeof *ev);
+    } while (n < 0 && errno == EINTR);
+    return n;
+}
+
 // A public object's count of events reported or acknowledged.
 template <typename Obj>
 using EventCount = uint32_t Obj::*;
@@ -123,16 +133,9 @@ Cq* create_cq(ibv_context* context, int cqe, void* cq_context, ibv_comp_channel*
     int fds[abi::kMaxFds], nfds = 0;
     int e = request(ctx_of(context), req, resp, fds, &nfds);
     const bool created = !e;
-    if (!e && nfds != 1) e = EPROTO;
     const auto& r = resp.u.create_cq;
-    if (!e) {
-        nfds = 0;  // map_ring closes it
-        if (!map_ring(fds[0], abi::ring_bytes(r.slots, sizeof(abi::Cqe)), r.slots, sizeof(abi::Cqe),
-                      &cq->ring))
-            e = ENOMEM;
-    }
+    e = take_ring(e, fds, nfds, r.slots, sizeof(abi::Cqe), &cq->ring);
     if (e) {
-        for (int i = 0; i < nfds; ++i) close(fds[i]);
         if (created) give_back(ctx_of(context), abi::Op::kDestroyCq, r.handle);
         delete cq;
         errno = e;
@@ -255,11 +258,7 @@ int ibv_rereg_mr(ibv_mr* mr, int flags, ibv_pd* pd, void* addr, size_t length, i
 }
 
 int ibv_dereg_mr(ibv_mr* mr) {
-    abi::Request req{};
-    req.op = abi::Op::kDeregMr;
-    req.u.handle.handle = mr->handle;
-    abi::Response resp{};
-    if (int e = destroy_request(ctx_of(mr->context), req, resp)) return e;
+    if (int e = destroy_handle(ctx_of(mr->context), abi::Op::kDeregMr, mr->handle)) return e;
     delete reinterpret_cast<Mr*>(mr);
     return 0;
 }
@@ -287,11 +286,8 @@ ibv_comp_channel* ibv_create_comp_channel(ibv_context* context) {
 int ibv_destroy_comp_channel(ibv_comp_channel* channel) {
     if (channel->refcnt) return EBUSY;
     auto* ch = reinterpret_cast<Channel*>(channel);
-    abi::Request req{};
-    req.op = abi::Op::kDestroyCompChannel;
-    req.u.handle.handle = ch->handle;
-    abi::Response resp{};
-    if (int e = destroy_request(ctx_of(channel->context), req, resp)) return e;
+    if (int e = destroy_handle(ctx_of(channel->context), abi::Op::kDestroyCompChannel, ch->handle))
+        return e;
     close(channel->fd);
     delete ch;
     return 0;
@@ -305,11 +301,8 @@ ibv_cq* ibv_create_cq(ibv_context* context, int cqe, void* cq_context, ibv_comp_
 
 int ibv_destroy_cq(ibv_cq* cq_pub) {
     Cq* cq = cq_of(cq_pub);
-    abi::Request req{};
-    req.op = abi::Op::kDestroyCq;
-    req.u.handle.handle = cq_pub->handle;
-    abi::Response resp{};
-    if (int e = destroy_request(ctx_of(cq_pub->context), req, resp)) return e;
+    if (int e = destroy_handle(ctx_of(cq_pub->context), abi::Op::kDestroyCq, cq_pub->handle))
+        return e;
     untrack(ctx_of(cq_pub->context), cq);
     // As in rdma-core: every event handed out must be acknowledged first.
     pthread_mutex_lock(&cq_pub->mutex);
@@ -328,10 +321,7 @@ int ibv_get_cq_event(ibv_comp_channel* channel, ibv_cq** cq, void** cq_context) 
     Context* ctx = ctx_of(channel->context);
     for (;;) {
         abi::CompEvent ev;
-        ssize_t n;
-        do {
-            n = read(channel->fd, &ev, sizeof ev);
-        } while (n < 0 && errno == EINTR);
+        ssize_t n = read_event(channel->fd, &ev);
         Cq* c = nullptr;
         if (n == 0) {
             // The device closed its end of the pipe: it is gone. The events it can no longer
@@ -365,10 +355,7 @@ void ibv_ack_cq_events(ibv_cq* cq, unsigned int nevents) {
 int ibv_get_async_event(ibv_context* context, ibv_async_event* event) {
     for (;;) {
         abi::AsyncEvent ev;
-        ssize_t n;
-        do {
-            n = read(context->async_fd, &ev, sizeof ev);
-        } while (n < 0 && errno == EINTR);
+        ssize_t n = read_event(context->async_fd, &ev);
         if (n == 0) {
             // The device closed its end of the pipe, after every event it had sent: it is gone.
             // IBV_EVENT_DEVICE_FATAL once, after the flush completions are written, then EIO,

@@ -150,10 +150,7 @@ int ibv_destroy_qp(ibv_qp* qp) {
     clean_cqs(qp);
     Qp* q = qp_of(qp);
     untrack(ctx_of(qp->context), q);
-    // As in rdma-core: every async event handed out must be acknowledged first.
-    pthread_mutex_lock(&qp->mutex);
-    while (qp->events_completed != q->events_reported) pthread_cond_wait(&qp->cond, &qp->mutex);
-    pthread_mutex_unlock(&qp->mutex);
+    await_acks(qp, &q->events_reported);
     unmap_ring(q->sq);
     unmap_ring(q->rq);
     if (q->stage) {

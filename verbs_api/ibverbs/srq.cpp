@@ -32,14 +32,8 @@ ibv_srq* create_srq(ibv_context* context, ibv_pd* pd, ibv_srq_type type, uint32_
     int e = request(ctx_of(context), req, resp, fds, &nfds);
     const bool created = !e;
     const auto& o = resp.u.create_srq;
-    if (!e && nfds != 1) e = EPROTO;
-    if (!e) {
-        nfds = 0;
-        if (!map_ring(fds[0], abi::ring_bytes(o.slots, o.stride), o.slots, o.stride, &srq->ring))
-            e = ENOMEM;
-    }
+    e = take_ring(e, fds, nfds, o.slots, o.stride, &srq->ring);
     if (e) {
-        for (int i = 0; i < nfds; ++i) close(fds[i]);
         if (created) give_back(ctx_of(context), abi::Op::kDestroySrq, o.handle);
         delete srq;
         errno = e;
@@ -90,17 +84,10 @@ int ibv_query_srq(ibv_srq* srq, ibv_srq_attr* attr) {
 }
 
 int ibv_destroy_srq(ibv_srq* srq) {
-    abi::Request req{};
-    req.op = abi::Op::kDestroySrq;
-    req.u.handle.handle = srq->handle;
-    abi::Response resp{};
-    if (int e = destroy_request(ctx_of(srq->context), req, resp)) return e;
+    if (int e = destroy_handle(ctx_of(srq->context), abi::Op::kDestroySrq, srq->handle)) return e;
     Srq* s = srq_of(srq);
     untrack(ctx_of(srq->context), s);
-    // As in rdma-core: every async event handed out must be acknowledged first.
-    pthread_mutex_lock(&srq->mutex);
-    while (srq->events_completed != s->events_reported) pthread_cond_wait(&srq->cond, &srq->mutex);
-    pthread_mutex_unlock(&srq->mutex);
+    await_acks(srq, &s->events_reported);
     unmap_ring(s->ring);
     release_pd(s->parent);
     delete s;

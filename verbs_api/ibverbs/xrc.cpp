@@ -75,12 +75,9 @@ ibv_xrcd* open_xrcd(ibv_context* c, ibv_xrcd_init_attr* attr) {
 
 int close_xrcd(ibv_xrcd* xrcd) {
     auto* x = reinterpret_cast<Xrcd*>(xrcd);
-    abi::Request req{};
-    req.op = abi::Op::kCloseXrcd;
-    req.u.handle.handle = x->handle;
-    abi::Response resp{};
     // As rdma-core: the errno value, returned and left in errno (the failed command's).
-    if (int e = destroy_request(ctx_of(xrcd->context), req, resp)) return errno = e;
+    if (int e = destroy_handle(ctx_of(xrcd->context), abi::Op::kCloseXrcd, x->handle))
+        return errno = e;
     delete x;
     return 0;
 }

@@ -16,6 +16,7 @@
 #include <memory>
 #include <random>
 
+#include "emu/abi/c_list.h"
 #include "emu/abi/caps.h"
 #include "emu/abi/client.h"
 #include "emu/abi/runtime.h"
@@ -206,14 +207,7 @@ ibv_context** rdma_get_devices(int* num_devices) {
     std::vector<ibv_context*> ctxs;
     for (DevConn* d : all_devs())
         if (!ensure_open(*d)) ctxs.push_back(d->verbs);
-    auto** list = static_cast<ibv_context**>(calloc(ctxs.size() + 1, sizeof(ibv_context*)));
-    if (!list) {
-        errno = ENOMEM;
-        return nullptr;
-    }
-    for (size_t i = 0; i < ctxs.size(); ++i) list[i] = ctxs[i];
-    if (num_devices) *num_devices = int(ctxs.size());
-    return list;
+    return abi::c_list(ctxs, num_devices);
 }
 
 void rdma_free_devices(ibv_context** list) { free(list); }

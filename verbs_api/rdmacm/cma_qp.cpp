@@ -250,14 +250,8 @@ int rdma_create_qp_ex(rdma_cm_id* idp, ibv_qp_init_attr_ex* attr) {
     }
     ibv_qp* qp;
     if ((attr->comp_mask & ~uint32_t(IBV_QP_INIT_ATTR_PD)) == 0) {
-        ibv_qp_init_attr ia{};
-        ia.qp_context = attr->qp_context;
-        ia.send_cq = attr->send_cq;
-        ia.recv_cq = attr->recv_cq;
-        ia.srq = attr->srq;
-        ia.cap = attr->cap;
-        ia.qp_type = attr->qp_type;
-        ia.sq_sig_all = attr->sq_sig_all;
+        ibv_qp_init_attr ia;
+        std::memcpy(&ia, attr, sizeof ia);  // the leading members of ibv_qp_init_attr_ex
         qp = ibv_create_qp(attr->pd, &ia);
         if (qp) attr->cap = ia.cap;
     } else {
@@ -330,9 +324,8 @@ int rdma_create_srq_ex(rdma_cm_id* idp, ibv_srq_init_attr_ex* attr) {
     ibv_srq* srq;
     if (attr->srq_type == IBV_SRQT_BASIC &&
         (attr->comp_mask & ~uint32_t(IBV_SRQ_INIT_ATTR_TYPE | IBV_SRQ_INIT_ATTR_PD)) == 0) {
-        ibv_srq_init_attr sa{};
-        sa.srq_context = attr->srq_context;
-        sa.attr = attr->attr;
+        ibv_srq_init_attr sa;
+        std::memcpy(&sa, attr, sizeof sa);  // the leading members of ibv_srq_init_attr_ex
         srq = ibv_create_srq(attr->pd, &sa);
         if (srq) attr->attr = sa.attr;
     } else {
