@@ -32,6 +32,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <utility>
 #include <vector>
@@ -287,7 +288,10 @@ private:
     io_uring_buf_ring* br_ = nullptr;
     size_t br_bytes_ = 0;
     msghdr rx_msg_{};
-    std::vector<Watch> watches_;
+    // A deque: a watch's posted read names its `value`, which the kernel writes when the
+    // eventfd is signalled, so adding a watch must not move the others (a vector's growth
+    // freed them, and that write then corrupted whatever the heap put there next).
+    std::deque<Watch> watches_;
     std::vector<uint32_t> watch_free_;
     uint64_t rx_nobufs_ = 0;
     uint32_t sends_queued_ = 0;  // packets in sendmsg SQEs not yet submitted

@@ -5,15 +5,18 @@
 // opened it (uroced's control thread).
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
+#include <sys/eventfd.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -428,6 +431,57 @@ TEST(UdpUring, Ipv6PacketsKeepTheirTrafficClassAndHopLimit) {
     if (tx.offloads().gso && rx.offloads().gro) {
         EXPECT_EQ(tx.offloads().tx_trains, 1u);
     }
+}
+
+// A watch's read waits in the kernel with the address of the watch's value, where the
+// kernel writes the eventfd's count when it is signalled. Adding a watch (a new session's
+// doorbell) must not move the watches whose reads wait: when their storage grew by moving,
+// the counts landed in freed memory, which by then held the device's next objects (an MR's
+// address and window count became 1: RDMA to it failed, ibv_dereg_mr said EINVAL). Blocks
+// of the sizes that storage had are allocated right after the new watch (glibc gives a
+// freed block of that size back first) and must keep their bytes.
+TEST(UdpUring, AWatchAddedDoesNotMoveTheReadsInFlight) {
+    uint16_t port = free_udp_port();
+    ASSERT_NE(port, 0);
+    UdpUring io;
+    ASSERT_EQ(io.open(htonl(INADDR_LOOPBACK), port), 0);
+    struct Seen : UdpUring::Handler {
+        std::vector<uint64_t> tags;
+        void on_packet(const Endpoint&, const Endpoint&, uint8_t*, size_t, uint16_t,
+                       IpMarks) override {}
+        void on_eventfd(uint64_t tag) override { tags.push_back(tag); }
+    } seen;
+    constexpr int kWaiting = 4;
+    int fds[kWaiting + 1];
+    for (int i = 0; i <= kWaiting; ++i)
+        ASSERT_GE(fds[i] = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK), 0);
+    for (int i = 0; i < kWaiting; ++i) io.watch_eventfd(fds[i], uint64_t(i));
+    constexpr uint8_t kFill = 0xa5;
+    std::vector<std::unique_ptr<uint8_t[]>> blocks;
+    std::vector<size_t> sizes;
+    blocks.reserve(64);  // nothing but the blocks is allocated after the new watch
+    sizes.reserve(64);
+    seen.tags.reserve(64);
+    io.run_once(0, seen);  // their reads are in the kernel now
+    io.watch_eventfd(fds[kWaiting], kWaiting);
+    for (size_t size = 16; size <= 1024; size *= 2)
+        for (int k = 0; k < 4; ++k) {
+            blocks.emplace_back(new uint8_t[size]);
+            std::memset(blocks.back().get(), kFill, size);
+            sizes.push_back(size);
+        }
+    for (int i = 0; i < kWaiting; ++i) {
+        uint64_t one = 1;
+        ASSERT_EQ(write(fds[i], &one, sizeof one), ssize_t(sizeof one));
+    }
+    for (int i = 0; i < 100 && seen.tags.size() < size_t(kWaiting); ++i)
+        io.run_once(10000000, seen);
+    std::sort(seen.tags.begin(), seen.tags.end());
+    EXPECT_EQ(seen.tags, (std::vector<uint64_t>{0, 1, 2, 3}));
+    for (size_t b = 0; b < blocks.size(); ++b)
+        for (size_t j = 0; j < sizes[b]; ++j)
+            ASSERT_EQ(blocks[b][j], kFill)
+                << "a block of " << sizes[b] << " bytes changed at byte " << j;
 }
 
 // Addresses as `uroce start --addr` takes them.
