@@ -69,13 +69,9 @@ rdma res | grep -Eq '^[0-9]+: rxe0: pd 2 cq 2 qp 2 cm_id 0 mr 2 ctx 2 srq 0$'
 rdma -j res | grep -q '"ifname":"rxe0","pd":2,"cq":2,"qp":2,'
 kill $client $server
 wait $client $server || true
-rping -s -a 127.0.0.1 -p "$2" -C 20 &
-# Its listener, as rdma res show cm_id lists the kernel's.
-seen 1 cm_id "state LISTEN ps TCP .*comm rping src-addr 127.0.0.1:$2\$" || true
-rdma res show cm_id | grep "^link rxe0/1 cm-idn [0-9]* state LISTEN ps TCP .*comm rping src-addr 127.0.0.1:$2\$"
-rping -c -a 127.0.0.1 -p "$2" -C 20 -v
-wait $!
-# An SRQ pair's SRQs, each with its QPs as a range of QPNs (the kernel's form).
+# An SRQ pair's SRQs, each with its QPs as a range of QPNs (the kernel's form); the pair is
+# killed while its traffic runs and rping's pair comes next on the same device (the next
+# sessions' watches once moved the reads the kernel still had in flight: udp_uring.h).
 ibv_srq_pingpong -d rxe0 -g 0 -p "$1" -q 4 -n 100000000 >/dev/null &
 server=$!
 sleep 1
@@ -86,6 +82,12 @@ rdma res show srq
 [ "$(rdma -j res show srq | grep -o '"type":"BASIC","lqpn":\["[0-9]*-[0-9]*"\]' | wc -l)" = 2 ]
 kill $client $server
 wait $client $server || true
+rping -s -a 127.0.0.1 -p "$2" -C 20 &
+# Its listener, as rdma res show cm_id lists the kernel's.
+seen 1 cm_id "state LISTEN ps TCP .*comm rping src-addr 127.0.0.1:$2\$" || true
+rdma res show cm_id | grep "^link rxe0/1 cm-idn [0-9]* state LISTEN ps TCP .*comm rping src-addr 127.0.0.1:$2\$"
+rping -c -a 127.0.0.1 -p "$2" -C 20 -v
+wait $!
 rdma link delete rxe0
 ! ibv_devices | grep -q rxe0
 ! rdma link show | grep -q rxe0
