@@ -9,7 +9,6 @@
 #include <algorithm>
 #include <cstdio>
 #include <fstream>
-#include <iterator>
 #include <string>
 #include <vector>
 
@@ -46,45 +45,18 @@ std::string comm_of(const std::string& pid) {
     return c;
 }
 
-// A device's row as iproute2 starts one: its index (JSON only) and name, and "link DEV/1"
-// for a port's.
-Line device_line(const std::string& dev, unsigned idx, bool port) {
+// How iproute2 starts a row: the summary's "IDX: DEV:", print_dev's "dev DEV" (PDs, CQs,
+// MRs, contexts, SRQs) or print_link's "link DEV/1" (QPs, CM ids); the JSON always has the
+// index and name, and the port for a link's.
+enum class Head { kSummary, kDev, kLink };
+
+Line device_line(const std::string& dev, unsigned idx, Head head) {
     Line l;
     l.row = {{"ifindex", std::to_string(idx), true}, {"ifname", dev, false}};
-    if (port) l.row.push_back({"port", "1", true});
-    l.text = port ? "link " + dev + "/1" : std::to_string(idx) + ": " + dev + ":";
-    return l;
-}
-
-void qp_rows(const std::string& dev, unsigned idx, Out* out) {
-    for (const DumpLine& w : dump_of(dev)) {
-        if (w[0] != "qp") continue;
-        auto at = [&](const char* k) { return resgraph::dump_field(w, k); };
-        const std::string type = at("type");
-        Line l = device_line(dev, idx, true);
-        // As the kernel's nldev: the remote QP and receive PSN of RC and UC QPs, the path
-        // migration state of connected ones.
-        bool connected = type == "RC" || type == "UC";
-        l.num("lqpn", decimal(w[1]));
-        if (connected) l.num("rqpn", decimal(at("dest_qpn")));
-        l.str("type", type);
-        l.str("state", at("state"));
-        if (connected) l.num("rq-psn", decimal(at("epsn")));
-        l.num("sq-psn", decimal(at("sq_psn")));
-        if (connected || type == "XRC_INI" || type == "XRC_TGT")
-            l.str("path-mig-state", "MIGRATED");
-        l.num("pdn", decimal(at("pd")));
-        l.num("pid", decimal(at("pid")));
-        if (std::string comm = comm_of(at("pid")); !comm.empty()) l.str("comm", comm);
-        out->push(std::move(l));
-    }
-}
-
-// A device's row for the objects iproute2 prints with print_dev ("dev DEV").
-Line dev_line(const std::string& dev, unsigned idx) {
-    Line l;
-    l.row = {{"ifindex", std::to_string(idx), true}, {"ifname", dev, false}};
-    l.text = "dev " + dev;
+    if (head == Head::kLink) l.row.push_back({"port", "1", true});
+    l.text = head == Head::kLink  ? "link " + dev + "/1"
+             : head == Head::kDev ? "dev " + dev
+                                  : std::to_string(idx) + ": " + dev + ":";
     return l;
 }
 
@@ -92,6 +64,28 @@ Line dev_line(const std::string& dev, unsigned idx) {
 void owner_fields(Line& l, const std::string& pid) {
     l.num("pid", decimal(pid));
     if (std::string comm = comm_of(pid); !comm.empty()) l.str("comm", comm);
+}
+
+// A row of each kind from the device's dump line `w` (`dump`: the whole dump, for what
+// other lines say). False: a line the kernel would not list.
+using Dump = std::vector<DumpLine>;
+
+bool qp_row(const DumpLine& w, const Dump&, Line& l) {
+    auto at = [&](const char* k) { return resgraph::dump_field(w, k); };
+    const std::string type = at("type");
+    // As the kernel's nldev: the remote QP and receive PSN of RC and UC QPs, the path
+    // migration state of connected ones.
+    bool connected = type == "RC" || type == "UC";
+    l.num("lqpn", decimal(w[1]));
+    if (connected) l.num("rqpn", decimal(at("dest_qpn")));
+    l.str("type", type);
+    l.str("state", at("state"));
+    if (connected) l.num("rq-psn", decimal(at("epsn")));
+    l.num("sq-psn", decimal(at("sq_psn")));
+    if (connected || type == "XRC_INI" || type == "XRC_TGT") l.str("path-mig-state", "MIGRATED");
+    l.num("pdn", decimal(at("pd")));
+    owner_fields(l, at("pid"));
+    return true;
 }
 
 // Keys and addresses the kernel shows only to a caller with CAP_NET_ADMIN.
@@ -103,15 +97,16 @@ std::string hex(const std::string& s) {
     return b;
 }
 
-void pd_row(const DumpLine& w, Line& l) {
+bool pd_row(const DumpLine& w, const Dump&, Line& l) {
     l.num("pdn", w[1]);
     if (admin()) l.str("local_dma_lkey", "0x0");  // no reserved lkey, as rxe's user PDs
     l.num("users", decimal(resgraph::dump_field(w, "users")));
     l.num("ctxn", decimal(resgraph::dump_field(w, "ctx")));
     owner_fields(l, resgraph::dump_field(w, "pid"));
+    return true;
 }
 
-void mr_row(const DumpLine& w, Line& l) {
+bool mr_row(const DumpLine& w, const Dump&, Line& l) {
     auto at = [&](const char* k) { return resgraph::dump_field(w, k); };
     l.num("mrn", decimal(at("mrn")));
     if (admin()) {
@@ -122,9 +117,10 @@ void mr_row(const DumpLine& w, Line& l) {
     l.num("mrlen", decimal(at("length")));
     l.num("pdn", decimal(at("pd")));
     owner_fields(l, at("pid"));
+    return true;
 }
 
-void cq_row(const DumpLine& w, Line& l) {
+bool cq_row(const DumpLine& w, const Dump&, Line& l) {
     l.num("cqn", w[1]);
     l.num("cqe", decimal(resgraph::dump_field(w, "cqe")));
     l.num("users", decimal(resgraph::dump_field(w, "users")));
@@ -133,11 +129,13 @@ void cq_row(const DumpLine& w, Line& l) {
     l.text += " adaptive-moderation off";
     l.num("ctxn", decimal(resgraph::dump_field(w, "ctx")));
     owner_fields(l, resgraph::dump_field(w, "pid"));
+    return true;
 }
 
-void ctx_row(const DumpLine& w, Line& l) {
+bool ctx_row(const DumpLine& w, const Dump&, Line& l) {
     l.num("ctxn", w[1]);
     owner_fields(l, resgraph::dump_field(w, "pid"));
+    return true;
 }
 
 // The QPs that take their receives from SRQ `srqn`, as the kernel lists them: runs of
@@ -179,56 +177,67 @@ std::string cm_endpoint(std::string a) {
     return a;
 }
 
-void object_rows(const std::string& kind, const std::string& dev, unsigned idx, Out* out) {
-    std::vector<DumpLine> dump = dump_of(dev);
+bool srq_row(const DumpLine& w, const Dump& dump, Line& l) {
+    auto at = [&](const char* k) { return resgraph::dump_field(w, k); };
+    l.num("srqn", w[1]);
+    l.str("type", at("type"));
+    if (std::vector<std::string> runs = srq_qps(dump, w[1]); !runs.empty()) {
+        // A JSON array of strings, "17-32,40" in text (iproute2's print_qps).
+        std::string arr, text;
+        for (const std::string& r : runs) {
+            arr += (arr.empty() ? "[" : ",") + json_string(r);
+            text += (text.empty() ? "" : ",") + r;
+        }
+        l.row.push_back({"lqpn", arr + "]", true});
+        l.text += " lqpn " + text;
+    }
+    l.num("pdn", decimal(at("pd")));
+    if (at("type") == "XRC") l.num("cqn", decimal(at("cq")));
+    owner_fields(l, at("pid"));
+    return true;
+}
+
+bool cm_row(const DumpLine& w, const Dump&, Line& l) {
+    auto at = [&](const char* k) { return resgraph::dump_field(w, k); };
+    // An id with no owner is a parked request or one finishing after rdma_destroy_id: the
+    // kernel lists neither.
+    if (at("pid") == "0") return false;
+    l.num("cm-idn", w[1]);
+    const char* ps = cm_ps(at("ps"));
+    if (decimal(at("qpn")) != "0") {
+        l.num("lqpn", decimal(at("qpn")));
+        l.str("qp-type", std::string(ps) == "TCP" ? "RC" : "UD");
+    }
+    l.str("state", cm_state(at("state")));
+    l.str("ps", ps);
+    owner_fields(l, at("pid"));
+    l.str("src-addr", cm_endpoint(at("local")));
+    std::string remote = cm_endpoint(at("remote"));
+    if (remote != "0.0.0.0:0" && remote != ":::0") l.str("dst-addr", remote);
+    return true;
+}
+
+// The kinds `rdma res show KIND` lists here: the dump lines each comes from, how its rows
+// start, what they hold.
+struct Kind {
+    const char* name;
+    const char* dump_head;
+    Head head;
+    bool (*row)(const DumpLine& w, const Dump& dump, Line& l);
+};
+constexpr Kind kKinds[] = {
+    {"qp", "qp", Head::kLink, qp_row},   {"cm_id", "cm_id", Head::kLink, cm_row},
+    {"cq", "cq", Head::kDev, cq_row},    {"pd", "pd", Head::kDev, pd_row},
+    {"mr", "mr", Head::kDev, mr_row},    {"ctx", "session", Head::kDev, ctx_row},
+    {"srq", "srq", Head::kDev, srq_row},
+};
+
+void object_rows(const Kind& k, const std::string& dev, unsigned idx, Out* out) {
+    const Dump dump = dump_of(dev);
     for (const DumpLine& w : dump) {
-        if (w.size() < 2) continue;
-        if (kind == "cm_id") {
-            if (w[0] != "cm_id" || resgraph::dump_field(w, "pid") == "0") continue;  // parked
-            auto at = [&](const char* k) { return resgraph::dump_field(w, k); };
-            if (at("state") == "parked") continue;
-            Line l = device_line(dev, idx, true);
-            l.num("cm-idn", w[1]);
-            const char* ps = cm_ps(at("ps"));
-            if (decimal(at("qpn")) != "0") {
-                l.num("lqpn", decimal(at("qpn")));
-                l.str("qp-type", std::string(ps) == "TCP" ? "RC" : "UD");
-            }
-            l.str("state", cm_state(at("state")));
-            l.str("ps", ps);
-            owner_fields(l, at("pid"));
-            l.str("src-addr", cm_endpoint(at("local")));
-            std::string remote = cm_endpoint(at("remote"));
-            if (remote != "0.0.0.0:0" && remote != ":::0") l.str("dst-addr", remote);
-            out->push(std::move(l));
-            continue;
-        }
-        const std::string head = kind == "ctx" ? "session" : kind;
-        if (w[0] != head) continue;
-        Line l = dev_line(dev, idx);
-        if (kind == "pd") pd_row(w, l);
-        if (kind == "mr") mr_row(w, l);
-        if (kind == "cq") cq_row(w, l);
-        if (kind == "ctx") ctx_row(w, l);
-        if (kind == "srq") {
-            l.num("srqn", w[1]);
-            l.str("type", resgraph::dump_field(w, "type"));
-            if (std::vector<std::string> runs = srq_qps(dump, w[1]); !runs.empty()) {
-                // A JSON array of strings, "17-32,40" in text (iproute2's print_qps).
-                std::string arr, text;
-                for (const std::string& r : runs) {
-                    arr += (arr.empty() ? "[" : ",") + json_string(r);
-                    text += (text.empty() ? "" : ",") + r;
-                }
-                l.row.push_back({"lqpn", arr + "]", true});
-                l.text += " lqpn " + text;
-            }
-            l.num("pdn", decimal(resgraph::dump_field(w, "pd")));
-            if (resgraph::dump_field(w, "type") == "XRC")
-                l.num("cqn", decimal(resgraph::dump_field(w, "cq")));
-            owner_fields(l, resgraph::dump_field(w, "pid"));
-        }
-        out->push(std::move(l));
+        if (w.size() < 2 || w[0] != k.dump_head) continue;
+        Line l = device_line(dev, idx, k.head);
+        if (k.row(w, dump, l)) out->push(std::move(l));
     }
 }
 
@@ -241,7 +250,7 @@ void summary_rows(const std::string& dev, unsigned idx, Out* out) {
         else if (w[0] == "cm")
             cm = std::move(w);
     }
-    Line l = device_line(dev, idx, false);
+    Line l = device_line(dev, idx, Head::kSummary);
     const std::pair<const char*, std::string> kinds[] = {
         {"pd", resgraph::dump_field(counts, "pds")},
         {"cq", resgraph::dump_field(counts, "cqs")},
@@ -307,10 +316,13 @@ int statistic(const std::vector<std::string>& words, bool json, bool pretty) {
 int res(const std::vector<std::string>& words, bool json, bool pretty) {
     size_t i = 0;
     if (i < words.size() && std::string("show").rfind(words[i], 0) == 0) ++i;
-    std::string kind = i < words.size() ? words[i++] : "";
-    static const char* const kKinds[] = {"qp", "cm_id", "cq", "pd", "mr", "ctx", "srq"};
-    if (!kind.empty() && std::find(std::begin(kKinds), std::end(kKinds), kind) == std::end(kKinds))
-        return -1;     // counters and the like: the host's tool
+    const Kind* kind = nullptr;  // none: the summary
+    if (i < words.size()) {
+        for (const Kind& k : kKinds)
+            if (words[i] == k.name) kind = &k;
+        if (!kind) return -1;  // counters and the like: the host's tool
+        ++i;
+    }
     std::string only;  // "link DEV[/PORT]" or "dev DEV"
     if (i + 1 < words.size() && (words[i] == "link" || words[i] == "dev"))
         only = words[i + 1].substr(0, words[i + 1].find('/'));
@@ -322,12 +334,10 @@ int res(const std::vector<std::string>& words, bool json, bool pretty) {
     for (const auto& d : abi::list_devices()) {
         if (!only.empty() && d.name != only) continue;
         unsigned idx = device_index(d.name);
-        if (kind.empty())
-            summary_rows(d.name, idx, &out);
-        else if (kind == "qp")
-            qp_rows(d.name, idx, &out);
+        if (kind)
+            object_rows(*kind, d.name, idx, &out);
         else
-            object_rows(kind, d.name, idx, &out);
+            summary_rows(d.name, idx, &out);
     }
     out.print();
     return 0;
